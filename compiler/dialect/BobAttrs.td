@@ -1,0 +1,67 @@
+// The kernel specialization: everything the generated code is specialized on.
+#ifndef BOB_ATTRS_TD
+#define BOB_ATTRS_TD
+
+include "compiler/dialect/BobBase.td"
+
+def Bob_KernelKind : I32EnumAttr<"KernelKind", "which attention kernel", [
+    I32EnumAttrCase<"fwd", 0>,        // O and log-sum-exp L
+    I32EnumAttrCase<"bwd_q", 1>,      // first backward, query-major: dQ
+    I32EnumAttrCase<"bwd_kv", 2>,     // first backward, key-major: dK, dV
+    I32EnumAttrCase<"bob_q", 3>,      // BoB pass 1, query-major: gQ, gdO, c, b
+    I32EnumAttrCase<"bob_kv", 4>,     // BoB pass 2, key-major: gK, gV
+    I32EnumAttrCase<"bwd_prep", 5>,   // D = rowsum(dO o O)
+  ]> {
+  let cppNamespace = "::flashbob::bob";
+  let genSpecializedAttr = 0;
+}
+def Bob_KernelKindAttr : EnumAttr<Bob_Dialect, Bob_KernelKind, "kind">;
+
+def Bob_ElemType : I32EnumAttr<"ElemType", "input element type", [
+    I32EnumAttrCase<"bf16", 0>,
+    I32EnumAttrCase<"f16", 1>,
+  ]> {
+  let cppNamespace = "::flashbob::bob";
+  let genSpecializedAttr = 0;
+}
+def Bob_ElemTypeAttr : EnumAttr<Bob_Dialect, Bob_ElemType, "dtype">;
+
+def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
+  let mnemonic = "spec";
+  let summary = "Specialization of one kernel variant";
+  let description = [{
+    The values the code is specialized on. `arch` is the SM target ("sm_80", "sm_90a");
+    `scale` the softmax scale s; `stages` the depth of the global->shared pipeline.
+    Example: `#bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4,
+              stages = 2, dtype = bf16, causal = false, scale = 0.0883883, arch = "sm_90a">`
+  }];
+  let parameters = (ins
+    "KernelKind":$kind,
+    "int64_t":$head_dim,
+    "int64_t":$block_m,
+    "int64_t":$block_n,
+    "int64_t":$warps,
+    "int64_t":$stages,
+    "ElemType":$dtype,
+    "bool":$causal,
+    "::mlir::FloatAttr":$scale,
+    "::mlir::StringAttr":$arch
+  );
+  let assemblyFormat = [{
+    `<` `kind` `=` $kind `,` `head_dim` `=` $head_dim `,` `block_m` `=` $block_m `,`
+        `block_n` `=` $block_n `,` `warps` `=` $warps `,` `stages` `=` $stages `,`
+        `dtype` `=` $dtype `,` `causal` `=` $causal `,` `scale` `=` $scale `,` `arch` `=` $arch `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+def Bob_ReduceKind : I32EnumAttr<"ReduceKind", "row reduction", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"max", 1>,
+  ]> {
+  let cppNamespace = "::flashbob::bob";
+  let genSpecializedAttr = 0;
+}
+def Bob_ReduceKindAttr : EnumAttr<Bob_Dialect, Bob_ReduceKind, "reduce">;
+
+#endif // BOB_ATTRS_TD

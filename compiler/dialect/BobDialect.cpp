@@ -1,0 +1,375 @@
+// The `bob` dialect: registration, custom syntax and the verifiers that reject what the
+// lowering cannot do, with a message that says why.
+#include "compiler/dialect/BobDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionImplementation.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace flashbob::bob;
+
+#include "compiler/dialect/BobDialect.cpp.inc"
+#include "compiler/dialect/BobEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "compiler/dialect/BobAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "compiler/dialect/BobTypes.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "compiler/dialect/BobOps.cpp.inc"
+
+void BobDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "compiler/dialect/BobAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "compiler/dialect/BobTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "compiler/dialect/BobOps.cpp.inc"
+      >();
+}
+
+namespace flashbob::bob {
+SpecAttr getEnclosingSpec(Operation *op) {
+  for (Operation *p = op; p; p = p->getParentOp()) {
+    if (auto kernel = dyn_cast<KernelOp>(p))
+      return kernel.getSpec();
+    if (auto spec = p->getAttrOfType<SpecAttr>(kSpecAttrName))
+      return spec;
+  }
+  return {};
+}
+} // namespace flashbob::bob
+
+//===-- Attributes and types ----------------------------------------------------------------===//
+
+static bool isSupportedArch(StringRef arch) {
+  return arch == "sm_80" || arch == "sm_86" || arch == "sm_89" || arch == "sm_90" ||
+         arch == "sm_90a";
+}
+
+LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
+                               int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
+                               int64_t stages, ElemType, bool, FloatAttr scale, StringAttr arch) {
+  if (headDim <= 0 || headDim % 16 != 0 || headDim > 256)
+    return emitError() << "head_dim " << headDim
+                       << " is unsupported: it must be a multiple of 16 in [16, 256]";
+  if (blockM <= 0 || blockM % 16 != 0)
+    return emitError() << "block_m " << blockM << " must be a positive multiple of 16";
+  if (blockN <= 0 || blockN % 16 != 0)
+    return emitError() << "block_n " << blockN << " must be a positive multiple of 16";
+  if (warps != 1 && warps != 2 && warps != 4 && warps != 8)
+    return emitError() << "warps " << warps << " must be 1, 2, 4 or 8";
+  // The block owns the rows of its own sequence: query rows in query-major kernels, key rows
+  // in key-major kernels; each warp owns a multiple of 16 of them (one mma row fragment).
+  bool keyMajor = kind == KernelKind::bwd_kv || kind == KernelKind::bob_kv;
+  int64_t ownRows = keyMajor ? blockN : blockM;
+  if (ownRows % (16 * warps) != 0)
+    return emitError() << (keyMajor ? "block_n " : "block_m ") << ownRows
+                       << " must be a multiple of 16 * warps = " << 16 * warps
+                       << " (each warp owns whole 16-row mma fragments)";
+  if (stages < 1 || stages > 4)
+    return emitError() << "stages " << stages << " must be in [1, 4]";
+  if (!scale || !std::isfinite(scale.getValueAsDouble()) || scale.getValueAsDouble() <= 0)
+    return emitError() << "scale must be a positive finite number";
+  if (!arch || !isSupportedArch(arch.getValue()))
+    return emitError() << "arch '" << (arch ? arch.getValue() : "") << "' is unsupported (sm_80, "
+                       << "sm_86, sm_89, sm_90, sm_90a)";
+  return success();
+}
+
+static bool isTensorCoreInput(Type t) { return t.isBF16() || t.isF16(); }
+
+LogicalResult SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
+                                     int64_t cols, Type elementType) {
+  if (!isTensorCoreInput(elementType))
+    return emitError() << "shared tiles hold bf16 or f16, not " << elementType;
+  if (rows <= 0 || rows % 16 != 0 || cols <= 0 || cols % 16 != 0)
+    return emitError() << "shared tile " << rows << "x" << cols
+                       << " must have rows and cols that are positive multiples of 16";
+  return success();
+}
+
+LogicalResult RegTileType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
+                                  int64_t cols, Type elementType) {
+  if (!elementType.isF32() && !isTensorCoreInput(elementType))
+    return emitError() << "register tiles hold f32, bf16 or f16, not " << elementType;
+  if (rows <= 0 || rows % 16 != 0)
+    return emitError() << "register tile rows " << rows << " must be a positive multiple of 16";
+  int64_t colMultiple = elementType.isF32() ? 8 : 16;
+  if (cols <= 0 || cols % colMultiple != 0)
+    return emitError() << "register tile cols " << cols << " must be a positive multiple of "
+                       << colMultiple << " for " << elementType;
+  return success();
+}
+
+//===-- Kernel ------------------------------------------------------------------------------===//
+
+void KernelOp::build(OpBuilder &builder, OperationState &state, StringRef name, FunctionType type,
+                     SpecAttr spec) {
+  state.addAttribute(SymbolTable::getSymbolAttrName(), builder.getStringAttr(name));
+  state.addAttribute(getFunctionTypeAttrName(state.name), TypeAttr::get(type));
+  state.addAttribute(getSpecAttrName(state.name), spec);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Type t : type.getInputs())
+    block->addArgument(t, state.location);
+}
+
+ParseResult KernelOp::parse(OpAsmParser &parser, OperationState &result) {
+  auto buildType = [](Builder &b, ArrayRef<Type> in, ArrayRef<Type> out,
+                      function_interface_impl::VariadicFlag, std::string &) {
+    return b.getFunctionType(in, out);
+  };
+  if (function_interface_impl::parseFunctionOp(
+          parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name), buildType,
+          getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name)))
+    return failure();
+  KernelOp::ensureTerminator(*result.regions.front(), parser.getBuilder(), result.location);
+  return success();
+}
+
+void KernelOp::print(OpAsmPrinter &p) {
+  function_interface_impl::printFunctionOp(p, *this, /*isVariadic=*/false,
+                                           getFunctionTypeAttrName(), getArgAttrsAttrName(),
+                                           getResAttrsAttrName());
+}
+
+LogicalResult KernelOp::verify() {
+  if (!getResultTypes().empty())
+    return emitOpError("kernels return nothing; outputs are memref arguments");
+  for (auto [i, t] : llvm::enumerate(getArgumentTypes()))
+    if (!isa<MemRefType>(t))
+      return emitOpError("argument #") << i << " is " << t << "; kernel arguments are memrefs";
+  return success();
+}
+
+int64_t KernelOp::getSharedBytes() {
+  if (auto bytes = (*this)->getAttrOfType<IntegerAttr>(kSharedBytesAttrName))
+    return bytes.getInt();
+  return 0;
+}
+
+//===-- Helpers shared by the tile op verifiers ---------------------------------------------===//
+
+// A register tile's rows are split across the kernel's warps in 16-row fragments.
+static LogicalResult verifyRowsSplit(Operation *op, RegTileType type) {
+  SpecAttr spec = getEnclosingSpec(op);
+  if (!spec)
+    return op->emitOpError("must be inside a bob.kernel (needs its spec)");
+  if (type.getRows() % (16 * spec.getWarps()) != 0)
+    return op->emitOpError("register tile ")
+           << type << " cannot be split across " << spec.getWarps()
+           << " warps: rows must be a multiple of " << 16 * spec.getWarps();
+  return success();
+}
+
+static LogicalResult verifyRowsSplit(Operation *op, Type t) {
+  if (auto tile = dyn_cast<RegTileType>(t))
+    return verifyRowsSplit(op, tile);
+  if (auto rows = dyn_cast<RowVecType>(t)) {
+    SpecAttr spec = getEnclosingSpec(op);
+    if (!spec)
+      return op->emitOpError("must be inside a bob.kernel (needs its spec)");
+    if (rows.getSize() % (16 * spec.getWarps()) != 0)
+      return op->emitOpError("row vector of ")
+             << rows.getSize() << " cannot be split across " << spec.getWarps() << " warps";
+  }
+  if (auto cols = dyn_cast<ColVecType>(t); cols && cols.getSize() % 8 != 0)
+    return op->emitOpError("column vector size ") << cols.getSize() << " must be a multiple of 8";
+  return success();
+}
+
+// Global tensors: (batch, heads, seq, head_dim) with unit innermost stride for tiles,
+// (batch, heads, seq) f32 for row vectors.
+static LogicalResult verifyTileTensor(Operation *op, Type memrefType, int64_t cols,
+                                      StringRef what) {
+  auto type = cast<MemRefType>(memrefType);
+  if (type.getRank() != 4)
+    return op->emitOpError(what) << " must be a rank-4 memref (batch, heads, seq, head_dim), got "
+                                 << type;
+  if (!type.isDynamicDim(3) && type.getDimSize(3) != cols)
+    return op->emitOpError(what) << " has head_dim " << type.getDimSize(3) << " but the tile has "
+                                 << cols << " columns";
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1)
+    return op->emitOpError(what) << " must have a unit stride along head_dim";
+  return success();
+}
+
+static LogicalResult verifyVecTensor(Operation *op, Type memrefType, StringRef what) {
+  auto type = cast<MemRefType>(memrefType);
+  if (type.getRank() != 3 || !type.getElementType().isF32())
+    return op->emitOpError(what) << " must be a rank-3 f32 memref (batch, heads, seq), got "
+                                 << type;
+  return success();
+}
+
+//===-- Tile ops ----------------------------------------------------------------------------===//
+
+LogicalResult LoadSharedOp::verify() {
+  auto tile = getDst().getType();
+  auto src = cast<MemRefType>(getSrc().getType());
+  if (src.getElementType() != tile.getElementType())
+    return emitOpError("source element type ")
+           << src.getElementType() << " differs from the shared tile's " << tile.getElementType();
+  return verifyTileTensor(*this, src, tile.getCols(), "source");
+}
+
+LogicalResult StoreSharedOp::verify() {
+  auto value = getValue().getType();
+  auto dst = getDst().getType();
+  if (value.getRows() != dst.getRows() || value.getCols() != dst.getCols())
+    return emitOpError("register tile ") << value << " and shared tile " << dst
+                                         << " differ in shape";
+  if (!value.getElementType().isF32())
+    return emitOpError("stores f32 register tiles, got ") << value;
+  return verifyRowsSplit(*this, value);
+}
+
+LogicalResult LoadTileOp::verify() {
+  auto tile = getResult().getType();
+  if (!tile.getElementType().isF32())
+    return emitOpError("loads into f32 register tiles, got ") << tile;
+  if (failed(verifyTileTensor(*this, getSrc().getType(), tile.getCols(), "source")))
+    return failure();
+  return verifyRowsSplit(*this, tile);
+}
+
+LogicalResult StoreTileOp::verify() {
+  auto tile = getValue().getType();
+  if (!tile.getElementType().isF32())
+    return emitOpError("stores f32 register tiles, got ") << tile;
+  if (failed(verifyTileTensor(*this, getDst().getType(), tile.getCols(), "destination")))
+    return failure();
+  return verifyRowsSplit(*this, tile);
+}
+
+LogicalResult LoadVecOp::verify() {
+  if (failed(verifyVecTensor(*this, getSrc().getType(), "source")))
+    return failure();
+  return verifyRowsSplit(*this, getResult().getType());
+}
+
+LogicalResult StoreVecOp::verify() {
+  if (failed(verifyVecTensor(*this, getDst().getType(), "destination")))
+    return failure();
+  return verifyRowsSplit(*this, getValue().getType());
+}
+
+LogicalResult MmaOp::verify() {
+  auto acc = getAcc().getType();
+  if (!acc.getElementType().isF32())
+    return emitOpError("accumulates in f32, got ") << acc;
+  int64_t aRows, aCols;
+  Type aElem;
+  if (auto a = dyn_cast<SharedTileType>(getA().getType())) {
+    aRows = getTransposeA() ? a.getCols() : a.getRows();
+    aCols = getTransposeA() ? a.getRows() : a.getCols();
+    aElem = a.getElementType();
+  } else {
+    auto r = cast<RegTileType>(getA().getType());
+    if (getTransposeA())
+      return emitOpError("cannot transpose a register operand (store it to shared memory first)");
+    if (r.getElementType().isF32())
+      return emitOpError("register operand a must be bf16/f16 (bob.convert it first)");
+    aRows = r.getRows();
+    aCols = r.getCols();
+    aElem = r.getElementType();
+  }
+  auto b = getB().getType();
+  int64_t bRows = getTransposeB() ? b.getCols() : b.getRows();
+  int64_t bCols = getTransposeB() ? b.getRows() : b.getCols();
+  if (aElem != b.getElementType())
+    return emitOpError("operands have different element types: ") << aElem << " and "
+                                                                 << b.getElementType();
+  if (aRows != acc.getRows() || bCols != acc.getCols() || aCols != bRows)
+    return emitOpError("shapes do not compose: op(a) is ")
+           << aRows << "x" << aCols << ", op(b) is " << bRows << "x" << bCols << ", acc is "
+           << acc.getRows() << "x" << acc.getCols();
+  if (aCols % 16 != 0)
+    return emitOpError("inner dimension ") << aCols << " must be a multiple of 16";
+  if (acc.getCols() % 16 != 0)
+    return emitOpError("result cols ") << acc.getCols()
+                                       << " must be a multiple of 16 (ldmatrix x4 loads pairs of "
+                                          "8-column fragments)";
+  return verifyRowsSplit(*this, acc);
+}
+
+LogicalResult SplatOp::verify() {
+  if (auto tile = dyn_cast<RegTileType>(getType()); tile && !tile.getElementType().isF32())
+    return emitOpError("splats f32 tiles only");
+  return verifyRowsSplit(*this, getType());
+}
+
+LogicalResult ConvertOp::verify() {
+  auto src = getSource().getType();
+  auto dst = getResult().getType();
+  if (!src.getElementType().isF32() || !isTensorCoreInput(dst.getElementType()))
+    return emitOpError("converts f32 tiles to bf16/f16, got ") << src << " -> " << dst;
+  if (src.getRows() != dst.getRows() || src.getCols() != dst.getCols())
+    return emitOpError("changes the shape: ") << src << " -> " << dst;
+  return verifyRowsSplit(*this, src);
+}
+
+// rhs may be the same type, a broadcast vector matching the tile, or an f32 scalar.
+static LogicalResult verifyBroadcast(Operation *op, Type lhs, Type rhs) {
+  if (auto tile = dyn_cast<RegTileType>(lhs); tile && !tile.getElementType().isF32())
+    return op->emitOpError("works on f32 tiles, got ") << tile;
+  if (lhs == rhs || rhs.isF32())
+    return verifyRowsSplit(op, lhs);
+  auto tile = dyn_cast<RegTileType>(lhs);
+  if (tile) {
+    if (auto rows = dyn_cast<RowVecType>(rhs); rows && rows.getSize() == tile.getRows())
+      return verifyRowsSplit(op, lhs);
+    if (auto cols = dyn_cast<ColVecType>(rhs); cols && cols.getSize() == tile.getCols())
+      return verifyRowsSplit(op, lhs);
+  }
+  return op->emitOpError("cannot broadcast ") << rhs << " onto " << lhs;
+}
+
+#define BOB_BINARY_VERIFIER(Op)                                                                   \
+  LogicalResult Op::verify() { return verifyBroadcast(*this, getLhs().getType(), getRhs().getType()); }
+BOB_BINARY_VERIFIER(AddOp)
+BOB_BINARY_VERIFIER(SubOp)
+BOB_BINARY_VERIFIER(MulOp)
+BOB_BINARY_VERIFIER(DivOp)
+BOB_BINARY_VERIFIER(MaxOp)
+#undef BOB_BINARY_VERIFIER
+
+static LogicalResult verifyElementwise(Operation *op, Type t) {
+  if (auto tile = dyn_cast<RegTileType>(t); tile && !tile.getElementType().isF32())
+    return op->emitOpError("works on f32 tiles, got ") << tile;
+  return verifyRowsSplit(op, t);
+}
+
+LogicalResult Exp2Op::verify() { return verifyElementwise(*this, getType()); }
+LogicalResult Log2Op::verify() { return verifyElementwise(*this, getType()); }
+LogicalResult ReplaceOp::verify() { return verifyElementwise(*this, getType()); }
+LogicalResult MaskOp::verify() { return verifyElementwise(*this, getType()); }
+
+LogicalResult ReduceOp::verify() {
+  auto tile = getSource().getType();
+  if (!tile.getElementType().isF32())
+    return emitOpError("reduces f32 tiles, got ") << tile;
+  if (getResult().getType().getSize() != tile.getRows())
+    return emitOpError("result has ") << getResult().getType().getSize() << " rows, the tile "
+                                      << tile.getRows();
+  return verifyRowsSplit(*this, tile);
+}

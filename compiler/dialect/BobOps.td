@@ -1,0 +1,239 @@
+// Operations of the `bob` dialect. Kernels are written with these (kernels/), verified here,
+// and lowered by compiler/passes/.
+#ifndef BOB_OPS_TD
+#define BOB_OPS_TD
+
+include "compiler/dialect/BobBase.td"
+include "compiler/dialect/BobAttrs.td"
+include "compiler/dialect/BobTypes.td"
+include "mlir/Interfaces/FunctionInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+//===-- Kernel level ------------------------------------------------------------------------===//
+
+def Bob_KernelOp : Bob_Op<"kernel", [FunctionOpInterface, IsolatedFromAbove, Symbol,
+                                     SingleBlockImplicitTerminator<"ReturnOp">]> {
+  let summary = "One specialized attention kernel";
+  let description = [{
+    A GPU kernel whose body is written in tile ops. Arguments are the global tensors as
+    memrefs: (batch, heads, seq, head_dim) inputs/outputs with runtime sizes and strides, and
+    (batch, heads, seq) f32 row vectors (L, D, c, b). `spec` is what the code is specialized on.
+    The grid is (ceil(seq / block), batch * heads); each block runs the body once.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FunctionType>:$function_type,
+                       Bob_SpecAttr:$spec,
+                       OptionalAttr<DictArrayAttr>:$arg_attrs,
+                       OptionalAttr<DictArrayAttr>:$res_attrs);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "::mlir::FunctionType":$type,
+                                "SpecAttr":$spec)>];
+  let extraClassDeclaration = [{
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() { return getFunctionType().getInputs(); }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() { return getFunctionType().getResults(); }
+    ::mlir::Region *getCallableRegion() { return &getBody(); }
+    // Bytes of dynamic shared memory, once bob-allocate-shared has run (else 0).
+    int64_t getSharedBytes();
+  }];
+}
+
+def Bob_ReturnOp : Bob_Op<"return", [Pure, Terminator, HasParent<"KernelOp">]> {
+  let summary = "End of a kernel body";
+  let assemblyFormat = "attr-dict";
+}
+
+//===-- Shared memory and global memory -----------------------------------------------------===//
+
+def Bob_AllocSharedOp : Bob_Op<"alloc_shared", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "A tile of the kernel's shared memory";
+  let description = [{
+    Placed by the compiler (bob-allocate-shared sets `offset`, in bytes, into the kernel's
+    dynamic shared memory). Kernel authors never compute addresses or sizes.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let results = (outs Bob_SharedTileType:$tile);
+  let assemblyFormat = "attr-dict `:` type($tile)";
+}
+
+def Bob_LoadSharedOp : Bob_Op<"load_shared"> {
+  let summary = "Copy rows [row, row + tile rows) of src[batch, head] into a shared tile";
+  let description = [{
+    Rows at or past `bound` (the sequence length) are filled with zeros, so tiles need not
+    divide the sequence. The copy is complete and visible to every thread after the op.
+  }];
+  let arguments = (ins Arg<AnyMemRef, "", [MemRead]>:$src, Index:$batch, Index:$head,
+                       Index:$row, Index:$bound,
+                       Arg<Bob_SharedTileType, "", [MemWrite]>:$dst);
+  let assemblyFormat = [{
+    $src `[` $batch `,` $head `,` $row `]` `bound` $bound `into` $dst attr-dict
+    `:` type($src) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_StoreSharedOp : Bob_Op<"store_shared"> {
+  let summary = "Write a register tile into a shared tile (converting to its element type)";
+  let description = [{
+    Used to re-read a register tile in another distribution, e.g. dS^T as the A operand of
+    dQ = dS K. Visible to every thread after the op.
+  }];
+  let arguments = (ins Bob_RegTileType:$value, Arg<Bob_SharedTileType, "", [MemWrite]>:$dst);
+  let assemblyFormat = "$value `into` $dst attr-dict `:` type($value) `,` type($dst)";
+  let hasVerifier = 1;
+}
+
+def Bob_LoadTileOp : Bob_Op<"load_tile"> {
+  let summary = "Load rows of src[batch, head] straight into a register tile (as f32)";
+  let description = [{Rows at or past `bound` read as zero.}];
+  let arguments = (ins Arg<AnyMemRef, "", [MemRead]>:$src, Index:$batch, Index:$head,
+                       Index:$row, Index:$bound);
+  let results = (outs Bob_RegTileType:$result);
+  let assemblyFormat = [{
+    $src `[` $batch `,` $head `,` $row `]` `bound` $bound attr-dict `:` type($src) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_StoreTileOp : Bob_Op<"store_tile"> {
+  let summary = "Store a register tile to rows of dst[batch, head], converting to its element type";
+  let description = [{Rows at or past `bound` are not written.}];
+  let arguments = (ins Bob_RegTileType:$value, Arg<AnyMemRef, "", [MemWrite]>:$dst, Index:$batch,
+                       Index:$head, Index:$row, Index:$bound);
+  let assemblyFormat = [{
+    $value `,` $dst `[` $batch `,` $head `,` $row `]` `bound` $bound attr-dict
+    `:` type($value) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_LoadVecOp : Bob_Op<"load_vec"> {
+  let summary = "Load a row or column vector from src[batch, head, row : row + size]";
+  let description = [{Entries at or past `bound` read as `padding` (default 0).}];
+  let arguments = (ins Arg<AnyMemRef, "", [MemRead]>:$src, Index:$batch, Index:$head, Index:$row,
+                       Index:$bound, DefaultValuedAttr<F32Attr, "0.0">:$padding);
+  let results = (outs Bob_AnyVec:$result);
+  let assemblyFormat = [{
+    $src `[` $batch `,` $head `,` $row `]` `bound` $bound attr-dict `:` type($src) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_StoreVecOp : Bob_Op<"store_vec"> {
+  let summary = "Store a row vector to dst[batch, head, row : row + size] (entries past bound skipped)";
+  let arguments = (ins Bob_RowVecType:$value, Arg<AnyMemRef, "", [MemWrite]>:$dst, Index:$batch,
+                       Index:$head, Index:$row, Index:$bound);
+  let assemblyFormat = [{
+    $value `,` $dst `[` $batch `,` $head `,` $row `]` `bound` $bound attr-dict
+    `:` type($value) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+}
+
+//===-- Register tile arithmetic ------------------------------------------------------------===//
+
+def Bob_MmaOp : Bob_Op<"mma", [AllTypesMatch<["acc", "result"]>]> {
+  let summary = "acc + op(a) * op(b) on tensor cores, f32 accumulation";
+  let description = [{
+    `a` is a shared tile or a bf16/f16 register tile (the converted result of an earlier
+    product); `b` is a shared tile. `transpose_a` / `transpose_b` read the shared tile
+    transposed (op(x) = x^T). Shapes: op(a) is R x K, op(b) is K x C, acc is R x C, K a multiple
+    of 16. Each warp computes its own rows of the result.
+  }];
+  let arguments = (ins AnyTypeOf<[Bob_SharedTileType, Bob_RegTileType]>:$a,
+                       Arg<Bob_SharedTileType, "", [MemRead]>:$b, Bob_RegTileType:$acc,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs Bob_RegTileType:$result);
+  let assemblyFormat = [{
+    $a `,` $b `,` $acc attr-dict `:` type($a) `,` type($b) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_SplatOp : Bob_Op<"splat", [Pure]> {
+  let summary = "A register tile or vector with every element equal to `value`";
+  let arguments = (ins F32Attr:$value);
+  let results = (outs Bob_RegValue:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Bob_ConvertOp : Bob_Op<"convert", [Pure]> {
+  let summary = "Round an f32 register tile to bf16/f16 (same shape, same thread ownership)";
+  let arguments = (ins Bob_RegTileType:$source);
+  let results = (outs Bob_RegTileType:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+class Bob_BinaryOp<string mnemonic, string what> : Bob_Op<mnemonic, [Pure, AllTypesMatch<["lhs", "result"]>]> {
+  let summary = "Element-wise " # what # " with broadcasting";
+  let description = [{
+    `lhs` is an f32 register tile or vector. `rhs` is a value of the same type, a row vector
+    (broadcast along the columns of a tile), a column vector (broadcast along its rows) or an
+    f32 scalar.
+  }];
+  let arguments = (ins Bob_RegValue:$lhs, AnyTypeOf<[Bob_RegValue, F32]>:$rhs);
+  let results = (outs Bob_RegValue:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let hasVerifier = 1;
+}
+
+def Bob_AddOp : Bob_BinaryOp<"add", "a + b">;
+def Bob_SubOp : Bob_BinaryOp<"sub", "a - b">;
+def Bob_MulOp : Bob_BinaryOp<"mul", "a * b">;
+def Bob_DivOp : Bob_BinaryOp<"div", "a / b">;
+def Bob_MaxOp : Bob_BinaryOp<"max", "max(a, b)">;
+
+class Bob_UnaryOp<string mnemonic, string what> : Bob_Op<mnemonic, [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "Element-wise " # what;
+  let arguments = (ins Bob_RegValue:$source);
+  let results = (outs Bob_RegValue:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source)";
+  let hasVerifier = 1;
+}
+
+def Bob_Exp2Op : Bob_UnaryOp<"exp2", "2^x (exp2(-inf) = 0)">;
+def Bob_Log2Op : Bob_UnaryOp<"log2", "log2(x) (log2(0) = -inf)">;
+
+def Bob_ReplaceOp : Bob_Op<"replace", [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "Element-wise `x == from ? to : x`";
+  let description = [{
+    Guards the few exact special cases of the online softmax, e.g. a row whose keys are all
+    masked keeps max = -inf, which is replaced by 0 before `s - max` so no NaN appears.
+  }];
+  let arguments = (ins Bob_RegValue:$source, F32Attr:$from, F32Attr:$to);
+  let results = (outs Bob_RegValue:$result);
+  let assemblyFormat = "$source `,` $from `->` $to attr-dict `:` type($source)";
+  let hasVerifier = 1;
+}
+
+def Bob_MaskOp : Bob_Op<"mask", [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "Set masked positions of an S-like tile to `value` (default -inf)";
+  let description = [{
+    Rows are queries starting at `row`, columns keys starting at `col` (with `keys_on_rows`, the
+    other way round). A position is masked when its query is at or past `queries` (N), its key
+    at or past `keys` (M), or, with `causal`, key > query + M - N (bottom-right alignment).
+  }];
+  let arguments = (ins Bob_RegTileType:$source, Index:$row, Index:$col, Index:$queries,
+                       Index:$keys, UnitAttr:$causal, UnitAttr:$keys_on_rows,
+                       DefaultValuedAttr<F32Attr, "-std::numeric_limits<float>::infinity()">:$value);
+  let results = (outs Bob_RegTileType:$result);
+  let assemblyFormat = [{
+    $source `at` `(` $row `,` $col `)` `within` `(` $queries `,` $keys `)` attr-dict `:` type($source)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_ReduceOp : Bob_Op<"reduce", [Pure]> {
+  let summary = "Reduce each row of an f32 register tile (sum or max) to a row vector";
+  let arguments = (ins Bob_RegTileType:$source, Bob_ReduceKindAttr:$kind);
+  let results = (outs Bob_RowVecType:$result);
+  let assemblyFormat = "$kind $source attr-dict `:` type($source) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // BOB_OPS_TD

@@ -1,0 +1,54 @@
+// Tile types: the place (shared memory, registers) is the type.
+#ifndef BOB_TYPES_TD
+#define BOB_TYPES_TD
+
+include "compiler/dialect/BobBase.td"
+include "mlir/IR/BuiltinTypeInterfaces.td"
+
+class Bob_Type<string name, string typeMnemonic, list<Trait> traits = []>
+    : TypeDef<Bob_Dialect, name, traits> {
+  let mnemonic = typeMnemonic;
+}
+
+def Bob_SharedTileType : Bob_Type<"SharedTile", "smem"> {
+  let summary = "A rows x cols tile in shared memory";
+  let description = [{
+    Allocated by `bob.alloc_shared`; the compiler places it in the kernel's dynamic shared
+    memory and chooses a bank-conflict-free layout (padded rows for ldmatrix).
+    Example: `!bob.smem<64x128xbf16>`.
+  }];
+  let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);
+  let assemblyFormat = "`<` $rows `x` $cols `x` $elementType `>`";
+  let genVerifyDecl = 1;
+}
+
+def Bob_RegTileType : Bob_Type<"RegTile", "rtile"> {
+  let summary = "A rows x cols tile held in registers by the whole thread block";
+  let description = [{
+    Rows are split evenly across the warps of the block (each warp owns rows/warps rows, a
+    multiple of 16); within a warp the elements sit in the m16n8 accumulator layout of
+    mma.sync, so an f32 tile converted to bf16/f16 is directly the A operand of the next
+    product (the FlashAttention-2 register reuse of P).
+    Example: `!bob.rtile<64x128xf32>`.
+  }];
+  let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);
+  let assemblyFormat = "`<` $rows `x` $cols `x` $elementType `>`";
+  let genVerifyDecl = 1;
+}
+
+def Bob_RowVecType : Bob_Type<"RowVec", "rowvec"> {
+  let summary = "One f32 per row of a register tile, held by the threads owning the row";
+  let parameters = (ins "int64_t":$size);
+  let assemblyFormat = "`<` $size `>`";
+}
+
+def Bob_ColVecType : Bob_Type<"ColVec", "colvec"> {
+  let summary = "One f32 per column of a register tile, held by the threads owning the column";
+  let parameters = (ins "int64_t":$size);
+  let assemblyFormat = "`<` $size `>`";
+}
+
+def Bob_AnyVec : AnyTypeOf<[Bob_RowVecType, Bob_ColVecType]>;
+def Bob_RegValue : AnyTypeOf<[Bob_RegTileType, Bob_RowVecType, Bob_ColVecType]>;
+
+#endif // BOB_TYPES_TD

@@ -1,0 +1,419 @@
+// Dense float64 reference: every N x M matrix of bob-math.md is materialized, and each line
+// below is one line of that document. Also holds the shared helpers of Oracle.h (Matrix,
+// Problem, argument checking, causal loop bounds) and the multi-head loop.
+#include "kernels/oracle/Oracle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace flashbob::oracle {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument("oracle: " + msg); }
+
+std::size_t checkedSize(Index rows, Index cols, const char* what) {
+  if (rows < 0 || cols < 0) {
+    std::ostringstream os;
+    os << what << " has negative size " << rows << " x " << cols;
+    fail(os.str());
+  }
+  return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+}
+
+}  // namespace
+
+// ---- Shared helpers -------------------------------------------------------------------------
+
+Matrix::Matrix(Index r, Index c, double fill)
+    : rows(r), cols(c), data(checkedSize(r, c, "Matrix"), fill) {}
+
+double defaultScale(Index d) {
+  if (d <= 0) fail("d must be positive for defaultScale, got " + std::to_string(d));
+  return 1.0 / std::sqrt(static_cast<double>(d));
+}
+
+Problem makeProblem(Index N, Index M, Index d, bool causal) {
+  Problem p;
+  p.N = N;
+  p.M = M;
+  p.d = d;
+  p.causal = causal;
+  p.scale = d > 0 ? defaultScale(d) : 0.0;  // validate() reports a bad d later
+  return p;
+}
+
+Index causalKeyEnd(const Problem& p, Index queryEnd) {
+  if (!p.causal) return p.M;
+  // The last row of the block, queryEnd - 1, sees keys <= queryEnd - 1 + (M - N).
+  return std::clamp<Index>(queryEnd + p.causalOffset(), 0, p.M);
+}
+
+Index causalQueryBegin(const Problem& p, Index keyBegin) {
+  if (!p.causal) return 0;
+  // Query i sees key keyBegin iff i >= keyBegin - (M - N).
+  return std::clamp<Index>(keyBegin - p.causalOffset(), 0, p.N);
+}
+
+void validate(const Problem& p) {
+  auto positive = [](Index v, const char* name) {
+    if (v <= 0) fail(std::string(name) + " must be positive, got " + std::to_string(v));
+  };
+  positive(p.N, "N");
+  positive(p.M, "M");
+  positive(p.d, "d");
+  if (!std::isfinite(p.scale)) {
+    std::ostringstream os;
+    os << "scale must be finite, got " << p.scale;
+    fail(os.str());
+  }
+}
+
+void validateMatrix(const Matrix& m, const char* name, Index rows, const char* rowsName,
+                    Index cols, const char* colsName) {
+  std::ostringstream os;
+  os << name;
+  if (m.rows != rows) {
+    os << " has " << m.rows << " rows, expected " << rowsName << " = " << rows;
+    fail(os.str());
+  }
+  if (m.cols != cols) {
+    os << " has " << m.cols << " cols, expected " << colsName << " = " << cols;
+    fail(os.str());
+  }
+  // rows and cols already match the (positive) problem sizes, so the product is safe.
+  if (m.data.size() != static_cast<std::size_t>(rows * cols)) {
+    os << " has " << m.data.size() << " elements, expected rows * cols = " << rows * cols;
+    fail(os.str());
+  }
+}
+
+void validateVector(const std::vector<double>& v, const char* name, Index n, const char* nName) {
+  if (v.size() != static_cast<std::size_t>(n)) {
+    std::ostringstream os;
+    os << name << " has " << v.size() << " elements, expected " << nName << " = " << n;
+    fail(os.str());
+  }
+}
+
+// ---- Dense reference --------------------------------------------------------------------------
+
+namespace {
+
+void validateQKV(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V) {
+  validate(p);
+  validateMatrix(Q, "Q", p.N, "N", p.d, "d");
+  validateMatrix(K, "K", p.M, "M", p.d, "d");
+  validateMatrix(V, "V", p.M, "M", p.d, "d");
+}
+
+// C = A B^T  (A: n x d, B: m x d)
+Matrix mulABt(const Matrix& A, const Matrix& B) {
+  Matrix C(A.rows, B.rows);
+  for (Index i = 0; i < A.rows; ++i)
+    for (Index j = 0; j < B.rows; ++j) {
+      double acc = 0;
+      for (Index k = 0; k < A.cols; ++k) acc += A(i, k) * B(j, k);
+      C(i, j) = acc;
+    }
+  return C;
+}
+
+// C = A B  (A: n x m, B: m x d)
+Matrix mulAB(const Matrix& A, const Matrix& B) {
+  Matrix C(A.rows, B.cols);
+  for (Index i = 0; i < A.rows; ++i)
+    for (Index k = 0; k < A.cols; ++k) {
+      const double a = A(i, k);
+      for (Index j = 0; j < B.cols; ++j) C(i, j) += a * B(k, j);
+    }
+  return C;
+}
+
+// C = A^T B  (A: n x m, B: n x d)
+Matrix mulAtB(const Matrix& A, const Matrix& B) {
+  Matrix C(A.cols, B.cols);
+  for (Index k = 0; k < A.rows; ++k)
+    for (Index i = 0; i < A.cols; ++i) {
+      const double a = A(k, i);
+      for (Index j = 0; j < B.cols; ++j) C(i, j) += a * B(k, j);
+    }
+  return C;
+}
+
+Matrix add(const Matrix& A, const Matrix& B, double beta = 1.0) {
+  Matrix C = A;
+  for (std::size_t k = 0; k < C.data.size(); ++k) C.data[k] += beta * B.data[k];
+  return C;
+}
+
+void scaleInPlace(Matrix& A, double s) {
+  for (double& x : A.data) x *= s;
+}
+
+Matrix hadamard(const Matrix& A, const Matrix& B) {
+  Matrix C = A;
+  for (std::size_t k = 0; k < C.data.size(); ++k) C.data[k] *= B.data[k];
+  return C;
+}
+
+std::vector<double> rowSum(const Matrix& A) {
+  std::vector<double> r(static_cast<std::size_t>(A.rows), 0.0);
+  for (Index i = 0; i < A.rows; ++i)
+    for (Index j = 0; j < A.cols; ++j) r[static_cast<std::size_t>(i)] += A(i, j);
+  return r;
+}
+
+// P = exp(S - L) on unmasked entries, 0 on masked ones. Masked entries are never passed to
+// exp, so fully-masked rows (L = -inf) give P = 0 instead of exp(-inf + inf) = NaN.
+Matrix probabilities(const Problem& p, const Matrix& Q, const Matrix& K,
+                     const std::vector<double>& L) {
+  Matrix S = mulABt(Q, K);
+  Matrix P(p.N, p.M);
+  for (Index i = 0; i < p.N; ++i)
+    for (Index j = 0; j < p.M; ++j)
+      if (!p.masked(i, j)) P(i, j) = std::exp(p.scale * S(i, j) - L[static_cast<std::size_t>(i)]);
+  return P;
+}
+
+}  // namespace
+
+namespace dense {
+
+ForwardResult forward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V) {
+  validateQKV(p, Q, K, V);
+  Matrix S = mulABt(Q, K);
+  scaleInPlace(S, p.scale);
+  ForwardResult r;
+  r.L.assign(static_cast<std::size_t>(p.N), kNegInf);
+  for (Index i = 0; i < p.N; ++i) {
+    double mx = kNegInf;  // max over unmasked keys, for a stable log-sum-exp
+    for (Index j = 0; j < p.M; ++j)
+      if (!p.masked(i, j)) mx = std::max(mx, S(i, j));
+    if (mx == kNegInf) continue;  // fully masked row: L = -inf, P = 0
+    double sum = 0;
+    for (Index j = 0; j < p.M; ++j)
+      if (!p.masked(i, j)) sum += std::exp(S(i, j) - mx);
+    r.L[static_cast<std::size_t>(i)] = mx + std::log(sum);
+  }
+  r.O = mulAB(probabilities(p, Q, K, r.L), V);
+  return r;
+}
+
+BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+                        const Matrix& dO, const Matrix& O, const std::vector<double>& L) {
+  validateQKV(p, Q, K, V);
+  validateMatrix(dO, "dO", p.N, "N", p.d, "d");
+  validateMatrix(O, "O", p.N, "N", p.d, "d");
+  validateVector(L, "L", p.N, "N");
+  const Matrix P = probabilities(p, Q, K, L);
+  const Matrix dP = mulABt(dO, V);                // dP = dO V^T
+  BackwardResult r;
+  r.D = rowSum(hadamard(dO, O));                  // D = rowsum(dO o O) = rowsum(P o dP)
+  Matrix dS(p.N, p.M);                            // dS = P o (dP - D)
+  for (Index i = 0; i < p.N; ++i)
+    for (Index j = 0; j < p.M; ++j)
+      dS(i, j) = P(i, j) * (dP(i, j) - r.D[static_cast<std::size_t>(i)]);
+  r.dQ = mulAB(dS, K);                            // dQ = s dS K
+  scaleInPlace(r.dQ, p.scale);
+  r.dK = mulAtB(dS, Q);                           // dK = s dS^T Q
+  scaleInPlace(r.dK, p.scale);
+  r.dV = mulAtB(P, dO);                           // dV = P^T dO
+  return r;
+}
+
+BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+                        const Matrix& dO) {
+  validateQKV(p, Q, K, V);
+  validateMatrix(dO, "dO", p.N, "N", p.d, "d");  // before the forward, for a clear message
+  const ForwardResult f = forward(p, Q, K, V);
+  return backward(p, Q, K, V, dO, f.O, f.L);
+}
+
+BobResult bob(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+              const Matrix& dO, const Matrix& uQ, const Matrix& uK, const Matrix& uV) {
+  validateQKV(p, Q, K, V);
+  validateMatrix(dO, "dO", p.N, "N", p.d, "d");
+  validateMatrix(uQ, "uQ", p.N, "N", p.d, "d");
+  validateMatrix(uK, "uK", p.M, "M", p.d, "d");
+  validateMatrix(uV, "uV", p.M, "M", p.d, "d");
+  const double s = p.scale;
+  const ForwardResult f = forward(p, Q, K, V);
+  const Matrix P = probabilities(p, Q, K, f.L);
+  const Matrix dP = mulABt(dO, V);
+  const std::vector<double> D = rowSum(hadamard(P, dP));
+  Matrix dS(p.N, p.M);
+  for (Index i = 0; i < p.N; ++i)
+    for (Index j = 0; j < p.M; ++j) dS(i, j) = P(i, j) * (dP(i, j) - D[static_cast<std::size_t>(i)]);
+
+  // G = s (uQ K^T + Q uK^T),  W = dO uV^T. Masked entries of G, W are harmless: every use
+  // below multiplies them by P or dS, which are 0 there.
+  Matrix G = add(mulABt(uQ, K), mulABt(Q, uK));
+  scaleInPlace(G, s);
+  const Matrix W = mulABt(dO, uV);
+
+  const Matrix GP = hadamard(G, P);
+  const Matrix GdS = hadamard(G, dS);
+  const Matrix PW = hadamard(P, W);
+  const Matrix PdP = hadamard(P, dP);
+  BobResult r;
+  r.c = rowSum(GP);                                 // c = rowsum(G o P)
+  r.b = rowSum(add(GdS, PW));                       // b = rowsum(G o dS) + rowsum(P o W) - c o D
+  for (std::size_t i = 0; i < r.b.size(); ++i) r.b[i] -= r.c[i] * D[i];
+
+  Matrix dPbar(p.N, p.M);                           // dPbar = P o (G - c)
+  Matrix Sbar(p.N, p.M);                            // Sbar = G o dS + P o W - c o (P o dP) - b o P
+  for (Index i = 0; i < p.N; ++i) {
+    const double ci = r.c[static_cast<std::size_t>(i)], bi = r.b[static_cast<std::size_t>(i)];
+    for (Index j = 0; j < p.M; ++j) {
+      dPbar(i, j) = P(i, j) * (G(i, j) - ci);
+      Sbar(i, j) = GdS(i, j) + PW(i, j) - ci * PdP(i, j) - bi * P(i, j);
+    }
+  }
+  r.gQ = add(mulAB(dS, uK), mulAB(Sbar, K));        // gQ = s (dS uK + Sbar K)
+  scaleInPlace(r.gQ, s);
+  r.gK = add(mulAtB(dS, uQ), mulAtB(Sbar, Q));      // gK = s (dS^T uQ + Sbar^T Q)
+  scaleInPlace(r.gK, s);
+  r.gV = mulAtB(dPbar, dO);                         // gV = dPbar^T dO
+  r.gdO = add(mulAB(P, uV), mulAB(dPbar, V));       // gdO = P uV + dPbar V
+  return r;
+}
+
+}  // namespace dense
+
+// ---- Multi-head / batch -------------------------------------------------------------------------
+
+HeadTensor::HeadTensor(Index b, Index h, Index r, Index c, double fill)
+    : batch(b), heads(h), rows(r), cols(c),
+      data(checkedSize(b, h, "HeadTensor") * checkedSize(r, c, "HeadTensor"), fill) {}
+
+Matrix HeadTensor::head(Index b, Index h) const {
+  Matrix m(rows, cols);
+  const auto begin = data.begin() + (b * heads + h) * rows * cols;
+  std::copy(begin, begin + rows * cols, m.data.begin());
+  return m;
+}
+
+void HeadTensor::setHead(Index b, Index h, const Matrix& m) {
+  if (m.rows != rows || m.cols != cols) fail("HeadTensor::setHead: matrix shape does not match the tensor");
+  std::copy(m.data.begin(), m.data.end(), data.begin() + (b * heads + h) * rows * cols);
+}
+
+void HeadTensor::setHead(Index b, Index h, const std::vector<double>& v) {
+  if (cols != 1 || v.size() != static_cast<std::size_t>(rows))
+    fail("HeadTensor::setHead: vector needs cols = 1 and rows elements");
+  std::copy(v.begin(), v.end(), data.begin() + (b * heads + h) * rows * cols);
+}
+
+namespace {
+
+// Checks one (batch, heads, rows, cols) tensor against the reference batch and head counts
+// (taken from Q) and the per-head problem sizes.
+void validateHeads(const HeadTensor& t, const char* name, Index batch, Index heads, Index rows,
+                   const char* rowsName, Index cols) {
+  std::ostringstream os;
+  os << name;
+  if (t.batch != batch || t.heads != heads) {
+    os << " has batch x heads = " << t.batch << " x " << t.heads << ", expected " << batch
+       << " x " << heads << " (from Q)";
+    fail(os.str());
+  }
+  if (t.rows != rows) {
+    os << " has " << t.rows << " rows per head, expected " << rowsName << " = " << rows;
+    fail(os.str());
+  }
+  if (t.cols != cols) {
+    os << " has " << t.cols << " cols per head, expected d = " << cols;
+    fail(os.str());
+  }
+  if (t.data.size() != checkedSize(batch, heads, name) * checkedSize(rows, cols, name)) {
+    os << " has " << t.data.size() << " elements, expected batch * heads * rows * cols";
+    fail(os.str());
+  }
+}
+
+void validateBatch(const Problem& p, const HeadTensor& Q) {
+  validate(p);
+  if (Q.batch <= 0) fail("Q batch must be positive, got " + std::to_string(Q.batch));
+  if (Q.heads <= 0) fail("Q heads must be positive, got " + std::to_string(Q.heads));
+}
+
+template <class Fn>
+void forEachHead(const HeadTensor& Q, Fn fn) {
+  for (Index b = 0; b < Q.batch; ++b)
+    for (Index h = 0; h < Q.heads; ++h) fn(b, h);
+}
+
+}  // namespace
+
+namespace dense {
+
+BatchedForwardResult forwardBatched(const Problem& p, const HeadTensor& Q, const HeadTensor& K,
+                                    const HeadTensor& V) {
+  validateBatch(p, Q);
+  validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
+  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
+  BatchedForwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
+  forEachHead(Q, [&](Index b, Index h) {
+    ForwardResult f = forward(p, Q.head(b, h), K.head(b, h), V.head(b, h));
+    r.O.setHead(b, h, f.O);
+    r.L.setHead(b, h, f.L);
+  });
+  return r;
+}
+
+BatchedBackwardResult backwardBatched(const Problem& p, const HeadTensor& Q, const HeadTensor& K,
+                                      const HeadTensor& V, const HeadTensor& dO) {
+  validateBatch(p, Q);
+  validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
+  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(dO, "dO", Q.batch, Q.heads, p.N, "N", p.d);
+  BatchedBackwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, Q.heads, p.M, p.d),
+                          HeadTensor(Q.batch, Q.heads, p.M, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
+  forEachHead(Q, [&](Index b, Index h) {
+    BackwardResult g = backward(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h));
+    r.dQ.setHead(b, h, g.dQ);
+    r.dK.setHead(b, h, g.dK);
+    r.dV.setHead(b, h, g.dV);
+    r.D.setHead(b, h, g.D);
+  });
+  return r;
+}
+
+BatchedBobResult bobBatched(const Problem& p, const HeadTensor& Q, const HeadTensor& K,
+                            const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
+                            const HeadTensor& uK, const HeadTensor& uV) {
+  validateBatch(p, Q);
+  validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
+  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(dO, "dO", Q.batch, Q.heads, p.N, "N", p.d);
+  validateHeads(uQ, "uQ", Q.batch, Q.heads, p.N, "N", p.d);
+  validateHeads(uK, "uK", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(uV, "uV", Q.batch, Q.heads, p.M, "M", p.d);
+  const Index B = Q.batch, H = Q.heads;
+  BatchedBobResult r{HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.M, p.d), HeadTensor(B, H, p.M, p.d),
+                     HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)};
+  forEachHead(Q, [&](Index b, Index h) {
+    BobResult g = bob(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h), uQ.head(b, h),
+                      uK.head(b, h), uV.head(b, h));
+    r.gQ.setHead(b, h, g.gQ);
+    r.gK.setHead(b, h, g.gK);
+    r.gV.setHead(b, h, g.gV);
+    r.gdO.setHead(b, h, g.gdO);
+    r.c.setHead(b, h, g.c);
+    r.b.setHead(b, h, g.b);
+  });
+  return r;
+}
+
+}  // namespace dense
+}  // namespace flashbob::oracle

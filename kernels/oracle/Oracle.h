@@ -1,0 +1,178 @@
+// Float64 CPU oracle for FlashBoB: softmax attention forward, first backward, and
+// backward-over-backward (BoB), exactly as defined in shared/design/bob-math.md.
+//
+// Two independent implementations of the same math:
+//   dense::  materializes every N x M matrix; short and obviously-correct, the reference.
+//   tiled::  the two-pass tiled schedule the GPU kernels follow (online-softmax forward,
+//            FlashAttention-2 style backward, BoB pass 1 query-major + pass 2 key-major),
+//            O(N) extra memory, per-tile scratch only. It is the executable spec.
+// The tests check dense against finite differences and tiled against dense.
+//
+// Pure C++17 + standard library. Errors in the arguments throw std::invalid_argument with a
+// message that starts with "oracle: " and names the offending argument.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace flashbob::oracle {
+
+// Signed on purpose: callers (PyTorch-style shapes) use int64, and a negative size must be
+// reported as such instead of wrapping to a huge unsigned value.
+using Index = std::int64_t;
+
+// Row-major dense matrix.
+struct Matrix {
+  Index rows = 0;
+  Index cols = 0;
+  std::vector<double> data;  // rows * cols values, row i at data[i * cols]
+
+  Matrix() = default;
+  // Throws std::invalid_argument on negative sizes.
+  Matrix(Index rows, Index cols, double fill = 0.0);
+
+  double& operator()(Index i, Index j) { return data[static_cast<std::size_t>(i * cols + j)]; }
+  double operator()(Index i, Index j) const { return data[static_cast<std::size_t>(i * cols + j)]; }
+  double* row(Index i) { return data.data() + i * cols; }
+  const double* row(Index i) const { return data.data() + i * cols; }
+};
+
+// One attention head. Q, dO, uQ are N x d; K, V, uK, uV are M x d.
+struct Problem {
+  Index N = 0;          // queries
+  Index M = 0;          // keys
+  Index d = 0;          // head dimension
+  bool causal = false;  // bottom-right aligned causal mask
+  double scale = 0.0;   // s in S = s Q K^T; see defaultScale()
+
+  // Query i sees key j iff j <= i + (M - N). With M < N the first N - M query rows see no
+  // key at all ("fully masked"): by definition P = 0, O = 0, L = -inf there, and those rows
+  // contribute nothing to any gradient (their D, c, b, dQ, gQ, gdO are 0).
+  Index causalOffset() const { return M - N; }
+  bool masked(Index i, Index j) const { return causal && j > i + causalOffset(); }
+};
+
+double defaultScale(Index d);  // 1 / sqrt(d)
+Problem makeProblem(Index N, Index M, Index d, bool causal);  // scale = defaultScale(d)
+
+// Loop bounds for skipping tiles above the causal diagonal (what the GPU kernels use too).
+// Keys [0, causalKeyEnd(p, i1)) contain every key visible to any query row < i1; key blocks
+// starting at or after it are entirely masked for a query block ending at i1.
+Index causalKeyEnd(const Problem& p, Index queryEnd);
+// Rows [causalQueryBegin(p, j0), N) contain every query that sees key j0 or any later key;
+// query rows before it see no key >= j0, so query blocks ending there can be skipped.
+Index causalQueryBegin(const Problem& p, Index keyBegin);
+
+// ---- Argument checking -----------------------------------------------------------------
+// N, M, d > 0 and scale finite.
+void validate(const Problem& p);
+// `m` must be rows x cols with rows * cols elements; the message names `name`, and
+// `rowsName` / `colsName` (e.g. "M", "d") say which problem size was expected.
+void validateMatrix(const Matrix& m, const char* name, Index rows, const char* rowsName,
+                    Index cols, const char* colsName);
+void validateVector(const std::vector<double>& v, const char* name, Index n, const char* nName);
+
+// ---- Results ------------------------------------------------------------------------------
+struct ForwardResult {
+  Matrix O;               // N x d
+  std::vector<double> L;  // N, log-sum-exp of the unmasked row of S (-inf if none)
+};
+
+struct BackwardResult {
+  Matrix dQ, dK, dV;      // N x d, M x d, M x d
+  std::vector<double> D;  // N, rowsum(dO o O)
+};
+
+struct BobResult {
+  Matrix gQ, gK, gV, gdO;       // gradients of <uQ,dQ>+<uK,dK>+<uV,dV> wrt Q, K, V, dO
+  std::vector<double> c, b;     // N each: c = rowsum(G o P), b = rowsum(G o dS)+rowsum(P o W)-c o D
+};
+
+// ---- Dense reference (materializes N x M) -------------------------------------------------
+namespace dense {
+
+ForwardResult forward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V);
+// Recomputes the forward.
+BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+                        const Matrix& dO);
+// Uses the saved forward outputs (P from L, D from O), as a FlashAttention backward does.
+BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+                        const Matrix& dO, const Matrix& O, const std::vector<double>& L);
+BobResult bob(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+              const Matrix& dO, const Matrix& uQ, const Matrix& uK, const Matrix& uV);
+
+}  // namespace dense
+
+// ---- Multi-head / batch (dense) -------------------------------------------------------------
+// Contiguous (batch, heads, rows, cols) tensor; head (b, h) is a row-major rows x cols block.
+// Per-row vectors (L, D, c, b) use cols = 1.
+struct HeadTensor {
+  Index batch = 0, heads = 0, rows = 0, cols = 0;
+  std::vector<double> data;
+
+  HeadTensor() = default;
+  HeadTensor(Index batch, Index heads, Index rows, Index cols, double fill = 0.0);
+  Matrix head(Index b, Index h) const;
+  void setHead(Index b, Index h, const Matrix& m);
+  void setHead(Index b, Index h, const std::vector<double>& v);  // cols must be 1
+};
+
+struct BatchedForwardResult { HeadTensor O, L; };
+struct BatchedBackwardResult { HeadTensor dQ, dK, dV, D; };
+struct BatchedBobResult { HeadTensor gQ, gK, gV, gdO, c, b; };
+
+namespace dense {
+
+// `head` describes every (batch, head) pair; all tensors must share batch and heads.
+BatchedForwardResult forwardBatched(const Problem& head, const HeadTensor& Q, const HeadTensor& K,
+                                    const HeadTensor& V);
+BatchedBackwardResult backwardBatched(const Problem& head, const HeadTensor& Q,
+                                      const HeadTensor& K, const HeadTensor& V,
+                                      const HeadTensor& dO);
+BatchedBobResult bobBatched(const Problem& head, const HeadTensor& Q, const HeadTensor& K,
+                            const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
+                            const HeadTensor& uK, const HeadTensor& uV);
+
+}  // namespace dense
+
+// ---- Tiled two-pass model (O(N) extra memory) ---------------------------------------------
+struct Tiling {
+  Index block_m = 64;  // query rows per tile; any positive value, need not divide N
+  Index block_n = 64;  // key rows per tile; any positive value, need not divide M
+};
+void validate(const Tiling& t);
+
+// Counts (query block, key block) tiles actually computed, to check causal block skipping.
+struct TileStats {
+  Index tiles = 0;
+};
+
+// How BoB pass 1 obtains X2 = (P o dP) K.
+enum class X2Source {
+  FromDQ,      // X2 = dQ / s + D o X3 from the saved first-backward dQ (saves a product; s != 0)
+  Accumulate,  // X2 accumulated tile by tile like X1, X3, X4 (no dQ needed)
+};
+
+namespace tiled {
+
+// Query-major, online softmax.
+ForwardResult forward(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
+                      const Matrix& V, TileStats* stats = nullptr);
+// FlashAttention-2 style: D from rowsum(dO o O), then key-major sweep for dK, dV with dQ
+// accumulated into global memory (atomics on a GPU). Uses fwd.O and fwd.L.
+BackwardResult backward(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
+                        const Matrix& V, const Matrix& dO, const ForwardResult& fwd,
+                        TileStats* stats = nullptr);
+// Two-pass BoB from saved state: fwd.O, fwd.L, bwd.D, and bwd.dQ when x2 == FromDQ
+// (bwd.dK, bwd.dV are not read). Pass 1 query-major -> gQ, gdO, c, b; pass 2 key-major -> gK, gV.
+BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
+              const Matrix& V, const Matrix& dO, const Matrix& uQ, const Matrix& uK,
+              const Matrix& uV, const ForwardResult& fwd, const BackwardResult& bwd,
+              X2Source x2 = X2Source::FromDQ, TileStats* stats = nullptr);
+// Convenience: runs tiled forward and backward first, then the two BoB passes.
+BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
+              const Matrix& V, const Matrix& dO, const Matrix& uQ, const Matrix& uK,
+              const Matrix& uV, X2Source x2 = X2Source::FromDQ);
+
+}  // namespace tiled
+}  // namespace flashbob::oracle

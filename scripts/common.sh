@@ -1,0 +1,29 @@
+# Shared by scripts/demo.sh and scripts/test.sh: install what is missing, configure once, build.
+# Sourced, not run. Idempotent: a second run only rebuilds what changed.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${FLASHBOB_BUILD_DIR:-$ROOT/build}"
+
+# The Debian packages the build needs (toolchain.md). Everything else (g++, cmake, the CUDA
+# toolkit in /usr/local/cuda) is part of the machine image.
+PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 catch2 ninja-build)
+
+ensure_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  echo "flashbob: installing missing packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+configure_and_build() {
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
+  fi
+  cmake --build "$BUILD" -j"$(nproc)"
+}

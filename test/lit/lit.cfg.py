@@ -1,0 +1,21 @@
+# lit configuration for FlashBoB's IR and CLI tests.
+import os
+import lit.formats
+
+config.name = "FlashBoB"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.flashbob_obj_root, "test", "lit")
+
+# Our tools first, then LLVM 22's FileCheck/not/count (the unsuffixed ones on PATH are older).
+path = [config.flashbob_tools_dir, config.llvm_tools_dir, os.path.join(config.cuda_root, "bin")]
+config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", "")])
+# Keep user settings from leaking into the tests.
+for var in ["FLASHBOB_CACHE_DIR", "FLASHBOB_DUMP_DIR", "FLASHBOB_PRINT_AUTOTUNING"]:
+    config.environment.pop(var, None)
+config.environment["HOME"] = config.test_exec_root
+
+if os.path.exists(os.path.join(config.cuda_root, "bin", "ptxas")):
+    config.available_features.add("ptxas")

@@ -1,0 +1,542 @@
+// Tests of the float64 oracle (kernels/oracle): the dense reference against finite differences,
+// the tiled two-pass model against the dense reference, argument checking, and the causal edge
+// cases (N != M, fully masked rows, tile skipping).
+//
+// Set FLASHBOB_ORACLE_REPORT=1 to print the worst error measured by each check.
+#include "kernels/oracle/Oracle.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace flashbob::oracle;
+
+namespace {
+
+Matrix randomMatrix(Index rows, Index cols, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  Matrix m(rows, cols);
+  for (double& x : m.data) x = u(rng);
+  return m;
+}
+
+struct Inputs {
+  Matrix Q, K, V, dO, uQ, uK, uV;
+};
+
+Inputs randomInputs(const Problem& p, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Inputs in;
+  in.Q = randomMatrix(p.N, p.d, rng);
+  in.K = randomMatrix(p.M, p.d, rng);
+  in.V = randomMatrix(p.M, p.d, rng);
+  in.dO = randomMatrix(p.N, p.d, rng);
+  in.uQ = randomMatrix(p.N, p.d, rng);
+  in.uK = randomMatrix(p.M, p.d, rng);
+  in.uV = randomMatrix(p.M, p.d, rng);
+  return in;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
+  return s;
+}
+double dot(const Matrix& a, const Matrix& b) { return dot(a.data, b.data); }
+
+// Normwise relative error used throughout: max |got - want| / max |want|  (max abs error when
+// want is all zero). Infinite entries (L of fully masked rows) must match exactly and are
+// left out of both maxima.
+double relErr(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double err = 0, scale = 0;
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    if (std::isinf(want[k]) || std::isinf(got[k])) {
+      CHECK(got[k] == want[k]);
+      continue;
+    }
+    err = std::max(err, std::abs(got[k] - want[k]));
+    scale = std::max(scale, std::abs(want[k]));
+  }
+  return scale > 0 ? err / scale : err;
+}
+double relErr(const Matrix& got, const Matrix& want) {
+  REQUIRE(got.rows == want.rows);
+  REQUIRE(got.cols == want.cols);
+  return relErr(got.data, want.data);
+}
+
+bool allFinite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+// Worst error per named check, printed at exit when FLASHBOB_ORACLE_REPORT is set.
+struct Report {
+  std::vector<std::pair<std::string, double>> worst;
+  void note(const std::string& name, double err) {
+    for (auto& w : worst)
+      if (w.first == name) {
+        w.second = std::max(w.second, err);
+        return;
+      }
+    worst.emplace_back(name, err);
+  }
+  ~Report() {
+    if (!std::getenv("FLASHBOB_ORACLE_REPORT")) return;
+    for (auto& w : worst) std::printf("[oracle] %-44s worst %.3e\n", w.first.c_str(), w.second);
+  }
+};
+Report report;
+
+// Central difference with Richardson extrapolation (error O(h^4)), so h can be large enough
+// that rounding stays near 1e-12 relative.
+double derivative(const std::function<double(double)>& f, double h = 1e-3) {
+  return (8.0 * (f(h) - f(-h)) - (f(2 * h) - f(-2 * h))) / (12.0 * h);
+}
+
+Matrix axpy(const Matrix& x, double a, const Matrix& y) {
+  Matrix r = x;
+  for (std::size_t k = 0; k < r.data.size(); ++k) r.data[k] += a * y.data[k];
+  return r;
+}
+
+// The scalar BoB differentiates: F = <uQ,dQ> + <uK,dK> + <uV,dV> of the dense first backward.
+double firstBackwardPairing(const Problem& p, const Inputs& in, const Matrix& Q, const Matrix& K,
+                            const Matrix& V, const Matrix& dO) {
+  const BackwardResult g = dense::backward(p, Q, K, V, dO);
+  return dot(in.uQ, g.dQ) + dot(in.uK, g.dK) + dot(in.uV, g.dV);
+}
+
+// Per-element finite-difference gradient of `f` with respect to every entry of `x`.
+Matrix fdGradient(Matrix x, const std::function<double(const Matrix&)>& f) {
+  Matrix g(x.rows, x.cols);
+  for (std::size_t k = 0; k < x.data.size(); ++k) {
+    const double x0 = x.data[k];
+    g.data[k] = derivative([&](double h) {
+      x.data[k] = x0 + h;
+      const double v = f(x);
+      x.data[k] = x0;
+      return v;
+    });
+  }
+  return g;
+}
+
+std::string describe(const Problem& p) {
+  return "N=" + std::to_string(p.N) + " M=" + std::to_string(p.M) + " d=" + std::to_string(p.d) +
+         (p.causal ? " causal" : " full");
+}
+
+}  // namespace
+
+// ---- 1. Dense BoB vs finite differences of the dense first backward --------------------------
+
+TEST_CASE("dense BoB equals per-element finite differences of the first backward", "[oracle][dense][bob][fd]") {
+  // Tiny problems so every entry of Q, K, V, dO is differentiated; N < M and N > M causal
+  // (the latter has fully masked rows 0 and 1).
+  const Problem problems[] = {makeProblem(3, 4, 2, false), makeProblem(3, 5, 2, true),
+                              makeProblem(5, 3, 2, true), makeProblem(4, 4, 3, true)};
+  std::uint64_t seed = 11;
+  for (const Problem& p : problems) {
+    INFO(describe(p));
+    const Inputs in = randomInputs(p, seed++);
+    const BobResult r = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+    const Matrix fQ = fdGradient(in.Q, [&](const Matrix& x) { return firstBackwardPairing(p, in, x, in.K, in.V, in.dO); });
+    const Matrix fK = fdGradient(in.K, [&](const Matrix& x) { return firstBackwardPairing(p, in, in.Q, x, in.V, in.dO); });
+    const Matrix fV = fdGradient(in.V, [&](const Matrix& x) { return firstBackwardPairing(p, in, in.Q, in.K, x, in.dO); });
+    const Matrix fdO = fdGradient(in.dO, [&](const Matrix& x) { return firstBackwardPairing(p, in, in.Q, in.K, in.V, x); });
+    const double eQ = relErr(r.gQ, fQ), eK = relErr(r.gK, fK), eV = relErr(r.gV, fV), edO = relErr(r.gdO, fdO);
+    report.note("FD BoB per-element (max abs/max)", std::max({eQ, eK, eV, edO}));
+    CHECK(eQ < 1e-6);
+    CHECK(eK < 1e-6);
+    CHECK(eV < 1e-6);
+    CHECK(edO < 1e-6);
+  }
+}
+
+TEST_CASE("dense BoB equals directional finite differences of the first backward", "[oracle][dense][bob][fd]") {
+  const Problem problems[] = {makeProblem(7, 11, 5, true), makeProblem(11, 7, 5, true),
+                              makeProblem(9, 9, 4, true), makeProblem(6, 13, 8, false),
+                              makeProblem(12, 12, 16, false), makeProblem(13, 6, 1, true)};
+  std::uint64_t seed = 100;
+  for (const Problem& p : problems) {
+    INFO(describe(p));
+    const Inputs in = randomInputs(p, seed++);
+    std::mt19937_64 rng(seed++);
+    const Matrix eQ = randomMatrix(p.N, p.d, rng), eK = randomMatrix(p.M, p.d, rng),
+                 eV = randomMatrix(p.M, p.d, rng), edO = randomMatrix(p.N, p.d, rng);
+    const BobResult r = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+    // Each input alone, then all four together: F(x + h e) differentiated in h.
+    for (int which = 0; which < 5; ++which) {
+      INFO("direction " << which << " (0 Q, 1 K, 2 V, 3 dO, 4 all)");
+      const double wQ = (which == 0 || which == 4), wK = (which == 1 || which == 4),
+                   wV = (which == 2 || which == 4), wdO = (which == 3 || which == 4);
+      const double analytic = wQ * dot(r.gQ, eQ) + wK * dot(r.gK, eK) + wV * dot(r.gV, eV) + wdO * dot(r.gdO, edO);
+      const double fd = derivative([&](double h) {
+        return firstBackwardPairing(p, in, axpy(in.Q, wQ * h, eQ), axpy(in.K, wK * h, eK),
+                                    axpy(in.V, wV * h, eV), axpy(in.dO, wdO * h, edO));
+      });
+      const double err = std::abs(fd - analytic) / std::abs(analytic);
+      report.note("FD BoB directional (|fd-an|/|an|)", err);
+      CHECK(err < 1e-6);
+    }
+  }
+}
+
+// ---- 2. Dense forward and first backward -----------------------------------------------------
+
+TEST_CASE("dense backward equals finite differences of sum(O o R)", "[oracle][dense][backward][fd]") {
+  // backward(dO = R) is the gradient of <R, O(Q, K, V)>.
+  const Problem problems[] = {makeProblem(3, 4, 2, false), makeProblem(4, 6, 3, true),
+                              makeProblem(6, 4, 3, true), makeProblem(17, 23, 8, true)};
+  std::uint64_t seed = 200;
+  for (const Problem& p : problems) {
+    INFO(describe(p));
+    const Inputs in = randomInputs(p, seed++);
+    const Matrix& R = in.dO;
+    const BackwardResult g = dense::backward(p, in.Q, in.K, in.V, R);
+    auto pairing = [&](const Matrix& Q, const Matrix& K, const Matrix& V) {
+      return dot(R, dense::forward(p, Q, K, V).O);
+    };
+    const Matrix fQ = fdGradient(in.Q, [&](const Matrix& x) { return pairing(x, in.K, in.V); });
+    const Matrix fK = fdGradient(in.K, [&](const Matrix& x) { return pairing(in.Q, x, in.V); });
+    const Matrix fV = fdGradient(in.V, [&](const Matrix& x) { return pairing(in.Q, in.K, x); });
+    const double err = std::max({relErr(g.dQ, fQ), relErr(g.dK, fK), relErr(g.dV, fV)});
+    report.note("FD first backward per-element", err);
+    CHECK(err < 1e-6);
+
+    // D = rowsum(dO o O), and the saved-state overload gives the same gradients.
+    const ForwardResult f = dense::forward(p, in.Q, in.K, in.V);
+    for (Index i = 0; i < p.N; ++i) {
+      double Di = 0;
+      for (Index k = 0; k < p.d; ++k) Di += R(i, k) * f.O(i, k);
+      CHECK(g.D[static_cast<std::size_t>(i)] == Approx(Di).margin(1e-14));
+    }
+    const BackwardResult saved = dense::backward(p, in.Q, in.K, in.V, R, f.O, f.L);
+    CHECK(saved.dQ.data == g.dQ.data);
+    CHECK(saved.dK.data == g.dK.data);
+    CHECK(saved.dV.data == g.dV.data);
+  }
+}
+
+TEST_CASE("dense forward is a masked softmax with bottom-right causal alignment", "[oracle][dense][forward]") {
+  for (const Problem& p : {makeProblem(6, 9, 4, true), makeProblem(9, 6, 4, true), makeProblem(5, 7, 3, false)}) {
+    INFO(describe(p));
+    const Inputs in = randomInputs(p, 300);
+    const ForwardResult f = dense::forward(p, in.Q, in.K, in.V);
+    for (Index i = 0; i < p.N; ++i) {
+      // Visible keys of row i, straight from the definition (j <= i + M - N).
+      std::vector<Index> keys;
+      for (Index j = 0; j < p.M; ++j)
+        if (!p.causal || j <= i + (p.M - p.N)) keys.push_back(j);
+      const double Li = f.L[static_cast<std::size_t>(i)];
+      if (keys.empty()) {
+        CHECK(Li == -std::numeric_limits<double>::infinity());
+        for (Index k = 0; k < p.d; ++k) CHECK(f.O(i, k) == 0.0);
+        continue;
+      }
+      // O_i = sum_j exp(S_ij - L_i) V_j with the probabilities summing to one.
+      double total = 0;
+      std::vector<double> Oi(static_cast<std::size_t>(p.d), 0.0);
+      for (Index j : keys) {
+        double S = 0;
+        for (Index k = 0; k < p.d; ++k) S += in.Q(i, k) * in.K(j, k);
+        const double P = std::exp(p.scale * S - Li);
+        total += P;
+        for (Index k = 0; k < p.d; ++k) Oi[static_cast<std::size_t>(k)] += P * in.V(j, k);
+      }
+      CHECK(total == Approx(1.0).epsilon(1e-13));
+      for (Index k = 0; k < p.d; ++k) CHECK(f.O(i, k) == Approx(Oi[static_cast<std::size_t>(k)]).margin(1e-13));
+    }
+  }
+}
+
+// ---- 3. Tiled model vs dense reference --------------------------------------------------------
+
+namespace {
+
+struct Worst {
+  double fwd = 0, bwd = 0, bob = 0;
+};
+
+// Compares every output of the tiled model with the dense reference (relErr per output).
+Worst compareTiledWithDense(const Problem& p, const Tiling& t, std::uint64_t seed) {
+  const Inputs in = randomInputs(p, seed);
+  const ForwardResult df = dense::forward(p, in.Q, in.K, in.V);
+  const BackwardResult db = dense::backward(p, in.Q, in.K, in.V, in.dO);
+  const BobResult dr = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+
+  const ForwardResult tf = tiled::forward(p, t, in.Q, in.K, in.V);
+  const BackwardResult tb = tiled::backward(p, t, in.Q, in.K, in.V, in.dO, tf);
+  Worst w;
+  w.fwd = std::max(relErr(tf.O, df.O), relErr(tf.L, df.L));
+  w.bwd = std::max({relErr(tb.dQ, db.dQ), relErr(tb.dK, db.dK), relErr(tb.dV, db.dV), relErr(tb.D, db.D)});
+  for (X2Source x2 : {X2Source::FromDQ, X2Source::Accumulate}) {
+    const BobResult tr = tiled::bob(p, t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, tf, tb, x2);
+    w.bob = std::max({w.bob, relErr(tr.gQ, dr.gQ), relErr(tr.gK, dr.gK), relErr(tr.gV, dr.gV),
+                      relErr(tr.gdO, dr.gdO), relErr(tr.c, dr.c), relErr(tr.b, dr.b)});
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("tiled model equals the dense reference", "[oracle][tiled]") {
+  struct Shape {
+    Index N, M;
+  };
+  // Square, N < M, N > M (fully masked rows when causal), and sizes prime to the tiles.
+  const Shape shapes[] = {{64, 64}, {37, 53}, {53, 37}, {70, 70}};
+  // Tiles dividing N and M, not dividing, 1 x 1, rectangular, and larger than the problem.
+  const Tiling tilings[] = {{16, 16}, {13, 7}, {1, 1}, {32, 8}, {128, 96}};
+  std::uint64_t seed = 400;
+  Worst worst;
+  for (Index d : {1, 16, 64, 128})
+    for (const Shape& sh : shapes)
+      for (bool causal : {false, true})
+        for (const Tiling& t : tilings) {
+          // 1 x 1 tiles only at small d: they test the same edges, just slowly.
+          if (t.block_m == 1 && d > 16) continue;
+          const Problem p = makeProblem(sh.N, sh.M, d, causal);
+          INFO(describe(p) << " block_m=" << t.block_m << " block_n=" << t.block_n);
+          const Worst w = compareTiledWithDense(p, t, seed++);
+          CHECK(w.fwd < 1e-12);
+          CHECK(w.bwd < 1e-12);
+          CHECK(w.bob < 1e-12);
+          worst.fwd = std::max(worst.fwd, w.fwd);
+          worst.bwd = std::max(worst.bwd, w.bwd);
+          worst.bob = std::max(worst.bob, w.bob);
+        }
+  report.note("tiled vs dense forward (O, L)", worst.fwd);
+  report.note("tiled vs dense backward (dQ, dK, dV, D)", worst.bwd);
+  report.note("tiled vs dense BoB (gQ, gK, gV, gdO, c, b)", worst.bob);
+}
+
+TEST_CASE("tiled convenience BoB runs its own forward and backward", "[oracle][tiled]") {
+  const Problem p = makeProblem(29, 41, 16, true);
+  const Inputs in = randomInputs(p, 450);
+  const BobResult dr = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+  const BobResult tr = tiled::bob(p, Tiling{8, 16}, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+  CHECK(relErr(tr.gQ, dr.gQ) < 1e-12);
+  CHECK(relErr(tr.gK, dr.gK) < 1e-12);
+  CHECK(relErr(tr.gV, dr.gV) < 1e-12);
+  CHECK(relErr(tr.gdO, dr.gdO) < 1e-12);
+}
+
+TEST_CASE("causal loop bounds skip exactly the fully masked tiles", "[oracle][tiled][causal]") {
+  struct Case {
+    Index N, M;
+    Tiling t;
+  };
+  const Case cases[] = {{64, 64, {16, 16}}, {37, 53, {13, 7}}, {53, 37, {13, 7}},
+                        {40, 8, {8, 8}},    {8, 40, {3, 5}},   {10, 10, {64, 64}}};
+  for (const Case& cs : cases) {
+    for (bool causal : {false, true}) {
+      const Problem p = makeProblem(cs.N, cs.M, 4, causal);
+      INFO(describe(p) << " block_m=" << cs.t.block_m << " block_n=" << cs.t.block_n);
+      // The bounds agree with the mask: causalKeyEnd(i1) = 1 + last key row i1 - 1 sees,
+      // causalQueryBegin(j0) = first query row that sees key j0.
+      for (Index i1 = 1; i1 <= p.N; ++i1) {
+        Index end = 0;
+        for (Index j = 0; j < p.M; ++j)
+          if (!p.masked(i1 - 1, j)) end = j + 1;
+        CHECK(causalKeyEnd(p, i1) == end);
+      }
+      for (Index j0 = 0; j0 < p.M; ++j0) {
+        Index begin = p.N;
+        for (Index i = p.N - 1; i >= 0; --i)
+          if (!p.masked(i, j0)) begin = i;
+        CHECK(causalQueryBegin(p, j0) == begin);
+      }
+      // Tiles with at least one visible (query, key) pair: every pass must visit exactly these.
+      Index live = 0;
+      for (Index i0 = 0; i0 < p.N; i0 += cs.t.block_m)
+        for (Index j0 = 0; j0 < p.M; j0 += cs.t.block_n) {
+          bool any = false;
+          for (Index i = i0; i < std::min(i0 + cs.t.block_m, p.N); ++i)
+            for (Index j = j0; j < std::min(j0 + cs.t.block_n, p.M); ++j) any = any || !p.masked(i, j);
+          live += any;
+        }
+      const Inputs in = randomInputs(p, 500);
+      TileStats fs, bs, gs;
+      const ForwardResult f = tiled::forward(p, cs.t, in.Q, in.K, in.V, &fs);
+      const BackwardResult b = tiled::backward(p, cs.t, in.Q, in.K, in.V, in.dO, f, &bs);
+      tiled::bob(p, cs.t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, b, X2Source::FromDQ, &gs);
+      CHECK(fs.tiles == live);      // forward, query-major
+      CHECK(bs.tiles == live);      // backward, key-major
+      CHECK(gs.tiles == 2 * live);  // BoB pass 1 (query-major) + pass 2 (key-major)
+      if (causal && p.N == p.M && p.N % cs.t.block_m == 0 && cs.t.block_m == cs.t.block_n) {
+        const Index nb = p.N / cs.t.block_m;  // square causal: the lower triangle of blocks
+        CHECK(live == nb * (nb + 1) / 2);
+      }
+    }
+  }
+}
+
+// ---- 4. Argument checking -------------------------------------------------------------------
+
+TEST_CASE("bad arguments throw std::invalid_argument naming the argument", "[oracle][validate]") {
+  const Problem p = makeProblem(5, 6, 4, true);
+  const Inputs in = randomInputs(p, 600);
+  const Tiling t{4, 4};
+  using Catch::Contains;
+
+  auto withN = [&](Index N) { Problem q = p; q.N = N; return q; };
+  auto withM = [&](Index M) { Problem q = p; q.M = M; return q; };
+  auto withD = [&](Index d) { Problem q = p; q.d = d; return q; };
+  auto withScale = [&](double s) { Problem q = p; q.scale = s; return q; };
+
+  REQUIRE_THROWS_AS(dense::forward(withN(0), in.Q, in.K, in.V), std::invalid_argument);
+  REQUIRE_THROWS_WITH(dense::forward(withN(0), in.Q, in.K, in.V), Contains("N must be positive, got 0"));
+  REQUIRE_THROWS_WITH(dense::forward(withM(0), in.Q, in.K, in.V), Contains("M must be positive, got 0"));
+  REQUIRE_THROWS_WITH(dense::forward(withD(0), in.Q, in.K, in.V), Contains("d must be positive, got 0"));
+  REQUIRE_THROWS_WITH(dense::forward(withN(-3), in.Q, in.K, in.V), Contains("N must be positive, got -3"));
+  REQUIRE_THROWS_WITH(dense::forward(withScale(std::nan("")), in.Q, in.K, in.V), Contains("scale must be finite"));
+  REQUIRE_THROWS_WITH(dense::forward(withScale(INFINITY), in.Q, in.K, in.V), Contains("scale must be finite"));
+  REQUIRE_THROWS_WITH(defaultScale(0), Contains("d must be positive"));
+  REQUIRE_THROWS_WITH(Matrix(-1, 2), Contains("negative size"));
+
+  // Shapes that do not match the problem name the matrix and the expected size.
+  std::mt19937_64 rng(1);
+  const Matrix K5 = randomMatrix(5, 4, rng), Q3 = randomMatrix(5, 3, rng);
+  REQUIRE_THROWS_WITH(dense::forward(p, in.Q, K5, in.V), Contains("oracle: K has 5 rows, expected M = 6"));
+  REQUIRE_THROWS_WITH(dense::forward(p, Q3, in.K, in.V), Contains("Q has 3 cols, expected d = 4"));
+  REQUIRE_THROWS_WITH(dense::forward(p, in.Q, in.K, K5), Contains("V has 5 rows, expected M = 6"));
+  REQUIRE_THROWS_WITH(dense::backward(p, in.Q, in.K, in.V, Q3), Contains("dO has 3 cols"));
+  REQUIRE_THROWS_WITH(dense::bob(p, in.Q, in.K, in.V, in.dO, Q3, in.uK, in.uV), Contains("uQ has 3 cols"));
+  REQUIRE_THROWS_WITH(dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, K5, in.uV), Contains("uK has 5 rows"));
+  REQUIRE_THROWS_WITH(dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, K5), Contains("uV has 5 rows"));
+  Matrix ragged = in.Q;
+  ragged.data.pop_back();
+  REQUIRE_THROWS_WITH(dense::forward(p, ragged, in.K, in.V), Contains("Q has 19 elements, expected rows * cols = 20"));
+
+  // Saved state and tiling.
+  const ForwardResult f = dense::forward(p, in.Q, in.K, in.V);
+  const BackwardResult b = dense::backward(p, in.Q, in.K, in.V, in.dO);
+  std::vector<double> shortL(f.L.begin(), f.L.end() - 1);
+  REQUIRE_THROWS_WITH(dense::backward(p, in.Q, in.K, in.V, in.dO, f.O, shortL), Contains("L has 4 elements, expected N = 5"));
+  REQUIRE_THROWS_WITH(tiled::forward(p, Tiling{0, 4}, in.Q, in.K, in.V), Contains("block_m must be positive, got 0"));
+  REQUIRE_THROWS_WITH(tiled::forward(p, Tiling{4, -2}, in.Q, in.K, in.V), Contains("block_n must be positive, got -2"));
+  REQUIRE_THROWS_WITH(tiled::forward(withM(0), t, in.Q, in.K, in.V), Contains("M must be positive"));
+  REQUIRE_THROWS_WITH(tiled::backward(p, t, in.Q, in.K, in.V, in.dO, ForwardResult{f.O, shortL}), Contains("L has 4 elements"));
+  BackwardResult noDQ = b;
+  noDQ.dQ = Matrix();
+  REQUIRE_THROWS_WITH(tiled::bob(p, t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, noDQ),
+                      Contains("dQ has 0 rows, expected N = 5"));
+  // Without dQ, X2 is accumulated and the call is fine.
+  CHECK_NOTHROW(tiled::bob(p, t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, noDQ, X2Source::Accumulate));
+  BackwardResult shortD = b;
+  shortD.D.pop_back();
+  REQUIRE_THROWS_WITH(tiled::bob(p, t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, shortD), Contains("D has 4 elements"));
+  REQUIRE_THROWS_WITH(tiled::bob(withScale(0.0), t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, b),
+                      Contains("scale must be nonzero"));
+
+  // Batched: batch/heads mismatch and per-head shape.
+  const HeadTensor Qb(2, 3, p.N, p.d), Kb(2, 3, p.M, p.d), Kbad(2, 2, p.M, p.d), Vshort(2, 3, p.M - 1, p.d);
+  REQUIRE_THROWS_WITH(dense::forwardBatched(p, Qb, Kbad, Kb), Contains("K has batch x heads = 2 x 2, expected 2 x 3"));
+  REQUIRE_THROWS_WITH(dense::forwardBatched(p, Qb, Kb, Vshort), Contains("V has 5 rows per head, expected M = 6"));
+  REQUIRE_THROWS_WITH(dense::forwardBatched(p, HeadTensor(0, 3, p.N, p.d), Kb, Kb), Contains("Q batch must be positive"));
+}
+
+// ---- 5. Fully masked rows --------------------------------------------------------------------
+
+TEST_CASE("fully masked rows (causal, M < N) are finite, zero, and equal in dense and tiled", "[oracle][causal][masked]") {
+  const Problem p = makeProblem(20, 8, 16, true);  // rows 0..11 see no key
+  const Index masked = p.N - p.M;
+  const Inputs in = randomInputs(p, 700);
+  const Tiling t{8, 8};  // the first query block is entirely masked, the second partly
+  const ForwardResult df = dense::forward(p, in.Q, in.K, in.V), tf = tiled::forward(p, t, in.Q, in.K, in.V);
+  const BackwardResult db = dense::backward(p, in.Q, in.K, in.V, in.dO), tb = tiled::backward(p, t, in.Q, in.K, in.V, in.dO, tf);
+  const BobResult dr = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+  for (X2Source x2 : {X2Source::FromDQ, X2Source::Accumulate}) {
+    const BobResult tr = tiled::bob(p, t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, tf, tb, x2);
+    for (const BobResult* r : {&dr, &tr}) {
+      for (const std::vector<double>* v : {&r->gQ.data, &r->gK.data, &r->gV.data, &r->gdO.data, &r->c, &r->b})
+        CHECK(allFinite(*v));
+      for (Index i = 0; i < masked; ++i) {
+        CHECK(r->c[static_cast<std::size_t>(i)] == 0.0);
+        CHECK(r->b[static_cast<std::size_t>(i)] == 0.0);
+        for (Index k = 0; k < p.d; ++k) {
+          CHECK(r->gQ(i, k) == 0.0);
+          CHECK(r->gdO(i, k) == 0.0);
+        }
+      }
+    }
+    CHECK(relErr(tr.gQ, dr.gQ) < 1e-12);
+    CHECK(relErr(tr.gK, dr.gK) < 1e-12);
+    CHECK(relErr(tr.gV, dr.gV) < 1e-12);
+    CHECK(relErr(tr.gdO, dr.gdO) < 1e-12);
+    CHECK(relErr(tr.c, dr.c) < 1e-12);
+    CHECK(relErr(tr.b, dr.b) < 1e-12);
+  }
+  for (const ForwardResult* f : {&df, &tf}) {
+    CHECK(allFinite(f->O.data));
+    for (Index i = 0; i < p.N; ++i)
+      CHECK(std::isinf(f->L[static_cast<std::size_t>(i)]) == (i < masked));
+    for (Index i = 0; i < masked; ++i)
+      for (Index k = 0; k < p.d; ++k) CHECK(f->O(i, k) == 0.0);
+  }
+  for (const BackwardResult* b : {&db, &tb}) {
+    CHECK(allFinite(b->dQ.data));
+    CHECK(allFinite(b->dK.data));
+    CHECK(allFinite(b->dV.data));
+    CHECK(allFinite(b->D));
+    for (Index i = 0; i < masked; ++i) {
+      CHECK(b->D[static_cast<std::size_t>(i)] == 0.0);
+      for (Index k = 0; k < p.d; ++k) CHECK(b->dQ(i, k) == 0.0);
+    }
+  }
+  CHECK(relErr(tf.O, df.O) < 1e-12);
+  CHECK(relErr(tf.L, df.L) < 1e-12);
+  CHECK(relErr(tb.dQ, db.dQ) < 1e-12);
+  CHECK(relErr(tb.dK, db.dK) < 1e-12);
+  CHECK(relErr(tb.dV, db.dV) < 1e-12);
+}
+
+// ---- Multi-head -------------------------------------------------------------------------------
+
+TEST_CASE("batched dense calls equal per-head calls", "[oracle][dense][batched]") {
+  const Problem p = makeProblem(7, 9, 4, true);
+  const Index B = 2, H = 3;
+  std::mt19937_64 rng(800);
+  auto randomTensor = [&](Index rows) {
+    HeadTensor t(B, H, rows, p.d);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (double& x : t.data) x = u(rng);
+    return t;
+  };
+  const HeadTensor Q = randomTensor(p.N), K = randomTensor(p.M), V = randomTensor(p.M), dO = randomTensor(p.N),
+                   uQ = randomTensor(p.N), uK = randomTensor(p.M), uV = randomTensor(p.M);
+  const BatchedForwardResult f = dense::forwardBatched(p, Q, K, V);
+  const BatchedBackwardResult g = dense::backwardBatched(p, Q, K, V, dO);
+  const BatchedBobResult r = dense::bobBatched(p, Q, K, V, dO, uQ, uK, uV);
+  for (Index b = 0; b < B; ++b)
+    for (Index h = 0; h < H; ++h) {
+      const ForwardResult f1 = dense::forward(p, Q.head(b, h), K.head(b, h), V.head(b, h));
+      CHECK(f.O.head(b, h).data == f1.O.data);
+      CHECK(f.L.head(b, h).data == f1.L);
+      const BackwardResult g1 = dense::backward(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h));
+      CHECK(g.dQ.head(b, h).data == g1.dQ.data);
+      CHECK(g.dK.head(b, h).data == g1.dK.data);
+      CHECK(g.dV.head(b, h).data == g1.dV.data);
+      CHECK(g.D.head(b, h).data == g1.D);
+      const BobResult r1 = dense::bob(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h),
+                                      uQ.head(b, h), uK.head(b, h), uV.head(b, h));
+      CHECK(r.gQ.head(b, h).data == r1.gQ.data);
+      CHECK(r.gK.head(b, h).data == r1.gK.data);
+      CHECK(r.gV.head(b, h).data == r1.gV.data);
+      CHECK(r.gdO.head(b, h).data == r1.gdO.data);
+      CHECK(r.c.head(b, h).data == r1.c);
+      CHECK(r.b.head(b, h).data == r1.b);
+    }
+  // Heads really differ (the loop did not reuse one head).
+  CHECK(r.gQ.head(0, 0).data != r.gQ.head(1, 2).data);
+}

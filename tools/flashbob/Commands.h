@@ -1,0 +1,15 @@
+// One function per `flashbob` subcommand; each parses nothing itself (llvm::cl options live
+// beside each command, registered on its SubCommand) and returns an ExitCode.
+#pragma once
+
+#include "llvm/Support/CommandLine.h"
+
+namespace flashbob::tool {
+
+extern llvm::cl::SubCommand demoCommand;
+int runDemo();
+
+extern llvm::cl::SubCommand devicesCommand;
+int runDevices();
+
+} // namespace flashbob::tool
