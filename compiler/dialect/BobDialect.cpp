@@ -22,6 +22,25 @@ using namespace flashbob::bob;
 #define GET_ATTRDEF_CLASSES
 #include "compiler/dialect/BobAttrs.cpp.inc"
 
+// `64x128xbf16`: rows x cols, then the element type (the builtin shaped-type spelling).
+static ParseResult parseTileShape(AsmParser &parser, int64_t &rows, int64_t &cols,
+                                  Type &elementType) {
+  SmallVector<int64_t, 2> dims;
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseDimensionList(dims, /*allowDynamic=*/false, /*withTrailingX=*/true))
+    return failure();
+  if (dims.size() != 2)
+    return parser.emitError(loc, "a tile has two dimensions (rows x cols), got ") << dims.size();
+  rows = dims[0];
+  cols = dims[1];
+  return parser.parseType(elementType);
+}
+
+static void printTileShape(AsmPrinter &printer, int64_t rows, int64_t cols, Type elementType) {
+  printer << rows << "x" << cols << "x";
+  printer.printType(elementType);
+}
+
 #define GET_TYPEDEF_CLASSES
 #include "compiler/dialect/BobTypes.cpp.inc"
 

@@ -18,7 +18,7 @@ def Bob_SharedTileType : Bob_Type<"SharedTile", "smem"> {
     Example: `!bob.smem<64x128xbf16>`.
   }];
   let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);
-  let assemblyFormat = "`<` $rows `x` $cols `x` $elementType `>`";
+  let assemblyFormat = "`<` custom<TileShape>($rows, $cols, $elementType) `>`";
   let genVerifyDecl = 1;
 }
 
@@ -32,7 +32,7 @@ def Bob_RegTileType : Bob_Type<"RegTile", "rtile"> {
     Example: `!bob.rtile<64x128xf32>`.
   }];
   let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);
-  let assemblyFormat = "`<` $rows `x` $cols `x` $elementType `>`";
+  let assemblyFormat = "`<` custom<TileShape>($rows, $cols, $elementType) `>`";
   let genVerifyDecl = 1;
 }
 

@@ -1,0 +1,36 @@
+// bob-allocate-shared: give every shared tile of a kernel its place in dynamic shared memory.
+//
+// Tiles are laid out one after another in program order (all are live for the whole kernel in
+// today's kernels; a liveness-based reuse can come later without changing any author's code).
+#include "compiler/passes/Passes.h"
+#include "compiler/passes/SharedLayout.h"
+
+#include "llvm/Support/MathExtras.h"
+
+namespace flashbob::bob {
+#define GEN_PASS_DEF_BOBALLOCATESHARED
+#include "compiler/passes/Passes.h.inc"
+
+namespace {
+struct AllocateShared : impl::BobAllocateSharedBase<AllocateShared> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    KernelOp kernel = getOperation();
+    mlir::Builder b(kernel.getContext());
+    int64_t offset = 0;
+    kernel.walk([&](AllocSharedOp alloc) {
+      offset = llvm::alignTo(offset, shared::kAlignment);
+      alloc.setOffsetAttr(b.getI64IntegerAttr(offset));
+      offset += shared::tileBytes(alloc.getType());
+    });
+    if (offset > maxBytes) {
+      kernel.emitError() << "shared tiles need " << offset << " bytes of shared memory, more than "
+                         << "the " << maxBytes << " a block may use; use smaller block_m/block_n";
+      return signalPassFailure();
+    }
+    kernel->setAttr(kSharedBytesAttrName, b.getI64IntegerAttr(offset));
+  }
+};
+} // namespace
+} // namespace flashbob::bob

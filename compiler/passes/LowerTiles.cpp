@@ -1,0 +1,56 @@
+// bob-lower-tiles: every tile op of every kernel becomes gpu/nvgpu/nvvm/vector/arith/memref ops.
+// The patterns live in lower_tiles/ (memory, math, tensor cores); this file is the driver.
+#include "compiler/passes/Passes.h"
+#include "compiler/passes/lower_tiles/TileLowering.h"
+
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
+
+namespace flashbob::bob {
+#define GEN_PASS_DEF_BOBLOWERTILES
+#include "compiler/passes/Passes.h.inc"
+
+namespace {
+using namespace mlir;
+
+struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
+  void runOnOperation() override {
+    gpu::GPUModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+
+    // The one shared-memory symbol all shared tiles are views of.
+    bool usesShared = false;
+    module.walk([&](AllocSharedOp) { usesShared = true; });
+    if (usesShared && !module.lookupSymbol(lowering::kSharedMemorySymbol)) {
+      OpBuilder b(ctx);
+      b.setInsertionPointToStart(module.getBody());
+      auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+      auto type = MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface(), space);
+      memref::GlobalOp::create(b, module.getLoc(), lowering::kSharedMemorySymbol,
+                               /*sym_visibility=*/b.getStringAttr("public"), type,
+                               /*initial_value=*/Attribute(), /*constant=*/false,
+                               /*alignment=*/b.getI64IntegerAttr(16));
+    }
+
+    // Each kernel is converted with its own warp count (it decides every per-thread layout).
+    for (auto func : module.getOps<gpu::GPUFuncOp>()) {
+      auto spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
+      if (!spec)
+        continue;
+      lowering::TileTypeConverter converter(ctx, spec.getWarps());
+      ConversionTarget target(*ctx);
+      target.addIllegalDialect<BobDialect>();
+      target.addLegalDialect<arith::ArithDialect, vector::VectorDialect, memref::MemRefDialect,
+                             nvgpu::NVGPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
+                             gpu::GPUDialect>();
+      RewritePatternSet patterns(ctx);
+      lowering::populateMemoryPatterns(converter, patterns);
+      lowering::populateMathPatterns(converter, patterns);
+      lowering::populateMmaPatterns(converter, patterns);
+      scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
+      if (failed(applyPartialConversion(func, target, std::move(patterns))))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
+} // namespace flashbob::bob

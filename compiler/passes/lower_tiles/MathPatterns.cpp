@@ -1,0 +1,204 @@
+// bob-lower-tiles, arithmetic side: element-wise math on per-thread vectors, broadcasting of
+// row/column vectors (one vector.shuffle each), masks, quad-shuffle row reductions.
+#include "compiler/passes/lower_tiles/TileLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace flashbob::bob::lowering {
+namespace {
+
+struct SplatLowering : OpConversionPattern<SplatOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(SplatOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    auto type = cast<VectorType>(getTypeConverter()->convertType(op.getType()));
+    Emitter e(op.getLoc(), rw);
+    rw.replaceOp(op, e.splat(type, op.getValue().convertToDouble()));
+    return success();
+  }
+};
+
+struct ConvertLowering : OpConversionPattern<ConvertOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ConvertOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    // The accumulator order is already the A-operand order (FragmentLayout.h): round, then view
+    // each pair of 16-bit values as one 32-bit register.
+    auto src = cast<VectorType>(a.getSource().getType());
+    auto dst = cast<VectorType>(getTypeConverter()->convertType(op.getType()));
+    Emitter e(op.getLoc(), rw);
+    Value narrow = arith::TruncFOp::create(
+        e.b, VectorType::get(src.getShape(), op.getType().getElementType()), a.getSource());
+    rw.replaceOp(op, vector::BitCastOp::create(e.b, dst, narrow));
+    return success();
+  }
+};
+
+// rhs of a binary op, as a vector shaped like lhs.
+Value broadcastOperand(Emitter &e, const TileTypeConverter &conv, Type lhsType, Type rhsType,
+                       Value lhs, Value rhs) {
+  auto lhsVec = cast<VectorType>(lhs.getType());
+  if (rhsType.isF32())
+    return vector::BroadcastOp::create(e.b, lhsVec, rhs);
+  if (lhsType == rhsType)
+    return rhs;
+  layout::TileShape s = conv.shape(cast<RegTileType>(lhsType));
+  SmallVector<int64_t> indices;
+  bool rows = isa<RowVecType>(rhsType);
+  for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+    for (int64_t ni = 0; ni < s.nFrags(); ++ni)
+      for (int64_t k = 0; k < 4; ++k)
+        indices.push_back(rows ? layout::TileShape::rowVecIndex(mi, k / 2)
+                               : layout::TileShape::colVecIndex(ni, k % 2));
+  return e.gather(rhs, indices);
+}
+
+template <typename BobOp, typename ArithOp>
+struct BinaryLowering : OpConversionPattern<BobOp> {
+  using OpConversionPattern<BobOp>::OpConversionPattern;
+  using OpAdaptor = typename BobOp::Adaptor;
+  LogicalResult matchAndRewrite(BobOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(this->getTypeConverter());
+    Emitter e(op.getLoc(), rw);
+    Value rhs = broadcastOperand(e, *conv, op.getLhs().getType(), op.getRhs().getType(),
+                                 a.getLhs(), a.getRhs());
+    rw.replaceOp(op, ArithOp::create(e.b, a.getLhs(), rhs).getResult());
+    return success();
+  }
+};
+
+// exp2 / log2 through the PTX approximations (ex2.approx.f32: max 2 ulp; lg2.approx.f32, whose LLVM intrinsic is named .f), element
+// by element: these intrinsics are scalar.
+template <typename BobOp>
+struct IntrinsicLowering : OpConversionPattern<BobOp> {
+  IntrinsicLowering(TypeConverter &tc, MLIRContext *ctx, StringRef intrinsic)
+      : OpConversionPattern<BobOp>(tc, ctx), intrinsic(intrinsic.str()) {}
+  std::string intrinsic;
+  using OpAdaptor = typename BobOp::Adaptor;
+  LogicalResult matchAndRewrite(BobOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    Emitter e(op.getLoc(), rw);
+    Value vec = a.getSource();
+    int64_t n = cast<VectorType>(vec.getType()).getNumElements();
+    Value result = vec;
+    auto name = rw.getStringAttr(intrinsic);
+    for (int64_t i = 0; i < n; ++i) {
+      Value x = e.extract(vec, i);
+      Value y = LLVM::CallIntrinsicOp::create(e.b, rw.getF32Type(), name, ValueRange{x}).getResult(0);
+      result = e.insert(y, result, i);
+    }
+    rw.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ReplaceLowering : OpConversionPattern<ReplaceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ReplaceOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    Emitter e(op.getLoc(), rw);
+    auto type = cast<VectorType>(a.getSource().getType());
+    Value from = e.splat(type, op.getFrom().convertToDouble());
+    Value to = e.splat(type, op.getTo().convertToDouble());
+    Value hit = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, a.getSource(), from);
+    rw.replaceOp(op, arith::SelectOp::create(e.b, hit, to, a.getSource()).getResult());
+    return success();
+  }
+};
+
+struct MaskLowering : OpConversionPattern<MaskOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(MaskOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    layout::TileShape s = conv->shape(op.getSource().getType());
+    auto vecType = cast<VectorType>(a.getSource().getType());
+    auto intVec = VectorType::get(vecType.getShape(), rw.getI32Type());
+    Emitter e(op.getLoc(), rw);
+    ThreadCoords c = e.coords();
+    auto toI32 = [&](Value v) { return arith::IndexCastOp::create(e.b, rw.getI32Type(), v).getResult(); };
+    auto bcast = [&](Value v) { return vector::BroadcastOp::create(e.b, intVec, v).getResult(); };
+
+    // Sequence position of every element: thread base + a constant per element.
+    SmallVector<int32_t> rowOffsets, colOffsets;
+    for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+      for (int64_t ni = 0; ni < s.nFrags(); ++ni)
+        for (int64_t k = 0; k < 4; ++k) {
+          rowOffsets.push_back(static_cast<int32_t>(layout::TileShape::rowOffset(mi, k)));
+          colOffsets.push_back(static_cast<int32_t>(layout::TileShape::colOffset(ni, k)));
+        }
+    auto constVec = [&](ArrayRef<int32_t> v) {
+      return arith::ConstantOp::create(e.b, DenseElementsAttr::get(intVec, v)).getResult();
+    };
+    Value rows = arith::AddIOp::create(
+        e.b, bcast(toI32(e.add(a.getRow(), e.threadRowBase(c, s)))), constVec(rowOffsets));
+    Value cols = arith::AddIOp::create(
+        e.b, bcast(toI32(e.add(a.getCol(), e.threadColBase(c)))), constVec(colOffsets));
+    Value queries = op.getKeysOnRows() ? cols : rows;
+    Value keys = op.getKeysOnRows() ? rows : cols;
+
+    Value n = toI32(a.getQueries()), m = toI32(a.getKeys());
+    using P = arith::CmpIPredicate;
+    Value masked = arith::OrIOp::create(e.b, arith::CmpIOp::create(e.b, P::sge, queries, bcast(n)),
+                                        arith::CmpIOp::create(e.b, P::sge, keys, bcast(m)));
+    if (op.getCausal()) {
+      // key > query + (M - N)  (bottom-right aligned diagonal)
+      Value diagonal = arith::AddIOp::create(e.b, queries, bcast(arith::SubIOp::create(e.b, m, n)));
+      masked = arith::OrIOp::create(e.b, masked, arith::CmpIOp::create(e.b, P::sgt, keys, diagonal));
+    }
+    Value fill = e.splat(vecType, op.getValue().convertToDouble());
+    rw.replaceOp(op, arith::SelectOp::create(e.b, masked, fill, a.getSource()).getResult());
+    return success();
+  }
+};
+
+struct ReduceLowering : OpConversionPattern<ReduceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ReduceOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    layout::TileShape s = conv->shape(op.getSource().getType());
+    auto resultType = cast<VectorType>(conv->convertType(op.getType()));
+    bool isMax = op.getKind() == ReduceKind::max;
+    Emitter e(op.getLoc(), rw);
+    auto combine = [&](Value x, Value y) -> Value {
+      if (isMax)
+        return arith::MaxNumFOp::create(e.b, x, y);
+      return arith::AddFOp::create(e.b, x, y);
+    };
+    Value result = e.splat(resultType, 0.0);
+    for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+      for (int64_t h = 0; h < 2; ++h) {
+        // This thread's 2 * NF values of the row, then across the 4 threads of its group, which
+        // hold the other columns (lanes differing in bits 0 and 1).
+        Value acc = e.extract(a.getSource(), s.accIndex(mi, 0, 2 * h));
+        for (int64_t ni = 0; ni < s.nFrags(); ++ni)
+          for (int64_t k = 0; k < 2; ++k)
+            if (ni != 0 || k != 0)
+              acc = combine(acc, e.extract(a.getSource(), s.accIndex(mi, ni, 2 * h + k)));
+        for (int32_t offset : {1, 2}) {
+          Value other = gpu::ShuffleOp::create(e.b, acc, offset, 32, gpu::ShuffleMode::XOR)
+                            .getShuffleResult();
+          acc = combine(acc, other);
+        }
+        result = e.insert(acc, result, layout::TileShape::rowVecIndex(mi, h));
+      }
+    rw.replaceOp(op, result);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateMathPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<SplatLowering, ConvertLowering, ReplaceLowering, MaskLowering, ReduceLowering,
+               BinaryLowering<AddOp, arith::AddFOp>, BinaryLowering<SubOp, arith::SubFOp>,
+               BinaryLowering<MulOp, arith::MulFOp>, BinaryLowering<DivOp, arith::DivFOp>,
+               BinaryLowering<MaxOp, arith::MaxNumFOp>>(converter, ctx);
+  patterns.add<IntrinsicLowering<Exp2Op>>(converter, ctx, "llvm.nvvm.ex2.approx.f32");
+  patterns.add<IntrinsicLowering<Log2Op>>(converter, ctx, "llvm.nvvm.lg2.approx.f");
+}
+
+} // namespace flashbob::bob::lowering

@@ -1,0 +1,275 @@
+// bob-lower-tiles, memory side: shared tile placement, global <-> shared copies (cp.async with
+// zero fill past the sequence end), register tile and vector loads/stores. Barriers that make
+// shared tiles safe to overwrite and to read are emitted here, so kernel authors never write one.
+#include "compiler/passes/SharedLayout.h"
+#include "compiler/passes/lower_tiles/TileLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace flashbob::bob::lowering {
+namespace {
+
+// %base = view of the external shared-memory symbol at the tile's byte offset.
+struct AllocSharedLowering : OpConversionPattern<AllocSharedOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(AllocSharedOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    if (!op.getOffset())
+      return rw.notifyMatchFailure(op, "shared tile has no offset: run bob-allocate-shared first");
+    Emitter e(op.getLoc(), rw);
+    auto space = gpu::AddressSpaceAttr::get(rw.getContext(), gpu::AddressSpace::Workgroup);
+    auto rawType = MemRefType::get({0}, rw.getI8Type(), MemRefLayoutAttrInterface(), space);
+    auto dynType = MemRefType::get({ShapedType::kDynamic}, rw.getI8Type(),
+                                   MemRefLayoutAttrInterface(), space);
+    Value raw = memref::GetGlobalOp::create(e.b, rawType, kSharedMemorySymbol);
+    Value bytes = memref::CastOp::create(e.b, dynType, raw);
+    Type tileType = getTypeConverter()->convertType(op.getType());
+    Value view = memref::ViewOp::create(e.b, tileType, bytes, e.index(*op.getOffset()), ValueRange{});
+    rw.replaceOp(op, view);
+    return success();
+  }
+};
+
+struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(LoadSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    SharedTileType tile = op.getDst().getType();
+    Emitter e(op.getLoc(), rw);
+    ThreadCoords c = e.coords();
+    const int64_t elemsPerChunk = 16 / shared::elementBytes(tile); // one 16-byte cp.async
+    const int64_t chunksPerRow = tile.getCols() / elemsPerChunk;
+    const int64_t chunks = tile.getRows() * chunksPerRow;
+    const int64_t threads = 32 * conv->warps();
+
+    // Nobody may still be reading the tile's previous contents.
+    gpu::BarrierOp::create(e.b);
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(rw.getContext());
+    SmallVector<Value> tokens;
+    for (int64_t first = 0; first < chunks; first += threads) {
+      Value chunk = e.addConst(c.tid, first);
+      auto copyChunk = [&](OpBuilder &) {
+        Value r = arith::DivUIOp::create(e.b, chunk, e.index(chunksPerRow));
+        Value col = e.mul(arith::RemUIOp::create(e.b, chunk, e.index(chunksPerRow)),
+                          e.index(elemsPerChunk));
+        Value row = e.add(a.getRow(), r);
+        Value inBounds = e.less(row, a.getBound());
+        // Past the end: copy 0 source bytes (the 16 bytes are zero-filled) from a safe address.
+        Value srcRow = arith::SelectOp::create(e.b, inBounds, row, e.index(0));
+        Value srcElems = arith::SelectOp::create(e.b, inBounds, e.index(elemsPerChunk), e.index(0));
+        return nvgpu::DeviceAsyncCopyOp::create(
+                   e.b, tokenType, a.getDst(), ValueRange{r, col}, a.getSrc(),
+                   ValueRange{a.getBatch(), a.getHead(), srcRow, col},
+                   e.b.getIndexAttr(elemsPerChunk), srcElems, e.b.getUnitAttr())
+            .getResult();
+      };
+      if (first + threads <= chunks) {
+        tokens.push_back(copyChunk(e.b));
+      } else {
+        // Last partial round: only threads whose chunk exists copy.
+        auto ifOp = scf::IfOp::create(e.b, e.less(chunk, e.index(chunks)), /*withElse=*/false);
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToStart(ifOp.thenBlock());
+        copyChunk(e.b);
+      }
+    }
+    Value group = nvgpu::DeviceAsyncCreateGroupOp::create(e.b, tokenType, tokens);
+    nvgpu::DeviceAsyncWaitOp::create(e.b, group, e.b.getI32IntegerAttr(0));
+    // Every thread's copies are complete: make them visible to the whole block.
+    gpu::BarrierOp::create(e.b);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+// Shared by register tile stores to shared and global memory: for every (mi, h) row the thread
+// owns, call `body(row, mi, h)` where `row` is the row inside the tile.
+template <typename Body>
+void forEachOwnedRow(Emitter &e, const ThreadCoords &c, const layout::TileShape &s, Body body) {
+  Value base = e.threadRowBase(c, s);
+  for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+    for (int64_t h = 0; h < 2; ++h)
+      body(e.addConst(base, mi * 16 + 8 * h), mi, h);
+}
+
+// Two adjacent columns move as one access; without the alignment LLVM splits it.
+llvm::MaybeAlign pairAlignment(Type elem) {
+  return llvm::MaybeAlign(2 * elem.getIntOrFloatBitWidth() / 8);
+}
+
+Value truncPair(Emitter &e, Value pair, Type elem) {
+  if (elem.isF32())
+    return pair;
+  return arith::TruncFOp::create(e.b, VectorType::get({2}, elem), pair);
+}
+
+struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(StoreSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    layout::TileShape s = conv->shape(op.getValue().getType());
+    Type elem = op.getDst().getType().getElementType();
+    Emitter e(op.getLoc(), rw);
+    ThreadCoords c = e.coords();
+    Value colBase = e.threadColBase(c);
+    gpu::BarrierOp::create(e.b);
+    forEachOwnedRow(e, c, s, [&](Value row, int64_t mi, int64_t h) {
+      for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
+        Value pair = e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
+        vector::StoreOp::create(e.b, truncPair(e, pair, elem), a.getDst(),
+                                ValueRange{row, e.addConst(colBase, ni * 8)}, false,
+                                pairAlignment(elem));
+      }
+    });
+    gpu::BarrierOp::create(e.b);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct StoreTileLowering : OpConversionPattern<StoreTileOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(StoreTileOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    layout::TileShape s = conv->shape(op.getValue().getType());
+    Type elem = cast<MemRefType>(op.getDst().getType()).getElementType();
+    Emitter e(op.getLoc(), rw);
+    ThreadCoords c = e.coords();
+    Value colBase = e.threadColBase(c);
+    forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
+      Value row = e.add(a.getRow(), tileRow);
+      auto ifOp = scf::IfOp::create(e.b, e.less(row, a.getBound()), /*withElse=*/false);
+      OpBuilder::InsertionGuard guard(e.b);
+      e.b.setInsertionPointToStart(ifOp.thenBlock());
+      for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
+        Value pair = e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
+        vector::StoreOp::create(e.b, truncPair(e, pair, elem), a.getDst(),
+                                ValueRange{a.getBatch(), a.getHead(), row, e.addConst(colBase, ni * 8)},
+                                false, pairAlignment(elem));
+      }
+    });
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct LoadTileLowering : OpConversionPattern<LoadTileOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(LoadTileOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    layout::TileShape s = conv->shape(op.getResult().getType());
+    Type elem = cast<MemRefType>(op.getSrc().getType()).getElementType();
+    auto resultType = cast<VectorType>(conv->convertType(op.getResult().getType()));
+    auto pairType = VectorType::get({2}, rw.getF32Type());
+    Emitter e(op.getLoc(), rw);
+    ThreadCoords c = e.coords();
+    Value colBase = e.threadColBase(c);
+    Value result = e.splat(resultType, 0.0);
+    forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
+      Value row = e.add(a.getRow(), tileRow);
+      for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
+        // Rows past the end read as zero.
+        auto ifOp = scf::IfOp::create(e.b, pairType, e.less(row, a.getBound()), /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard guard(e.b);
+          e.b.setInsertionPointToStart(ifOp.thenBlock());
+          Value raw = vector::LoadOp::create(e.b, VectorType::get({2}, elem), a.getSrc(),
+                                             ValueRange{a.getBatch(), a.getHead(), row,
+                                                        e.addConst(colBase, ni * 8)},
+                                             false, pairAlignment(elem));
+          if (!elem.isF32())
+            raw = arith::ExtFOp::create(e.b, pairType, raw);
+          scf::YieldOp::create(e.b, raw);
+          e.b.setInsertionPointToStart(ifOp.elseBlock());
+          scf::YieldOp::create(e.b, e.splat(pairType, 0.0));
+        }
+        Value pair = ifOp.getResult(0);
+        for (int64_t k = 0; k < 2; ++k)
+          result = e.insert(e.extract(pair, k), result, s.accIndex(mi, ni, 2 * h + k));
+      }
+    });
+    rw.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct LoadVecLowering : OpConversionPattern<LoadVecOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(LoadVecOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    auto resultType = cast<VectorType>(conv->convertType(op.getResult().getType()));
+    Emitter e(op.getLoc(), rw);
+    ThreadCoords c = e.coords();
+    Value result = e.splat(resultType, 0.0);
+    Value padding = e.f32(op.getPadding().convertToDouble());
+    auto load = [&](Value pos, int64_t slot) {
+      auto ifOp = scf::IfOp::create(e.b, rw.getF32Type(), e.less(pos, a.getBound()), true);
+      {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToStart(ifOp.thenBlock());
+        scf::YieldOp::create(e.b, memref::LoadOp::create(e.b, a.getSrc(),
+                                                         ValueRange{a.getBatch(), a.getHead(), pos})
+                                      .getResult());
+        e.b.setInsertionPointToStart(ifOp.elseBlock());
+        scf::YieldOp::create(e.b, padding);
+      }
+      result = e.insert(ifOp.getResult(0), result, slot);
+    };
+    if (auto rows = dyn_cast<RowVecType>(op.getResult().getType())) {
+      layout::TileShape s = conv->shape(rows);
+      Value base = e.add(a.getRow(), e.threadRowBase(c, s));
+      for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+        for (int64_t h = 0; h < 2; ++h)
+          load(e.addConst(base, mi * 16 + 8 * h), layout::TileShape::rowVecIndex(mi, h));
+    } else {
+      layout::TileShape s = conv->shape(cast<ColVecType>(op.getResult().getType()));
+      Value base = e.add(a.getRow(), e.threadColBase(c));
+      for (int64_t ni = 0; ni < s.nFrags(); ++ni)
+        for (int64_t k = 0; k < 2; ++k)
+          load(e.addConst(base, ni * 8 + k), layout::TileShape::colVecIndex(ni, k));
+    }
+    rw.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct StoreVecLowering : OpConversionPattern<StoreVecOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(StoreVecOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    layout::TileShape s = conv->shape(op.getValue().getType());
+    Emitter e(op.getLoc(), rw);
+    ThreadCoords c = e.coords();
+    // The 4 threads of a group hold the same row values: the first one writes.
+    Value writer = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.t, e.index(0));
+    Value base = e.add(a.getRow(), e.threadRowBase(c, s));
+    for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = e.addConst(base, mi * 16 + 8 * h);
+        Value ok = arith::AndIOp::create(e.b, writer, e.less(row, a.getBound()));
+        auto ifOp = scf::IfOp::create(e.b, ok, /*withElse=*/false);
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToStart(ifOp.thenBlock());
+        memref::StoreOp::create(e.b, e.extract(a.getValue(), layout::TileShape::rowVecIndex(mi, h)),
+                                a.getDst(), ValueRange{a.getBatch(), a.getHead(), row});
+      }
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateMemoryPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
+  patterns.add<AllocSharedLowering, LoadSharedLowering, StoreSharedLowering, StoreTileLowering,
+               LoadTileLowering, LoadVecLowering, StoreVecLowering>(converter,
+                                                                     patterns.getContext());
+}
+
+} // namespace flashbob::bob::lowering

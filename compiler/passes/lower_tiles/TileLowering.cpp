@@ -1,0 +1,82 @@
+#include "compiler/passes/lower_tiles/TileLowering.h"
+#include "compiler/passes/SharedLayout.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace flashbob::bob::lowering {
+
+TileTypeConverter::TileTypeConverter(MLIRContext *ctx, int64_t warps) : warps_(warps) {
+  addConversion([](Type t) { return t; });
+  addConversion([this, ctx](RegTileType t) -> Type {
+    layout::TileShape s = shape(t);
+    if (t.getElementType().isF32())
+      return VectorType::get({s.accSize()}, Float32Type::get(ctx));
+    return VectorType::get({s.operandSize()}, IntegerType::get(ctx, 32));
+  });
+  addConversion([this, ctx](RowVecType t) -> Type {
+    return VectorType::get({shape(t).rowVecSize()}, Float32Type::get(ctx));
+  });
+  addConversion([this, ctx](ColVecType t) -> Type {
+    return VectorType::get({shape(t).colVecSize()}, Float32Type::get(ctx));
+  });
+  addConversion([ctx](SharedTileType t) -> Type {
+    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    return MemRefType::get({t.getRows(), shared::rowPitch(t)}, t.getElementType(),
+                           MemRefLayoutAttrInterface(), space);
+  });
+  // Values crossing a not-yet-converted boundary are bridged by unrealized casts, which must all
+  // disappear by the end of the pass (every bob op is converted).
+  auto cast = [](OpBuilder &b, Type type, ValueRange inputs, Location loc) -> Value {
+    return UnrealizedConversionCastOp::create(b, loc, type, inputs).getResult(0);
+  };
+  addSourceMaterialization(cast);
+  addTargetMaterialization(cast);
+}
+
+Value Emitter::index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+Value Emitter::i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+Value Emitter::f32(double v) {
+  return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
+}
+Value Emitter::splat(VectorType type, double v) {
+  Attribute element;
+  if (type.getElementType().isF32())
+    element = b.getF32FloatAttr(static_cast<float>(v));
+  else
+    element = b.getIntegerAttr(type.getElementType(), static_cast<int64_t>(v));
+  return arith::ConstantOp::create(b, DenseElementsAttr::get(type, element));
+}
+Value Emitter::extract(Value vec, int64_t i) { return vector::ExtractOp::create(b, vec, i); }
+Value Emitter::insert(Value scalar, Value vec, int64_t i) {
+  return vector::InsertOp::create(b, scalar, vec, i);
+}
+Value Emitter::gather(Value vec, ArrayRef<int64_t> indices) {
+  return vector::ShuffleOp::create(b, vec, vec, indices);
+}
+Value Emitter::add(Value a, Value c) { return arith::AddIOp::create(b, a, c); }
+Value Emitter::mul(Value a, Value c) { return arith::MulIOp::create(b, a, c); }
+Value Emitter::less(Value a, Value c) {
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, a, c);
+}
+
+ThreadCoords Emitter::coords() {
+  ThreadCoords c;
+  c.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  c.warp = arith::DivUIOp::create(b, c.tid, index(32));
+  c.lane = arith::RemUIOp::create(b, c.tid, index(32));
+  c.g = arith::DivUIOp::create(b, c.lane, index(4));
+  c.t = arith::RemUIOp::create(b, c.lane, index(4));
+  return c;
+}
+
+Value Emitter::threadRowBase(const ThreadCoords &c, const layout::TileShape &s) {
+  return add(mul(c.warp, index(s.rowsPerWarp())), c.g);
+}
+
+Value Emitter::threadColBase(const ThreadCoords &c) { return mul(c.t, index(2)); }
+
+} // namespace flashbob::bob::lowering

@@ -1,0 +1,67 @@
+// Shared pieces of bob-lower-tiles: the type mapping, the per-thread coordinates and small
+// emission helpers used by the pattern files (memory, math, mma).
+#pragma once
+
+#include "compiler/dialect/BobDialect.h"
+#include "compiler/passes/FragmentLayout.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace flashbob::bob::lowering {
+
+// Register tiles/vectors -> per-thread vectors; shared tiles -> padded workgroup memrefs.
+class TileTypeConverter : public mlir::TypeConverter {
+public:
+  TileTypeConverter(mlir::MLIRContext *ctx, int64_t warps);
+  int64_t warps() const { return warps_; }
+
+  layout::TileShape shape(RegTileType t) const { return {t.getRows(), t.getCols(), warps_}; }
+  layout::TileShape shape(RowVecType t) const { return {t.getSize(), 8, warps_}; }
+  layout::TileShape shape(ColVecType t) const { return {16 * warps_, t.getSize(), warps_}; }
+
+private:
+  int64_t warps_;
+};
+
+// Where the calling thread sits: warp index, and g = lane / 4, t = lane % 4 of the mma layout.
+struct ThreadCoords {
+  mlir::Value tid, warp, lane, g, t;
+};
+
+// Thin helpers over ImplicitLocOpBuilder so the patterns read like the math they implement.
+class Emitter {
+public:
+  Emitter(mlir::Location loc, mlir::OpBuilder &builder) : b(loc, builder) {}
+
+  mlir::ImplicitLocOpBuilder b;
+
+  mlir::Value index(int64_t v);
+  mlir::Value i32(int64_t v);
+  mlir::Value f32(double v);
+  mlir::Value splat(mlir::VectorType type, double v);
+  mlir::Value extract(mlir::Value vec, int64_t i);
+  mlir::Value insert(mlir::Value scalar, mlir::Value vec, int64_t i);
+  // vec[indices[0]], vec[indices[1]], ... as a new vector (one vector.shuffle).
+  mlir::Value gather(mlir::Value vec, llvm::ArrayRef<int64_t> indices);
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value addConst(mlir::Value a, int64_t c) { return c == 0 ? a : add(a, index(c)); }
+  mlir::Value less(mlir::Value a, mlir::Value c); // unsigned index compare
+  ThreadCoords coords();
+  // First row of the tile owned by the calling thread's warp, plus g: the row of element e=0.
+  mlir::Value threadRowBase(const ThreadCoords &c, const layout::TileShape &s);
+  // Column of element (ni = 0, e = 0): 2t.
+  mlir::Value threadColBase(const ThreadCoords &c);
+};
+
+void populateMemoryPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+void populateMathPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+
+// Name of the external shared-memory symbol every shared tile is carved from. It is declared
+// `[0 x i8]` external so PTX says `.extern .shared .align 16 .b8 flashbob_smem[];` (a zero-size
+// internal global would print as a 1-byte array and be overrun).
+inline constexpr llvm::StringLiteral kSharedMemorySymbol = "flashbob_smem";
+
+} // namespace flashbob::bob::lowering

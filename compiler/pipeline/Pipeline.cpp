@@ -1,0 +1,117 @@
+#include "compiler/pipeline/Pipeline.h"
+#include "compiler/passes/Passes.h"
+#include "compiler/pipeline/PtxEmitter.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace flashbob::compiler {
+using namespace mlir;
+
+void buildBobPipeline(OpPassManager &pm) {
+  pm.addNestedPass<bob::KernelOp>(bob::createBobAllocateShared());
+  pm.addPass(bob::createBobLowerKernel());
+  pm.addNestedPass<gpu::GPUModuleOp>(bob::createBobLowerTiles());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target) {
+  GpuNVVMAttachTargetOptions attach;
+  attach.chip = target.arch;
+  attach.features = target.ptxFeatures();
+  attach.optLevel = static_cast<int>(target.optLevel);
+  pm.addPass(createGpuNVVMAttachTarget(attach));
+  pm.addPass(createConvertNVGPUToNVVMPass());
+  pm.addPass(createConvertVectorToSCFPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
+}
+
+namespace {
+std::string print(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os);
+  return text;
+}
+
+// Runs `pm`, turning the diagnostics it emits into the error's text.
+llvm::Error run(PassManager &pm, ModuleOp module, llvm::StringRef stage) {
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d.getLocation() << ": " << d << "\n";
+    for (const Diagnostic &note : d.getNotes())
+      os << "  note: " << note << "\n";
+    return success();
+  });
+  if (succeeded(pm.run(module)))
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 stage + " failed:\n" + diagnostics);
+}
+} // namespace
+
+llvm::Expected<KernelArtifacts> compileToPtx(ModuleOp module, const TargetOptions &target) {
+  KernelArtifacts out;
+  out.bobIR = print(module);
+  auto kernels = llvm::to_vector(module.getOps<bob::KernelOp>());
+  if (kernels.size() != 1)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "compile: expected one bob.kernel in the module, found " +
+                                       std::to_string(kernels.size()));
+  out.entry = kernels.front().getSymName().str();
+  out.threads = 32 * kernels.front().getSpec().getWarps();
+
+  PassManager bobPasses(module.getContext());
+  buildBobPipeline(bobPasses);
+  if (llvm::Error e = run(bobPasses, module, "bob passes"))
+    return std::move(e);
+  out.loweredIR = print(module);
+
+  PassManager lowering(module.getContext());
+  buildLoweringPipeline(lowering, target);
+  if (llvm::Error e = run(lowering, module, "lowering to LLVM"))
+    return std::move(e);
+
+  gpu::GPUModuleOp gpuModule;
+  module.walk([&](gpu::GPUModuleOp m) { gpuModule = m; });
+  if (!gpuModule)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "compile: no gpu.module");
+  if (auto bytes = gpuModule.lookupSymbol(out.entry)->getAttrOfType<IntegerAttr>(
+          bob::kSharedBytesAttrName))
+    out.sharedBytes = bytes.getInt();
+
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(gpuModule, llvmContext, "flashbob");
+  if (!llvmModule)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "translation to LLVM IR failed (translateModuleToLLVMIR)");
+  auto ptx = emitPtx(*llvmModule, target, &out.llvmIR);
+  if (!ptx)
+    return ptx.takeError();
+  out.ptx = std::move(*ptx);
+  return out;
+}
+
+} // namespace flashbob::compiler

@@ -1,0 +1,47 @@
+// The compiler's entry point: a module holding one bob.kernel -> PTX, keeping every stage.
+//
+//   bob IR --[bob-allocate-shared, bob-lower-kernel, bob-lower-tiles]--> lowered IR
+//          (gpu, nvgpu, nvvm, vector, arith, memref, scf)
+//   --[upstream: nvgpu/vector/scf/arith/index/memref -> LLVM, gpu -> NVVM]--> LLVM dialect
+//   --[translate, LLVM O3 for NVPTX]--> LLVM IR --[NVPTX backend]--> PTX
+// The pass list is written out once, in buildLoweringPipeline (Pipeline.cpp).
+#pragma once
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace flashbob::compiler {
+
+struct TargetOptions {
+  std::string arch = "sm_90a"; // sm_80, sm_86, sm_89, sm_90, sm_90a
+  unsigned optLevel = 3;
+  // PTX ISA the NVPTX backend targets: 8.0 is the first with sm_90a and is read by every
+  // CUDA 12+ driver.
+  std::string ptxFeatures() const { return "+ptx80"; }
+};
+
+// Every stage of one kernel, like the files Triton keeps per kernel in its cache.
+struct KernelArtifacts {
+  std::string entry;        // kernel symbol in PTX and cubin
+  int64_t threads = 0;      // threads per block (grid: see the kernel family's launch plan)
+  int64_t sharedBytes = 0;  // dynamic shared memory per block
+  std::string bobIR;        // input, in the bob dialect
+  std::string loweredIR;    // after the bob passes (upstream dialects only)
+  std::string llvmIR;       // optimized LLVM IR given to the NVPTX backend
+  std::string ptx;
+};
+
+// Stage 1: the bob passes (bob IR -> upstream dialects). Stage 2: upstream conversion to the
+// LLVM dialect inside the gpu.module.
+void buildBobPipeline(mlir::OpPassManager &pm);
+void buildLoweringPipeline(mlir::OpPassManager &pm, const TargetOptions &target);
+
+// Runs everything. Failures carry the MLIR diagnostics or the LLVM error, prefixed by the
+// stage that failed. `module` is consumed (lowered in place).
+llvm::Expected<KernelArtifacts> compileToPtx(mlir::ModuleOp module, const TargetOptions &target);
+
+} // namespace flashbob::compiler

@@ -1,0 +1,97 @@
+#include "compiler/pipeline/PtxEmitter.h"
+
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <mutex>
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+}
+
+namespace flashbob::compiler {
+
+namespace {
+constexpr const char *kTriple = "nvptx64-nvidia-cuda";
+
+llvm::Error fail(const llvm::Twine &what) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
+}
+
+llvm::OptimizationLevel optimizationLevel(unsigned level) {
+  switch (level) {
+  case 0: return llvm::OptimizationLevel::O0;
+  case 1: return llvm::OptimizationLevel::O1;
+  case 2: return llvm::OptimizationLevel::O2;
+  default: return llvm::OptimizationLevel::O3;
+  }
+}
+} // namespace
+
+llvm::Expected<std::string> emitPtx(llvm::Module &module, const TargetOptions &target,
+                                    std::string *optimizedIR) {
+  static std::once_flag initOnce;
+  std::call_once(initOnce, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+
+  llvm::Triple triple(kTriple);
+  std::string lookupError;
+  const llvm::Target *nvptx = llvm::TargetRegistry::lookupTarget(triple, lookupError);
+  if (!nvptx)
+    return fail("llvm::TargetRegistry::lookupTarget(" + llvm::Twine(kTriple) + "): " + lookupError);
+  std::unique_ptr<llvm::TargetMachine> machine(nvptx->createTargetMachine(
+      triple, target.arch, target.ptxFeatures(), llvm::TargetOptions(), std::nullopt,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine)
+    return fail("llvm::Target::createTargetMachine(" + llvm::Twine(kTriple) + ", " + target.arch +
+                ") failed");
+  module.setTargetTriple(triple);
+  module.setDataLayout(machine->createDataLayout());
+
+  // The standard O3 pipeline with the NVPTX target's own passes (address-space inference, ...).
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(machine.get());
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  builder.buildPerModuleDefaultPipeline(optimizationLevel(target.optLevel)).run(module, mam);
+
+  if (optimizedIR) {
+    optimizedIR->clear();
+    llvm::raw_string_ostream os(*optimizedIR);
+    module.print(os, nullptr);
+  }
+
+  llvm::SmallString<0> ptx;
+  llvm::raw_svector_ostream os(ptx);
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+    return fail("llvm::TargetMachine::addPassesToEmitFile: NVPTX cannot emit assembly");
+  codegen.run(module);
+
+  std::string text = ptx.str().str();
+  bool usesShared = text.find(".shared") != std::string::npos &&
+                    text.find("flashbob_smem") != std::string::npos;
+  if (usesShared && text.find(".extern .shared .align 16 .b8 flashbob_smem[]") == std::string::npos)
+    return fail("PTX declares flashbob_smem without `.extern ... []`: dynamic shared memory would "
+                "be a 1-byte array (toolchain.md)");
+  return text;
+}
+
+} // namespace flashbob::compiler
