@@ -2,6 +2,8 @@
 #pragma once
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+
+#include <limits>
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

@@ -147,6 +147,12 @@ def Bob_MmaOp : Bob_Op<"mma", [AllTypesMatch<["acc", "result"]>]> {
                        Arg<Bob_SharedTileType, "", [MemRead]>:$b, Bob_RegTileType:$acc,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b);
   let results = (outs Bob_RegTileType:$result);
+  let builders = [OpBuilder<(ins "::mlir::Value":$a, "::mlir::Value":$b, "::mlir::Value":$acc,
+                                 "bool":$transposeA, "bool":$transposeB), [{
+    build($_builder, $_state, acc.getType(), a, b, acc,
+          transposeA ? $_builder.getUnitAttr() : nullptr,
+          transposeB ? $_builder.getUnitAttr() : nullptr);
+  }]>];
   let assemblyFormat = [{
     $a `,` $b `,` $acc attr-dict `:` type($a) `,` type($b) `,` type($acc)
   }];
@@ -178,6 +184,8 @@ class Bob_BinaryOp<string mnemonic, string what> : Bob_Op<mnemonic, [Pure, AllTy
   }];
   let arguments = (ins Bob_RegValue:$lhs, AnyTypeOf<[Bob_RegValue, F32]>:$rhs);
   let results = (outs Bob_RegValue:$result);
+  let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs),
+                            [{ build($_builder, $_state, lhs.getType(), lhs, rhs); }]>];
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
   let hasVerifier = 1;
 }
@@ -192,6 +200,8 @@ class Bob_UnaryOp<string mnemonic, string what> : Bob_Op<mnemonic, [Pure, AllTyp
   let summary = "Element-wise " # what;
   let arguments = (ins Bob_RegValue:$source);
   let results = (outs Bob_RegValue:$result);
+  let builders = [OpBuilder<(ins "::mlir::Value":$source),
+                            [{ build($_builder, $_state, source.getType(), source); }]>];
   let assemblyFormat = "$source attr-dict `:` type($source)";
   let hasVerifier = 1;
 }
@@ -207,6 +217,11 @@ def Bob_ReplaceOp : Bob_Op<"replace", [Pure, AllTypesMatch<["source", "result"]>
   }];
   let arguments = (ins Bob_RegValue:$source, F32Attr:$from, F32Attr:$to);
   let results = (outs Bob_RegValue:$result);
+  let builders = [OpBuilder<(ins "::mlir::Value":$source, "double":$from, "double":$to), [{
+    build($_builder, $_state, source.getType(), source,
+          $_builder.getF32FloatAttr(static_cast<float>(from)),
+          $_builder.getF32FloatAttr(static_cast<float>(to)));
+  }]>];
   let assemblyFormat = "$source `,` $from `->` $to attr-dict `:` type($source)";
   let hasVerifier = 1;
 }
@@ -222,6 +237,13 @@ def Bob_MaskOp : Bob_Op<"mask", [Pure, AllTypesMatch<["source", "result"]>]> {
                        Index:$keys, UnitAttr:$causal, UnitAttr:$keys_on_rows,
                        DefaultValuedAttr<F32Attr, "-std::numeric_limits<float>::infinity()">:$value);
   let results = (outs Bob_RegTileType:$result);
+  let builders = [OpBuilder<(ins "::mlir::Value":$source, "::mlir::Value":$row, "::mlir::Value":$col,
+                                 "::mlir::Value":$queries, "::mlir::Value":$keys, "bool":$causal,
+                                 "bool":$keysOnRows), [{
+    build($_builder, $_state, source.getType(), source, row, col, queries, keys,
+          causal ? $_builder.getUnitAttr() : nullptr, keysOnRows ? $_builder.getUnitAttr() : nullptr,
+          $_builder.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+  }]>];
   let assemblyFormat = [{
     $source `at` `(` $row `,` $col `)` `within` `(` $queries `,` $keys `)` attr-dict `:` type($source)
   }];

@@ -33,6 +33,12 @@ struct KernelArtifacts {
   std::string loweredIR;    // after the bob passes (upstream dialects only)
   std::string llvmIR;       // optimized LLVM IR given to the NVPTX backend
   std::string ptx;
+  // Filled when the PTX was assembled (ptxas): the cubin and its resource report.
+  std::string cubin;
+  std::string ptxasLog;
+  int registers = -1;
+  int spillBytes = 0;
+  int stackBytes = 0;
 };
 
 // Stage 1: the bob passes (bob IR -> upstream dialects). Stage 2: upstream conversion to the

@@ -9,6 +9,9 @@ namespace flashbob::tool {
 extern llvm::cl::SubCommand demoCommand;
 int runDemo();
 
+extern llvm::cl::SubCommand compileCommand;
+int runCompile();
+
 extern llvm::cl::SubCommand devicesCommand;
 int runDevices();
 

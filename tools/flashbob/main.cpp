@@ -19,6 +19,8 @@ int main(int argc, char **argv) {
 
   if (demoCommand)
     return runDemo();
+  if (compileCommand)
+    return runCompile();
   if (devicesCommand)
     return runDevices();
 

@@ -1,0 +1,28 @@
+// PTX -> cubin with the CUDA toolkit's ptxas, run as a subprocess (-v for its resource report).
+#pragma once
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace flashbob::compiler {
+
+struct Cubin {
+  std::string binary;
+  std::string log;        // ptxas -v output
+  int registers = -1;     // per thread
+  int spillStoreBytes = 0, spillLoadBytes = 0, stackBytes = 0;
+};
+
+// Locates ptxas: $FLASHBOB_PTXAS, then <CUDA root>/bin/ptxas (FLASHBOB_CUDA_ROOT at build time,
+// $CUDA_HOME, $CUDA_PATH), then $PATH.
+llvm::Expected<std::string> findPtxas();
+
+// On failure the error holds ptxas' messages and a command that reproduces it (the PTX is kept
+// in a temporary file named in that command).
+llvm::Expected<Cubin> assembleWithPtxas(const std::string &ptx, const std::string &arch);
+
+// Fills registers/spills/stack from a `ptxas -v` report.
+void parsePtxasReport(Cubin &cubin);
+
+} // namespace flashbob::compiler

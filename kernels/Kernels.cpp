@@ -1,0 +1,66 @@
+#include "kernels/Kernels.h"
+#include "kernels/common/KernelBuilder.h"
+#include "compiler/pipeline/Ptxas.h"
+
+#include "mlir/IR/Verifier.h"
+
+namespace flashbob::kernels {
+
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext &ctx,
+                                                             const compiler::KernelSpec &spec) {
+  if (llvm::Error e = compiler::validate(spec, &ctx))
+    return std::move(e);
+  KernelBuilder kb(&ctx, spec);
+  switch (spec.kind) {
+  case bob::KernelKind::fwd:
+    buildForward(kb);
+    break;
+  default:
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kernel kind '" + bob::stringifyKernelKind(spec.kind) +
+                                       "' is not implemented yet");
+  }
+  if (mlir::failed(mlir::verify(*kb.module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the " + bob::stringifyKernelKind(spec.kind) +
+                                       " builder produced invalid IR (see diagnostics)");
+  return std::move(kb.module);
+}
+
+llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
+                                                      bool assemble) {
+  mlir::DialectRegistry registry;
+  compiler::registerDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto module = buildKernel(ctx, spec);
+  if (!module)
+    return module.takeError();
+  compiler::TargetOptions target;
+  target.arch = spec.arch;
+  auto artifacts = compiler::compileToPtx(**module, target);
+  if (!artifacts || !assemble)
+    return artifacts;
+  auto cubin = compiler::assembleWithPtxas(artifacts->ptx, spec.arch);
+  if (!cubin)
+    return cubin.takeError();
+  artifacts->cubin = std::move(cubin->binary);
+  artifacts->ptxasLog = std::move(cubin->log);
+  artifacts->registers = cubin->registers;
+  artifacts->spillBytes = cubin->spillStoreBytes + cubin->spillLoadBytes;
+  artifacts->stackBytes = cubin->stackBytes;
+  return artifacts;
+}
+
+Grid gridFor(const compiler::KernelSpec &spec, int64_t batch, int64_t heads, int64_t seqQ,
+             int64_t seqK) {
+  bool keyMajor = spec.kind == bob::KernelKind::bwd_kv || spec.kind == bob::KernelKind::bob_kv;
+  int64_t rows = keyMajor ? seqK : seqQ;
+  int64_t block = keyMajor ? spec.blockN : spec.blockM;
+  Grid g;
+  g.x = static_cast<unsigned>((rows + block - 1) / block);
+  g.y = static_cast<unsigned>(batch * heads);
+  return g;
+}
+
+} // namespace flashbob::kernels

@@ -1,0 +1,37 @@
+// The kernel families: spec -> bob IR, and how each is launched.
+#pragma once
+
+#include "compiler/KernelSpec.h"
+#include "compiler/pipeline/Pipeline.h"
+#include "compiler/pipeline/Registration.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include "llvm/Support/Error.h"
+
+namespace flashbob::kernels {
+
+class KernelBuilder;
+
+// Builds the module holding the one bob.kernel for `spec`; errors name an unsupported field.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext &ctx,
+                                                             const compiler::KernelSpec &spec);
+
+// spec -> every stage (bob IR ... PTX), and the cubin through ptxas when `assemble` is set. Each
+// call uses its own MLIR context, so calls may run on several threads.
+llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
+                                                      bool assemble);
+
+// Grid of a kernel for one problem: x over the blocks of the rows the kernel owns (queries for
+// query-major kinds, keys for key-major ones), y over batch * heads.
+struct Grid {
+  unsigned x = 1, y = 1, z = 1;
+};
+Grid gridFor(const compiler::KernelSpec &spec, int64_t batch, int64_t heads, int64_t seqQ,
+             int64_t seqK);
+
+// Families (one file each).
+void buildForward(KernelBuilder &kb);
+
+} // namespace flashbob::kernels

@@ -1,0 +1,51 @@
+#include "tools/flashbob/SpecOptions.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+namespace flashbob::tool {
+namespace cl = llvm::cl;
+
+SpecOptions::SpecOptions(cl::SubCommand &sub)
+    : kernel("kernel", cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv"), cl::sub(sub),
+             cl::init("fwd")),
+      headDim("head-dim", cl::desc("Head dimension d"), cl::sub(sub), cl::init(64)),
+      blockM("block-m", cl::desc("Query rows per tile"), cl::sub(sub), cl::init(64)),
+      blockN("block-n", cl::desc("Key rows per tile"), cl::sub(sub), cl::init(64)),
+      warps("warps", cl::desc("Warps per block"), cl::sub(sub), cl::init(4)),
+      stages("stages", cl::desc("Global->shared pipeline depth"), cl::sub(sub), cl::init(1)),
+      dtype("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(sub), cl::init("bf16")),
+      causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(sub)),
+      scale("scale", cl::desc("Softmax scale (default 1/sqrt(head-dim))"), cl::sub(sub),
+            cl::init(0.0)),
+      arch("arch", cl::desc("Target: sm_80, sm_86, sm_89, sm_90, sm_90a"), cl::sub(sub),
+           cl::init("sm_90a")) {}
+
+llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  compiler::KernelSpec s;
+  auto kind = compiler::parseKind(kernel);
+  if (!kind)
+    return fail("--kernel: unknown kind '" + kernel + "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv)");
+  s.kind = *kind;
+  auto type = compiler::parseDtype(dtype);
+  if (!type)
+    return fail("--dtype: unknown type '" + dtype + "' (bf16, fp16)");
+  s.dtype = *type;
+  s.headDim = headDim;
+  s.blockM = blockM;
+  s.blockN = blockN;
+  s.warps = warps;
+  s.stages = stages;
+  s.causal = causal;
+  if (scale.getNumOccurrences())
+    s.scale = scale.getValue();
+  s.arch = arch;
+  mlir::MLIRContext ctx;
+  if (llvm::Error e = compiler::validate(s, &ctx))
+    return std::move(e);
+  return s;
+}
+
+} // namespace flashbob::tool

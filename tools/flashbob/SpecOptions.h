@@ -1,0 +1,25 @@
+// Command-line flags that describe a kernel spec, shared by `compile` (and later tune/bench).
+#pragma once
+
+#include "compiler/KernelSpec.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
+
+namespace flashbob::tool {
+
+struct SpecOptions {
+  explicit SpecOptions(llvm::cl::SubCommand &sub);
+
+  llvm::cl::opt<std::string> kernel;
+  llvm::cl::opt<int64_t> headDim, blockM, blockN, warps, stages;
+  llvm::cl::opt<std::string> dtype;
+  llvm::cl::opt<bool> causal;
+  llvm::cl::opt<double> scale;
+  llvm::cl::opt<std::string> arch;
+
+  // The spec, or an error naming the flag that is wrong.
+  llvm::Expected<compiler::KernelSpec> spec() const;
+};
+
+} // namespace flashbob::tool
