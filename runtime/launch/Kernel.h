@@ -1,0 +1,68 @@
+// A compiled kernel loaded into the current context, and launching it.
+//
+// Argument packing follows the MLIR memref calling convention our kernels use: each memref
+// argument is (allocated ptr, aligned ptr, offset, sizes..., strides...) with 64-bit integers.
+#pragma once
+
+#include "runtime/driver/CudaDriver.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace flashbob::runtime {
+
+// The primary context of a device made current on this thread (what frameworks use, so our
+// allocations and theirs share one context).
+llvm::Error usePrimaryContext(CudaDriver &driver, int device = 0);
+
+struct KernelImage {
+  llvm::StringRef data;    // cubin (preferred) or NUL-free PTX text
+  bool isPtx = false;
+  llvm::StringRef entry;
+  unsigned threads = 0;
+  unsigned sharedBytes = 0;
+};
+
+class LoadedKernel {
+public:
+  static llvm::Expected<std::unique_ptr<LoadedKernel>> load(CudaDriver &driver,
+                                                            const KernelImage &image);
+  ~LoadedKernel();
+  LoadedKernel(const LoadedKernel &) = delete;
+  LoadedKernel &operator=(const LoadedKernel &) = delete;
+
+  CUfunction function() const { return function_; }
+  unsigned threads() const { return threads_; }
+  unsigned sharedBytes() const { return sharedBytes_; }
+
+private:
+  LoadedKernel(CudaDriver &driver) : driver_(driver) {}
+  CudaDriver &driver_;
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+  unsigned threads_ = 0, sharedBytes_ = 0;
+};
+
+// Kernel parameters in order; keeps the values alive until the launch.
+class KernelArgs {
+public:
+  void addMemRef(CUdeviceptr base, llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<int64_t> strides);
+  void addI64(int64_t v);
+  void addPointer(CUdeviceptr p);
+  std::vector<void *> pointers();
+
+private:
+  std::vector<uint64_t> values_;
+};
+
+struct GridDims {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+llvm::Error launch(CudaDriver &driver, const LoadedKernel &kernel, GridDims grid, KernelArgs &args,
+                   CUstream stream = nullptr);
+
+} // namespace flashbob::runtime

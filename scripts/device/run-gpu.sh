@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool), from the repository root, after scripts/device/pack.sh
+# was run here and `.device` carried. Unpacks the LLVM/MLIR libraries into /tmp/l (never into
+# /), then runs the given command with them on the library path. Logs go to $OUT.
+#   bash scripts/device/run-gpu.sh .device/bin/gpu_forward_test
+set -uo pipefail
+mkdir -p /tmp/l
+for deb in .device/debs/*.deb; do dpkg -x "$deb" /tmp/l; done
+export LD_LIBRARY_PATH=/tmp/l/usr/lib/llvm-22/lib:/tmp/l/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+"$@"

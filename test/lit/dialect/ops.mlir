@@ -1,0 +1,135 @@
+// Round trip of every bob op, type and attribute: parse, print, parse again, print again.
+// The CHECK lines pin the printed (custom) form of each construct.
+// RUN: flashbob-opt %s | flashbob-opt | FileCheck %s
+// Generic form must round-trip too (no custom-syntax-only state).
+// RUN: flashbob-opt %s -mlir-print-op-generic | flashbob-opt | FileCheck %s
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+!H = memref<?x?x?x32xf16, strided<[?, ?, ?, 1]>>
+!R = memref<?x?x?xf32>
+
+// CHECK-LABEL: bob.kernel @all_ops(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+// CHECK-SAME: %[[LSE:[a-z0-9]+]]: memref<?x?x?xf32>)
+// CHECK-SAME: attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = true, scale = 1.250000e-01 : f32, arch = "sm_90a">}
+bob.kernel @all_ops(%q: !T, %o: !T, %lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = true, scale = 0.125 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %q, %c2 : !T
+  // CHECK: %[[QS:.+]] = bob.alloc_shared : <64x64xbf16>
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  // CHECK: %[[KS:.+]] = bob.alloc_shared {offset = 9216 : i64} : <32x64xbf16>
+  %ks = bob.alloc_shared {offset = 9216 : i64} : !bob.smem<32x64xbf16>
+  // CHECK: %[[PS:.+]] = bob.alloc_shared : <64x32xbf16>
+  %ps = bob.alloc_shared : !bob.smem<64x32xbf16>
+  // CHECK: bob.load_shared %[[Q]][%{{.+}}, %{{.+}}, %{{.+}}] bound %{{.+}} into %[[QS]] : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>, <64x64xbf16>
+  bob.load_shared %q[%c0, %c0, %c0] bound %n into %qs : !T, !bob.smem<64x64xbf16>
+  // CHECK: %[[ZERO:.+]] = bob.splat 0.000000e+00 : !bob.rtile<64x32xf32>
+  %zero = bob.splat 0.0 : !bob.rtile<64x32xf32>
+  // CHECK: %[[NINF:.+]] = bob.splat 0xFF800000 : !bob.rowvec<64>
+  %ninf = bob.splat 0xFF800000 : !bob.rowvec<64>
+  // CHECK: bob.splat 1.000000e+00 : !bob.colvec<32>
+  %ones = bob.splat 1.0 : !bob.colvec<32>
+  // mma with both transpose flags and from a shared A.
+  // CHECK: %[[S:.+]] = bob.mma %[[QS]], %[[KS]], %[[ZERO]] {transpose_b} : !bob.smem<64x64xbf16>, <32x64xbf16>, <64x32xf32>
+  %s = bob.mma %qs, %ks, %zero {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<32x64xbf16>, !bob.rtile<64x32xf32>
+  // CHECK: bob.mma %[[QS]], %[[QS]], %[[Z3:.+]] {transpose_a} : !bob.smem<64x64xbf16>, <64x64xbf16>, <64x64xf32>
+  %z3 = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %t = bob.mma %qs, %qs, %z3 {transpose_a} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  // CHECK: bob.mma %[[QS]], %[[KS]], %[[ZERO]] {transpose_a, transpose_b} : !bob.smem<64x64xbf16>, <32x64xbf16>, <64x32xf32>
+  %u = bob.mma %qs, %ks, %zero {transpose_a, transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<32x64xbf16>, !bob.rtile<64x32xf32>
+  // Element-wise ops with each kind of rhs: same type, row vector, column vector, f32 scalar.
+  // CHECK: %[[SC:.+]] = arith.constant 1.250000e-01 : f32
+  %sc = arith.constant 0.125 : f32
+  // CHECK: bob.mul %[[S]], %[[SC]] : !bob.rtile<64x32xf32>, f32
+  %s1 = bob.mul %s, %sc : !bob.rtile<64x32xf32>, f32
+  // CHECK: bob.add %{{.+}}, %{{.+}} : !bob.rtile<64x32xf32>, !bob.rtile<64x32xf32>
+  %s2 = bob.add %s1, %s : !bob.rtile<64x32xf32>, !bob.rtile<64x32xf32>
+  // CHECK: bob.div %{{.+}}, %{{.+}} : !bob.rtile<64x32xf32>, !bob.colvec<32>
+  %s3 = bob.div %s2, %ones : !bob.rtile<64x32xf32>, !bob.colvec<32>
+  // CHECK: bob.mask %{{.+}} at(%{{.+}}, %{{.+}}) within(%{{.+}}, %{{.+}}) {causal} : <64x32xf32>
+  %s4 = bob.mask %s3 at (%c0, %c0) within (%n, %n) {causal} : !bob.rtile<64x32xf32>
+  // CHECK: bob.mask %{{.+}} at(%{{.+}}, %{{.+}}) within(%{{.+}}, %{{.+}}) {keys_on_rows, value = 0.000000e+00 : f32} : <64x32xf32>
+  %s5 = bob.mask %s4 at (%c0, %c0) within (%n, %n) {keys_on_rows, value = 0.0 : f32} : !bob.rtile<64x32xf32>
+  // CHECK: %[[RM:.+]] = bob.reduce max %{{.+}} : <64x32xf32> -> <64>
+  %rm = bob.reduce max %s5 : !bob.rtile<64x32xf32> -> !bob.rowvec<64>
+  // CHECK: bob.max %[[NINF]], %[[RM]] : !bob.rowvec<64>, !bob.rowvec<64>
+  %mx = bob.max %ninf, %rm : !bob.rowvec<64>, !bob.rowvec<64>
+  // CHECK: bob.replace %{{.+}}, 0xFF800000 -> 0.000000e+00 : !bob.rowvec<64>
+  %safe = bob.replace %mx, 0xFF800000 -> 0.0 : !bob.rowvec<64>
+  // CHECK: bob.sub %{{.+}}, %{{.+}} : !bob.rtile<64x32xf32>, !bob.rowvec<64>
+  %d = bob.sub %s5, %safe : !bob.rtile<64x32xf32>, !bob.rowvec<64>
+  // CHECK: %[[P:.+]] = bob.exp2 %{{.+}} : !bob.rtile<64x32xf32>
+  %p = bob.exp2 %d : !bob.rtile<64x32xf32>
+  // CHECK: %[[L:.+]] = bob.reduce sum %[[P]] : <64x32xf32> -> <64>
+  %l = bob.reduce sum %p : !bob.rtile<64x32xf32> -> !bob.rowvec<64>
+  // CHECK: bob.log2 %[[L]] : !bob.rowvec<64>
+  %lg = bob.log2 %l : !bob.rowvec<64>
+  // Register A operand (P converted to bf16).
+  // CHECK: %[[PB:.+]] = bob.convert %[[P]] : <64x32xf32> -> <64x32xbf16>
+  %pb = bob.convert %p : !bob.rtile<64x32xf32> -> !bob.rtile<64x32xbf16>
+  // CHECK: %[[ACC:.+]] = bob.mma %[[PB]], %[[KS]], %{{.+}} : !bob.rtile<64x32xbf16>, <32x64xbf16>, <64x64xf32>
+  %acc = bob.mma %pb, %ks, %z3 : !bob.rtile<64x32xbf16>, !bob.smem<32x64xbf16>, !bob.rtile<64x64xf32>
+  // CHECK: bob.store_shared %[[ACC]] into %[[QS]] : <64x64xf32>, <64x64xbf16>
+  bob.store_shared %acc into %qs : !bob.rtile<64x64xf32>, !bob.smem<64x64xbf16>
+  // CHECK: bob.store_shared %[[P]] into %[[PS]] : <64x32xf32>, <64x32xbf16>
+  bob.store_shared %p into %ps : !bob.rtile<64x32xf32>, !bob.smem<64x32xbf16>
+  // CHECK: %[[LT:.+]] = bob.load_tile %[[Q]][%{{.+}}, %{{.+}}, %{{.+}}] bound %{{.+}} : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>> -> <64x64xf32>
+  %lt = bob.load_tile %q[%c0, %c0, %c0] bound %n : !T -> !bob.rtile<64x64xf32>
+  // CHECK: bob.store_tile %[[LT]], %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] bound %{{.+}} : <64x64xf32>, memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+  bob.store_tile %lt, %o[%c0, %c0, %c0] bound %n : !bob.rtile<64x64xf32>, !T
+  // CHECK: bob.load_vec %[[LSE]][%{{.+}}, %{{.+}}, %{{.+}}] bound %{{.+}} : memref<?x?x?xf32> -> !bob.rowvec<64>
+  %lv = bob.load_vec %lse[%c0, %c0, %c0] bound %n : !R -> !bob.rowvec<64>
+  // CHECK: bob.load_vec %[[LSE]][%{{.+}}, %{{.+}}, %{{.+}}] bound %{{.+}} {padding = 0xFF800000 : f32} : memref<?x?x?xf32> -> !bob.colvec<32>
+  %cv = bob.load_vec %lse[%c0, %c0, %c0] bound %n {padding = 0xFF800000 : f32} : !R -> !bob.colvec<32>
+  // CHECK: bob.store_vec %{{.+}}, %[[LSE]][%{{.+}}, %{{.+}}, %{{.+}}] bound %{{.+}} : <64>, memref<?x?x?xf32>
+  bob.store_vec %lg, %lse[%c0, %c0, %c0] bound %n : !bob.rowvec<64>, !R
+  // Register values are loop-carried through scf.for.
+  // CHECK: scf.for {{.+}} iter_args({{.+}}) -> (!bob.rtile<64x64xf32>, !bob.rowvec<64>) {
+  // CHECK: scf.yield {{.+}} : !bob.rtile<64x64xf32>, !bob.rowvec<64>
+  %c1 = arith.constant 1 : index
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%a = %lt, %v = %lv) -> (!bob.rtile<64x64xf32>, !bob.rowvec<64>) {
+    %a2 = bob.mul %a, %v : !bob.rtile<64x64xf32>, !bob.rowvec<64>
+    scf.yield %a2, %v : !bob.rtile<64x64xf32>, !bob.rowvec<64>
+  }
+  // CHECK: bob.return
+  bob.return
+}
+
+// The implicit terminator may be omitted in the input; every kind, f16 and other archs parse.
+// CHECK-LABEL: bob.kernel @f16_kernel(
+// CHECK-SAME: #bob.spec<kind = bwd_kv, head_dim = 32, block_m = 16, block_n = 64, warps = 2, stages = 4, dtype = f16, causal = false, scale = 5.000000e-01 : f32, arch = "sm_80">
+bob.kernel @f16_kernel(%k: !H) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 32, block_m = 16, block_n = 64, warps = 2, stages = 4, dtype = f16, causal = false, scale = 0.5 : f32, arch = "sm_80">} {
+  %c0 = arith.constant 0 : index
+  // CHECK: %[[KS16:.+]] = bob.alloc_shared : <64x32xf16>
+  %ks = bob.alloc_shared : !bob.smem<64x32xf16>
+  // CHECK: bob.load_shared %{{.+}} into %[[KS16]] : memref<?x?x?x32xf16, strided<[?, ?, ?, 1]>>, <64x32xf16>
+  bob.load_shared %k[%c0, %c0, %c0] bound %c0 into %ks : !H, !bob.smem<64x32xf16>
+  %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // CHECK: bob.mma %[[KS16]], %[[KS16]], %{{.+}} {transpose_b} : !bob.smem<64x32xf16>, <64x32xf16>, <64x64xf32>
+  %s = bob.mma %ks, %ks, %z {transpose_b} : !bob.smem<64x32xf16>, !bob.smem<64x32xf16>, !bob.rtile<64x64xf32>
+  // CHECK: bob.convert %{{.+}} : <64x64xf32> -> <64x64xf16>
+  %h = bob.convert %s : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xf16>
+  // CHECK: bob.return
+}
+
+// CHECK-LABEL: bob.kernel @kinds_bwd_q
+// CHECK-SAME: kind = bwd_q, {{.*}} arch = "sm_86"
+bob.kernel @kinds_bwd_q() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 256, block_m = 128, block_n = 16, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_86">} {
+  bob.return
+}
+// CHECK-LABEL: bob.kernel @kinds_bob_q
+// CHECK-SAME: kind = bob_q, {{.*}} arch = "sm_89"
+bob.kernel @kinds_bob_q() attributes {spec = #bob.spec<kind = bob_q, head_dim = 16, block_m = 16, block_n = 16, warps = 1, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_89">} {
+  bob.return
+}
+// CHECK-LABEL: bob.kernel @kinds_bob_kv
+// CHECK-SAME: kind = bob_kv, {{.*}} arch = "sm_90"
+bob.kernel @kinds_bob_kv() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 128, block_m = 16, block_n = 128, warps = 8, stages = 3, dtype = bf16, causal = true, scale = 1.0 : f32, arch = "sm_90">} {
+  bob.return
+}
+// CHECK-LABEL: bob.kernel @kinds_bwd_prep
+// CHECK-SAME: kind = bwd_prep,
+bob.kernel @kinds_bwd_prep() attributes {spec = #bob.spec<kind = bwd_prep, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
