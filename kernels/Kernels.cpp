@@ -15,6 +15,18 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext 
   case bob::KernelKind::fwd:
     buildForward(kb);
     break;
+  case bob::KernelKind::bwd_q:
+    buildBackwardQuery(kb);
+    break;
+  case bob::KernelKind::bwd_kv:
+    buildBackwardKeyValue(kb);
+    break;
+  case bob::KernelKind::bob_q:
+    buildBobQuery(kb);
+    break;
+  case bob::KernelKind::bob_kv:
+    buildBobKeyValue(kb);
+    break;
   default:
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "kernel kind '" + bob::stringifyKernelKind(spec.kind) +

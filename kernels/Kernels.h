@@ -31,7 +31,18 @@ struct Grid {
 Grid gridFor(const compiler::KernelSpec &spec, int64_t batch, int64_t heads, int64_t seqQ,
              int64_t seqK);
 
-// Families (one file each).
+// Families (one file each). Argument order, inputs | outputs:
+//   fwd     Q, K, V | O, L                                   (fwd/ForwardKernel.cpp)
+//   bwd_q   Q, K, V, O, dO, L | dQ, D                        (bwd/BackwardKernels.cpp)
+//   bwd_kv  Q, K, V, dO, L, D | dK, dV
+//   bob_q   Q, K, V, O, dO, L, uQ, uK, uV | gQ, gdO, D, c, b (bob/BobQueryKernel.cpp)
+//   bob_kv  Q, K, V, dO, L, D, c, b, uQ, uK, uV | gK, gV     (bob/BobKeyKernel.cpp)
+// Tensors are (batch, heads, seq, head_dim) in the spec's dtype; L, D, c, b are (batch, heads,
+// seq) f32.
 void buildForward(KernelBuilder &kb);
+void buildBackwardQuery(KernelBuilder &kb);
+void buildBackwardKeyValue(KernelBuilder &kb);
+void buildBobQuery(KernelBuilder &kb);
+void buildBobKeyValue(KernelBuilder &kb);
 
 } // namespace flashbob::kernels

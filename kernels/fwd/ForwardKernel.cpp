@@ -2,7 +2,7 @@
 // memory, sweeps key blocks with an online softmax in the log2 domain, and writes O and the
 // natural log-sum-exp L. Exactly kernels/oracle/TiledModel.cpp's tiled::forward.
 #include "kernels/Kernels.h"
-#include "kernels/common/KernelBuilder.h"
+#include "kernels/common/AttentionTiles.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -14,24 +14,6 @@
 using namespace mlir;
 
 namespace flashbob::kernels {
-
-namespace {
-constexpr double kLog2e = 1.4426950408889634;
-constexpr double kLn2 = 0.6931471805599453;
-} // namespace
-
-// Number of key blocks query rows [row0, row0 + block_m) must visit: all of them, or with a
-// causal mask those up to the (bottom-right aligned) diagonal, key < row0 + block_m + M - N.
-Value keyBlocksToVisit(KernelBuilder &kb, Value row0, Value n, Value m) {
-  auto &b = kb.b;
-  Value keyEnd = m;
-  if (kb.spec.causal) {
-    Value end = arith::AddIOp::create(b, arith::AddIOp::create(b, row0, kb.index(kb.spec.blockM)),
-                                      arith::SubIOp::create(b, m, n));
-    keyEnd = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, end, kb.index(0)), m);
-  }
-  return arith::CeilDivUIOp::create(b, keyEnd, kb.index(kb.spec.blockN));
-}
 
 void buildForward(KernelBuilder &kb) {
   auto &b = kb.b;

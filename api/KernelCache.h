@@ -1,0 +1,38 @@
+// Compiled and loaded kernels of this process, by spec (in memory; a hit is one hash lookup).
+// The on-disk cache of every stage is the runtime issue's; this is the layer that will use it.
+#pragma once
+
+#include "compiler/KernelSpec.h"
+#include "runtime/launch/Kernel.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <memory>
+#include <mutex>
+
+namespace flashbob::api {
+
+struct CachedKernel {
+  compiler::KernelSpec spec;
+  std::unique_ptr<runtime::LoadedKernel> loaded;
+};
+
+class KernelCache {
+public:
+  // The process-wide cache on the current device's primary context; fails with the driver's
+  // "no CUDA driver found: ..." when there is no GPU.
+  static llvm::Expected<KernelCache *> get();
+
+  llvm::Expected<const CachedKernel *> kernel(const compiler::KernelSpec &spec);
+  runtime::CudaDriver &driver() { return driver_; }
+  const std::string &arch() const { return arch_; }
+
+private:
+  KernelCache(runtime::CudaDriver &driver, std::string arch) : driver_(driver), arch_(std::move(arch)) {}
+  runtime::CudaDriver &driver_;
+  std::string arch_;
+  std::mutex mutex_;
+  llvm::StringMap<std::unique_ptr<CachedKernel>> kernels_;
+};
+
+} // namespace flashbob::api

@@ -1,0 +1,85 @@
+// BoB pass 2 (bob_kv), key-major: a block owns block_n key rows and sweeps the query blocks,
+// reloading the row scalars L, D, c, b of pass 1, and accumulates (bob-math.md)
+//   gK = s (dS^T uQ + Sbar^T Q)          gV = dPbar^T dO
+// with dPbar = P o (G - c) and Sbar = G o dS + P o W - c o (P o dP) - b o P, all formed
+// transposed (keys on rows) so the two accumulators stay in registers.
+//
+// Arguments: Q, K, V, dO, L, D, c, b, uQ, uK, uV | gK, gV.
+#include "kernels/Kernels.h"
+#include "kernels/common/AttentionTiles.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+
+namespace flashbob::kernels {
+
+void buildBobKeyValue(KernelBuilder &kb) {
+  auto &b = kb.b;
+  const compiler::KernelSpec &s = kb.spec;
+  const int64_t bm = s.blockM, bn = s.blockN, d = s.headDim;
+  Type t = kb.tensorType(), r = kb.rowsType();
+  ValueRange args = kb.beginKernel({t, t, t, t, r, r, r, r, t, t, t, t, t});
+  Value q = args[0], k = args[1], v = args[2], dO = args[3], lse = args[4], dRows = args[5],
+        cRows = args[6], bRows = args[7], uQ = args[8], uK = args[9], uV = args[10],
+        gK = args[11], gV = args[12];
+  Value n = kb.dim(q, 2), m = kb.dim(k, 2);
+  auto [batch, head] = kb.batchAndHead(q);
+  Value key0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), kb.index(bn));
+
+  Value ks = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  Value vs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  Value uKs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  Value uVs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  Value qs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
+  Value dOs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
+  Value uQs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
+  bob::LoadSharedOp::create(b, k, batch, head, key0, m, ks);
+  bob::LoadSharedOp::create(b, v, batch, head, key0, m, vs);
+  bob::LoadSharedOp::create(b, uK, batch, head, key0, m, uKs);
+  bob::LoadSharedOp::create(b, uV, batch, head, key0, m, uVs);
+
+  Value zero = bob::SplatOp::create(b, kb.rtile(bn, d), b.getF32FloatAttr(0));
+  Value blocks = arith::CeilDivUIOp::create(b, n, kb.index(bm));
+  auto loop = scf::ForOp::create(b, firstQueryBlock(kb, key0, n, m), blocks, kb.index(1),
+                                 ValueRange{zero, zero});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value query0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bm));
+    bob::LoadSharedOp::create(b, q, batch, head, query0, n, qs);
+    bob::LoadSharedOp::create(b, dO, batch, head, query0, n, dOs);
+    bob::LoadSharedOp::create(b, uQ, batch, head, query0, n, uQs);
+    auto column = [&](Value rowsTensor) {
+      return bob::LoadVecOp::create(b, kb.colvec(bm), rowsTensor, batch, head, query0, n,
+                                    b.getF32FloatAttr(0))
+          .getResult();
+    };
+    Value lseLog2 = lseToLog2(kb, column(lse));
+    Value dCol = column(dRows), cCol = column(cRows), bCol = column(bRows);
+
+    Value pT = probabilitiesT(kb, ks, qs, lseLog2, key0, query0, n, m);
+    Value dPT = product(kb, vs, dOs, /*transposeB=*/true, bn, bm);
+    Value dST = bob::MulOp::create(b, pT, bob::SubOp::create(b, dPT, dCol));
+    // G^T = s (K uQ^T + uK Q^T), W^T = uV dO^T.
+    Value gT = bob::MmaOp::create(b, uKs, qs, product(kb, ks, uQs, true, bn, bm), false, true);
+    gT = bob::MulOp::create(b, gT, kb.f32(s.effectiveScale()));
+    Value wT = product(kb, uVs, dOs, /*transposeB=*/true, bn, bm);
+
+    Value dPbarT = bob::MulOp::create(b, pT, bob::SubOp::create(b, gT, cCol));
+    Value sbarT = bob::AddOp::create(b, bob::MulOp::create(b, gT, dST), bob::MulOp::create(b, pT, wT));
+    sbarT = bob::SubOp::create(b, sbarT, bob::MulOp::create(b, bob::MulOp::create(b, pT, dPT), cCol));
+    sbarT = bob::SubOp::create(b, sbarT, bob::MulOp::create(b, pT, bCol));
+
+    Value gk = accumulate(kb, accumulate(kb, loop.getRegionIterArg(0), dST, uQs), sbarT, qs);
+    Value gv = accumulate(kb, loop.getRegionIterArg(1), dPbarT, dOs);
+    scf::YieldOp::create(b, ValueRange{gk, gv});
+  }
+  Value gk = bob::MulOp::create(b, loop.getResult(0), kb.f32(s.effectiveScale()));
+  bob::StoreTileOp::create(b, gk, gK, batch, head, key0, m);
+  bob::StoreTileOp::create(b, loop.getResult(1), gV, batch, head, key0, m);
+}
+
+} // namespace flashbob::kernels

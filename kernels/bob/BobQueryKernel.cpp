@@ -1,0 +1,109 @@
+// BoB pass 1 (bob_q), query-major: a block owns block_m query rows and sweeps the key blocks.
+// With G = s (uQ K^T + Q uK^T) and W = dO uV^T it accumulates the row scalars
+//   c = rowsum(G o P),   b = rowsum(G o dS) + rowsum(P o W) - c o D
+// and four accumulators that do not depend on c, b (bob-math.md):
+//   X1 = dS uK + (G o dS + P o W) K   X2 = (P o dP) K   X3 = P K   X4 = P uV + (P o G) V
+// then finishes gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O in the same sweep.
+// X2 is accumulated here (the oracle's X2Source::Accumulate) rather than formed from a saved dQ,
+// so the result does not inherit dQ's rounding to bf16/fp16.
+//
+// Arguments: Q, K, V, O, dO, L, uQ, uK, uV | gQ, gdO, D, c, b.
+#include "kernels/Kernels.h"
+#include "kernels/common/AttentionTiles.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+
+namespace flashbob::kernels {
+
+void buildBobQuery(KernelBuilder &kb) {
+  auto &b = kb.b;
+  const compiler::KernelSpec &s = kb.spec;
+  const int64_t bm = s.blockM, bn = s.blockN, d = s.headDim;
+  Type t = kb.tensorType(), r = kb.rowsType();
+  ValueRange args = kb.beginKernel({t, t, t, t, t, r, t, t, t, t, t, r, r, r});
+  Value q = args[0], k = args[1], v = args[2], o = args[3], dO = args[4], lse = args[5],
+        uQ = args[6], uK = args[7], uV = args[8], gQ = args[9], gdO = args[10], dOut = args[11],
+        cOut = args[12], bOut = args[13];
+  Value n = kb.dim(q, 2), m = kb.dim(k, 2);
+  auto [batch, head] = kb.batchAndHead(q);
+  Value row0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), kb.index(bm));
+  auto rows = kb.rowvec(bm);
+
+  // D = rowsum(dO o O) (also written: pass 2 reads it).
+  Value dRow = bob::ReduceOp::create(
+      b, rows,
+      bob::MulOp::create(b, bob::LoadTileOp::create(b, kb.rtile(bm, d), o, batch, head, row0, n),
+                         bob::LoadTileOp::create(b, kb.rtile(bm, d), dO, batch, head, row0, n)),
+      bob::ReduceKind::sum);
+  bob::StoreVecOp::create(b, dRow, dOut, batch, head, row0, n);
+  Value lseLog2 = lseToLog2(kb, bob::LoadVecOp::create(b, rows, lse, batch, head, row0, n,
+                                                       b.getF32FloatAttr(0)));
+
+  Value qs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
+  Value dOs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
+  Value uQs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
+  Value ks = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  Value vs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  Value uKs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  Value uVs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
+  bob::LoadSharedOp::create(b, q, batch, head, row0, n, qs);
+  bob::LoadSharedOp::create(b, dO, batch, head, row0, n, dOs);
+  bob::LoadSharedOp::create(b, uQ, batch, head, row0, n, uQs);
+
+  Value zeroAcc = bob::SplatOp::create(b, kb.rtile(bm, d), b.getF32FloatAttr(0));
+  Value zeroRow = bob::SplatOp::create(b, rows, b.getF32FloatAttr(0));
+  auto loop = scf::ForOp::create(b, kb.index(0), keyBlocksToVisit(kb, row0, n, m), kb.index(1),
+                                 ValueRange{zeroAcc, zeroAcc, zeroAcc, zeroAcc, zeroRow, zeroRow});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value x1 = loop.getRegionIterArg(0), x2 = loop.getRegionIterArg(1),
+          x3 = loop.getRegionIterArg(2), x4 = loop.getRegionIterArg(3),
+          cAcc = loop.getRegionIterArg(4), bAcc = loop.getRegionIterArg(5);
+    Value col0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bn));
+    bob::LoadSharedOp::create(b, k, batch, head, col0, m, ks);
+    bob::LoadSharedOp::create(b, v, batch, head, col0, m, vs);
+    bob::LoadSharedOp::create(b, uK, batch, head, col0, m, uKs);
+    bob::LoadSharedOp::create(b, uV, batch, head, col0, m, uVs);
+
+    Value p = probabilities(kb, qs, ks, lseLog2, row0, col0, n, m);
+    Value dP = product(kb, dOs, vs, /*transposeB=*/true, bm, bn);
+    Value dS = bob::MulOp::create(b, p, bob::SubOp::create(b, dP, dRow));
+    // G = s (uQ K^T + Q uK^T): both products into one accumulator.
+    Value g = bob::MmaOp::create(b, qs, uKs, product(kb, uQs, ks, true, bm, bn), false, true);
+    g = bob::MulOp::create(b, g, kb.f32(s.effectiveScale()));
+    Value w = product(kb, dOs, uVs, /*transposeB=*/true, bm, bn);
+
+    Value gP = bob::MulOp::create(b, g, p);
+    Value gdSPlusPW = bob::AddOp::create(b, bob::MulOp::create(b, g, dS), bob::MulOp::create(b, p, w));
+    Value cNew = bob::AddOp::create(b, cAcc, bob::ReduceOp::create(b, rows, gP, bob::ReduceKind::sum));
+    Value bNew = bob::AddOp::create(b, bAcc,
+                                    bob::ReduceOp::create(b, rows, gdSPlusPW, bob::ReduceKind::sum));
+
+    x1 = accumulate(kb, accumulate(kb, x1, dS, uKs), gdSPlusPW, ks);
+    x2 = accumulate(kb, x2, bob::MulOp::create(b, p, dP), ks);
+    x3 = accumulate(kb, x3, p, ks);
+    x4 = accumulate(kb, accumulate(kb, x4, p, uVs), gP, vs);
+    scf::YieldOp::create(b, ValueRange{x1, x2, x3, x4, cNew, bNew});
+  }
+  Value x1 = loop.getResult(0), x2 = loop.getResult(1), x3 = loop.getResult(2),
+        x4 = loop.getResult(3), c = loop.getResult(4);
+  Value bRow = bob::SubOp::create(b, loop.getResult(5), bob::MulOp::create(b, c, dRow));
+
+  // gQ = s (X1 - c o X2 - b o X3);  gdO = X4 - c o O.
+  Value gq = bob::SubOp::create(b, x1, bob::MulOp::create(b, x2, c));
+  gq = bob::SubOp::create(b, gq, bob::MulOp::create(b, x3, bRow));
+  gq = bob::MulOp::create(b, gq, kb.f32(s.effectiveScale()));
+  bob::StoreTileOp::create(b, gq, gQ, batch, head, row0, n);
+  Value oTile = bob::LoadTileOp::create(b, kb.rtile(bm, d), o, batch, head, row0, n);
+  Value gdo = bob::SubOp::create(b, x4, bob::MulOp::create(b, oTile, c));
+  bob::StoreTileOp::create(b, gdo, gdO, batch, head, row0, n);
+  bob::StoreVecOp::create(b, c, cOut, batch, head, row0, n);
+  bob::StoreVecOp::create(b, bRow, bOut, batch, head, row0, n);
+}
+
+} // namespace flashbob::kernels

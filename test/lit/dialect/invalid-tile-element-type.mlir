@@ -1,0 +1,40 @@
+// load_tile / store_tile must reject global tensors whose element type the lowering cannot
+// convert from/to f32 (it emits arith.extf / arith.truncf pairs, valid only for bf16/f16, and a
+// plain load/store for f32).
+//
+// XFAIL: *
+// BUG: LoadTileOp::verify and StoreTileOp::verify (BobDialect.cpp) check the rank, head_dim and
+// stride of the memref (verifyTileTensor) but not its element type. `bob.load_tile` from a
+// memref of i32 or f64 verifies, and bob-lower-tiles then builds invalid IR
+// ("'arith.extf' op operand #0 must be floating-point-like, but got 'vector<2xi32>'",
+// "'arith.extf' op operand type 'vector<2xf64>' and result type 'vector<2xf32>' are cast
+// incompatible"). The verifier should say so up front, e.g. "source element type must be
+// bf16, f16 or f32". Remove the XFAIL line once fixed.
+//
+// RUN: flashbob-opt %s -split-input-file -verify-diagnostics
+
+bob.kernel @k(%x: memref<?x?x?x64xi32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.load_tile' op}}
+  %t = bob.load_tile %x[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xi32> -> !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+bob.kernel @k(%x: memref<?x?x?x64xf64>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.load_tile' op}}
+  %t = bob.load_tile %x[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xf64> -> !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+bob.kernel @k(%o: memref<?x?x?x64xi8>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.store_tile' op}}
+  bob.store_tile %t, %o[%c0, %c0, %c0] bound %c0 : !bob.rtile<64x64xf32>, memref<?x?x?x64xi8>
+  bob.return
+}

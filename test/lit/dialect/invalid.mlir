@@ -1,0 +1,770 @@
+// Every verifier error of the bob dialect, with its message: bad specs, tile types, kernels and
+// each tile op (BobDialect.cpp).
+// RUN: flashbob-opt %s -split-input-file -verify-diagnostics
+
+// head_dim 0
+// expected-error @+1 {{head_dim 0 is unsupported: it must be a multiple of 16 in [16, 256]}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// head_dim not a multiple of 16
+// expected-error @+1 {{head_dim 100 is unsupported: it must be a multiple of 16 in [16, 256]}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// head_dim above 256
+// expected-error @+1 {{head_dim 272 is unsupported: it must be a multiple of 16 in [16, 256]}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 272, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// head_dim negative
+// expected-error @+1 {{head_dim -16 is unsupported}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = -16, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// block_m not a multiple of 16
+// expected-error @+1 {{block_m 24 must be a positive multiple of 16}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 24, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// block_m 0
+// expected-error @+1 {{block_m 0 must be a positive multiple of 16}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 0, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// block_n not a multiple of 16
+// expected-error @+1 {{block_n 40 must be a positive multiple of 16}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 40, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// warps 3
+// expected-error @+1 {{warps 3 must be 1, 2, 4 or 8}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 3, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// warps 16
+// expected-error @+1 {{warps 16 must be 1, 2, 4 or 8}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 256, block_n = 64, warps = 16, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// query-major kinds split block_m across the warps
+// expected-error @+1 {{block_m 32 must be a multiple of 16 * warps = 64 (each warp owns whole 16-row mma fragments)}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 32, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// key-major kinds (bwd_kv) split block_n across the warps
+// expected-error @+1 {{block_n 32 must be a multiple of 16 * warps = 64 (each warp owns whole 16-row mma fragments)}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// key-major kinds (bob_kv) too
+// expected-error @+1 {{block_n 64 must be a multiple of 16 * warps = 128}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// stages 0
+// expected-error @+1 {{stages 0 must be in [1, 4]}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 0, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// stages 5
+// expected-error @+1 {{stages 5 must be in [1, 4]}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 5, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// scale 0
+// expected-error @+1 {{scale must be a positive finite number}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 0.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// negative scale
+// expected-error @+1 {{scale must be a positive finite number}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = -0.125 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// infinite scale
+// expected-error @+1 {{scale must be a positive finite number}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 0x7F800000 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// NaN scale
+// expected-error @+1 {{scale must be a positive finite number}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 0x7FC00000 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// unsupported arch
+// expected-error @+1 {{arch 'sm_70' is unsupported (sm_80, sm_86, sm_89, sm_90, sm_90a)}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_70">} {
+  bob.return
+}
+
+// -----
+
+// arch names are exact
+// expected-error @+1 {{arch 'SM_90A' is unsupported}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "SM_90A">} {
+  bob.return
+}
+
+// -----
+
+// shared tiles hold bf16/f16
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{shared tiles hold bf16 or f16, not 'f32'}}
+  %a = bob.alloc_shared : !bob.smem<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// shared tile rows must be multiples of 16
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{shared tile 24x64 must have rows and cols that are positive multiples of 16}}
+  %a = bob.alloc_shared : !bob.smem<24x64xbf16>
+  bob.return
+}
+
+// -----
+
+// shared tile cols must be multiples of 16
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{shared tile 64x8 must have rows and cols that are positive multiples of 16}}
+  %a = bob.alloc_shared : !bob.smem<64x8xbf16>
+  bob.return
+}
+
+// -----
+
+// a tile has two dimensions
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{a tile has two dimensions (rows x cols), got 3}}
+  %a = bob.alloc_shared : !bob.smem<2x64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// register tiles hold f32/bf16/f16
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{register tiles hold f32, bf16 or f16, not 'i32'}}
+  %a = bob.splat 0.0 : !bob.rtile<64x64xi32>
+  bob.return
+}
+
+// -----
+
+// register tile rows must be multiples of 16
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{register tile rows 24 must be a positive multiple of 16}}
+  %a = bob.splat 0.0 : !bob.rtile<24x64xf32>
+  bob.return
+}
+
+// -----
+
+// f32 register tile cols: multiples of 8 (one n fragment)
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{register tile cols 12 must be a positive multiple of 8 for 'f32'}}
+  %a = bob.splat 0.0 : !bob.rtile<64x12xf32>
+  bob.return
+}
+
+// -----
+
+// bf16 register tile cols: multiples of 16 (one k slice)
+bob.kernel @k(%q: memref<?x?x?x8xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{register tile cols 8 must be a positive multiple of 16 for 'bf16'}}
+  %a = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x8xbf16> -> !bob.rtile<64x8xbf16>
+  bob.return
+}
+
+// -----
+
+// kernels return nothing
+// expected-error @+1 {{'bob.kernel' op kernels return nothing; outputs are memref arguments}}
+bob.kernel @k() -> f32 attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// kernel arguments are memrefs
+// expected-error @+1 {{'bob.kernel' op argument #1 is 'index'; kernel arguments are memrefs}}
+bob.kernel @k(%q: memref<?x?x?x64xbf16>, %n: index) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  bob.return
+}
+
+// -----
+
+// a kernel needs its spec
+// expected-error @+1 {{'bob.kernel' op requires attribute 'spec'}}
+bob.kernel @k() {
+  bob.return
+}
+
+// -----
+
+// bob.return only ends a kernel
+func.func @f() {
+  // expected-error @+1 {{'bob.return' op expects parent op 'bob.kernel'}}
+  bob.return
+}
+
+// -----
+
+// tile ops need the spec of an enclosing kernel
+func.func @f() {
+  // expected-error @+1 {{'bob.splat' op must be inside a bob.kernel (needs its spec)}}
+  %a = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  return
+}
+
+// -----
+
+// ... also vectors
+func.func @f() {
+  // expected-error @+1 {{'bob.splat' op must be inside a bob.kernel (needs its spec)}}
+  %a = bob.splat 0.0 : !bob.rowvec<64>
+  return
+}
+
+// -----
+
+// register tile rows must split across the warps
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{'bob.splat' op register tile '!bob.rtile<32x64xf32>' cannot be split across 4 warps: rows must be a multiple of 64}}
+  %a = bob.splat 0.0 : !bob.rtile<32x64xf32>
+  bob.return
+}
+
+// -----
+
+// ... with 8 warps
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{register tile '!bob.rtile<64x64xf32>' cannot be split across 8 warps: rows must be a multiple of 128}}
+  %a = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// row vectors split like the rows
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{'bob.splat' op row vector of 48 cannot be split across 4 warps}}
+  %a = bob.splat 0.0 : !bob.rowvec<48>
+  bob.return
+}
+
+// -----
+
+// column vectors cover whole 8-column fragments
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{'bob.splat' op column vector size 12 must be a multiple of 8}}
+  %a = bob.splat 0.0 : !bob.colvec<12>
+  bob.return
+}
+
+// -----
+
+// splat makes f32 tiles
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  // expected-error @+1 {{'bob.splat' op splats f32 tiles only}}
+  %a = bob.splat 0.0 : !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// load_shared: element types must agree
+bob.kernel @k(%q: memref<?x?x?x64xf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %s = bob.alloc_shared : !bob.smem<64x64xbf16>
+  // expected-error @+1 {{'bob.load_shared' op source element type 'f16' differs from the shared tile's 'bf16'}}
+  bob.load_shared %q[%c0, %c0, %c0] bound %c0 into %s : memref<?x?x?x64xf16>, !bob.smem<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// load_shared: the source is rank 4
+bob.kernel @k(%q: memref<?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %s = bob.alloc_shared : !bob.smem<64x64xbf16>
+  // expected-error @+1 {{'bob.load_shared' op source must be a rank-4 memref (batch, heads, seq, head_dim), got 'memref<?x?x64xbf16>'}}
+  bob.load_shared %q[%c0, %c0, %c0] bound %c0 into %s : memref<?x?x64xbf16>, !bob.smem<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// load_shared: head_dim must match the tile columns
+bob.kernel @k(%q: memref<?x?x?x128xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %s = bob.alloc_shared : !bob.smem<64x64xbf16>
+  // expected-error @+1 {{'bob.load_shared' op source has head_dim 128 but the tile has 64 columns}}
+  bob.load_shared %q[%c0, %c0, %c0] bound %c0 into %s : memref<?x?x?x128xbf16>, !bob.smem<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// load_shared: unit stride along head_dim
+bob.kernel @k(%q: memref<?x?x?x64xbf16, strided<[?, ?, ?, 2]>>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %s = bob.alloc_shared : !bob.smem<64x64xbf16>
+  // expected-error @+1 {{'bob.load_shared' op source must have a unit stride along head_dim}}
+  bob.load_shared %q[%c0, %c0, %c0] bound %c0 into %s : memref<?x?x?x64xbf16, strided<[?, ?, ?, 2]>>, !bob.smem<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// store_shared: shapes must agree
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %s = bob.alloc_shared : !bob.smem<64x32xbf16>
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.store_shared' op register tile '!bob.rtile<64x64xf32>' and shared tile '!bob.smem<64x32xbf16>' differ in shape}}
+  bob.store_shared %t into %s : !bob.rtile<64x64xf32>, !bob.smem<64x32xbf16>
+  bob.return
+}
+
+// -----
+
+// store_shared: stores f32 tiles
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %s = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.store_shared' op stores f32 register tiles, got '!bob.rtile<64x64xbf16>'}}
+  bob.store_shared %b into %s : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// load_tile: loads f32 tiles
+bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.load_tile' op loads into f32 register tiles, got '!bob.rtile<64x64xbf16>'}}
+  %t = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xbf16> -> !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// load_tile: head_dim must match
+bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.load_tile' op source has head_dim 64 but the tile has 32 columns}}
+  %t = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xbf16> -> !bob.rtile<64x32xf32>
+  bob.return
+}
+
+// -----
+
+// load_tile: rows must split across the warps
+bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.load_tile' op register tile '!bob.rtile<16x64xf32>' cannot be split across 4 warps}}
+  %t = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xbf16> -> !bob.rtile<16x64xf32>
+  bob.return
+}
+
+// -----
+
+// store_tile: stores f32 tiles
+bob.kernel @k(%o: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.store_tile' op stores f32 register tiles, got '!bob.rtile<64x64xbf16>'}}
+  bob.store_tile %b, %o[%c0, %c0, %c0] bound %c0 : !bob.rtile<64x64xbf16>, memref<?x?x?x64xbf16>
+  bob.return
+}
+
+// -----
+
+// store_tile: the destination is rank 4
+bob.kernel @k(%o: memref<?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.store_tile' op destination must be a rank-4 memref (batch, heads, seq, head_dim), got 'memref<?x64xbf16>'}}
+  bob.store_tile %t, %o[%c0, %c0, %c0] bound %c0 : !bob.rtile<64x64xf32>, memref<?x64xbf16>
+  bob.return
+}
+
+// -----
+
+// load_vec: the source is a rank-3 f32 memref
+bob.kernel @k(%l: memref<?x?x?xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.load_vec' op source must be a rank-3 f32 memref (batch, heads, seq), got 'memref<?x?x?xbf16>'}}
+  %v = bob.load_vec %l[%c0, %c0, %c0] bound %c0 : memref<?x?x?xbf16> -> !bob.rowvec<64>
+  bob.return
+}
+
+// -----
+
+// load_vec: row vectors split across the warps
+bob.kernel @k(%l: memref<?x?x?xf32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.load_vec' op row vector of 16 cannot be split across 4 warps}}
+  %v = bob.load_vec %l[%c0, %c0, %c0] bound %c0 : memref<?x?x?xf32> -> !bob.rowvec<16>
+  bob.return
+}
+
+// -----
+
+// store_vec: the destination is a rank-3 f32 memref
+bob.kernel @k(%l: memref<?x?xf32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %v = bob.splat 0.0 : !bob.rowvec<64>
+  // expected-error @+1 {{'bob.store_vec' op destination must be a rank-3 f32 memref (batch, heads, seq), got 'memref<?x?xf32>'}}
+  bob.store_vec %v, %l[%c0, %c0, %c0] bound %c0 : !bob.rowvec<64>, memref<?x?xf32>
+  bob.return
+}
+
+// -----
+
+// mma: shapes must compose
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %a = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %b = bob.alloc_shared : !bob.smem<32x64xbf16>
+  %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.mma' op shapes do not compose: op(a) is 64x64, op(b) is 32x64, acc is 64x64}}
+  %s = bob.mma %a, %b, %z : !bob.smem<64x64xbf16>, !bob.smem<32x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// mma: transpose_b swaps b (64x32 read as 32x64 does not fit a 64x64 result)
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %a = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %b = bob.alloc_shared : !bob.smem<64x32xbf16>
+  %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.mma' op shapes do not compose: op(a) is 64x64, op(b) is 32x64, acc is 64x64}}
+  %s = bob.mma %a, %b, %z {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x32xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// mma: transpose_a swaps a
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %a = bob.alloc_shared : !bob.smem<64x128xbf16>
+  %b = bob.alloc_shared : !bob.smem<128x64xbf16>
+  %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.mma' op shapes do not compose: op(a) is 128x64, op(b) is 128x64, acc is 64x64}}
+  %s = bob.mma %a, %b, %z {transpose_a} : !bob.smem<64x128xbf16>, !bob.smem<128x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// mma: accumulates in f32
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %a = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %z = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.mma' op accumulates in f32, got '!bob.rtile<64x64xbf16>'}}
+  %s = bob.mma %a, %a, %z : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// mma: a register operand cannot be transposed
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %b = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %p = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.mma' op cannot transpose a register operand (store it to shared memory first)}}
+  %s = bob.mma %p, %b, %t {transpose_a} : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// mma: a register operand must be bf16/f16
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %b = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.mma' op register operand a must be bf16/f16 (bob.convert it first)}}
+  %s = bob.mma %t, %b, %t : !bob.rtile<64x64xf32>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// mma: operand element types must agree
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %a = bob.alloc_shared : !bob.smem<64x64xf16>
+  %b = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.mma' op operands have different element types: 'f16' and 'bf16'}}
+  %s = bob.mma %a, %b, %z : !bob.smem<64x64xf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// mma: the result rows must split across the warps (ub.poison stands for a value built elsewhere)
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %a = bob.alloc_shared : !bob.smem<32x64xbf16>
+  %b = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %z = ub.poison : !bob.rtile<32x64xf32>
+  // expected-error @+1 {{'bob.mma' op register tile '!bob.rtile<32x64xf32>' cannot be split across 4 warps: rows must be a multiple of 64}}
+  %s = bob.mma %a, %b, %z : !bob.smem<32x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<32x64xf32>
+  bob.return
+}
+
+// -----
+
+// convert: f32 to bf16/f16 only
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.convert' op converts f32 tiles to bf16/f16, got '!bob.rtile<64x64xbf16>' -> '!bob.rtile<64x64xf32>'}}
+  %f = bob.convert %b : !bob.rtile<64x64xbf16> -> !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// convert: f32 to f32 is not a conversion
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.convert' op converts f32 tiles to bf16/f16, got '!bob.rtile<64x64xf32>' -> '!bob.rtile<64x64xf32>'}}
+  %f = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// convert: keeps the shape
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.convert' op changes the shape: '!bob.rtile<64x64xf32>' -> '!bob.rtile<64x32xbf16>'}}
+  %f = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x32xbf16>
+  bob.return
+}
+
+// -----
+
+// broadcast: a row vector must have one entry per tile row
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %r = bob.splat 0.0 : !bob.rowvec<128>
+  // expected-error @+1 {{'bob.sub' op cannot broadcast '!bob.rowvec<128>' onto '!bob.rtile<64x64xf32>'}}
+  %x = bob.sub %t, %r : !bob.rtile<64x64xf32>, !bob.rowvec<128>
+  bob.return
+}
+
+// -----
+
+// broadcast: a column vector must have one entry per tile column
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %c = bob.splat 0.0 : !bob.colvec<32>
+  // expected-error @+1 {{'bob.mul' op cannot broadcast '!bob.colvec<32>' onto '!bob.rtile<64x64xf32>'}}
+  %x = bob.mul %t, %c : !bob.rtile<64x64xf32>, !bob.colvec<32>
+  bob.return
+}
+
+// -----
+
+// broadcast: tiles of another shape do not broadcast
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %u = bob.splat 0.0 : !bob.rtile<64x32xf32>
+  // expected-error @+1 {{'bob.add' op cannot broadcast '!bob.rtile<64x32xf32>' onto '!bob.rtile<64x64xf32>'}}
+  %x = bob.add %t, %u : !bob.rtile<64x64xf32>, !bob.rtile<64x32xf32>
+  bob.return
+}
+
+// -----
+
+// broadcast: a tile does not broadcast onto a vector
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %r = bob.splat 0.0 : !bob.rowvec<64>
+  // expected-error @+1 {{'bob.max' op cannot broadcast '!bob.rtile<64x64xf32>' onto '!bob.rowvec<64>'}}
+  %x = bob.max %r, %t : !bob.rowvec<64>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// broadcast: nor a row vector onto a column vector
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %r = bob.splat 0.0 : !bob.rowvec<64>
+  %c = bob.splat 0.0 : !bob.colvec<64>
+  // expected-error @+1 {{'bob.div' op cannot broadcast '!bob.rowvec<64>' onto '!bob.colvec<64>'}}
+  %x = bob.div %c, %r : !bob.colvec<64>, !bob.rowvec<64>
+  bob.return
+}
+
+// -----
+
+// element-wise ops work on f32 tiles
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.add' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
+  %x = bob.add %b, %b : !bob.rtile<64x64xbf16>, !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// the scalar of a binary op is f32
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %h = arith.constant 1.0 : f16
+  // expected-error @+1 {{'bob.mul' op operand #1 must be}}
+  %x = bob.mul %t, %h : !bob.rtile<64x64xf32>, f16
+  bob.return
+}
+
+// -----
+
+// exp2 works on f32 tiles
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.exp2' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
+  %x = bob.exp2 %b : !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// log2 works on f32 tiles
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.log2' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
+  %x = bob.log2 %b : !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// replace works on f32 tiles
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.replace' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
+  %x = bob.replace %b, 0.0 -> 1.0 : !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// mask works on f32 tiles
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.mask' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
+  %x = bob.mask %b at (%c0, %c0) within (%c0, %c0) : !bob.rtile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// exp2 on a vector that does not split across the warps
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %v = ub.poison : !bob.rowvec<32>
+  // expected-error @+1 {{'bob.exp2' op row vector of 32 cannot be split across 4 warps}}
+  %x = bob.exp2 %v : !bob.rowvec<32>
+  bob.return
+}
+
+// -----
+
+// reduce: one result entry per tile row
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.reduce' op result has 128 rows, the tile 64}}
+  %r = bob.reduce max %t : !bob.rtile<64x64xf32> -> !bob.rowvec<128>
+  bob.return
+}
+
+// -----
+
+// reduce: f32 tiles only
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  // expected-error @+1 {{'bob.reduce' op reduces f32 tiles, got '!bob.rtile<64x64xbf16>'}}
+  %r = bob.reduce sum %b : !bob.rtile<64x64xbf16> -> !bob.rowvec<64>
+  bob.return
+}
+
+// -----
+
+// reduce: only sum and max
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+2 {{custom op 'bob.reduce' expected ::flashbob::bob::ReduceKind to be one of: sum, max}}
+  // expected-error @+1 {{failed to parse Bob_ReduceKindAttr parameter}}
+  %r = bob.reduce min %t : !bob.rtile<64x64xf32> -> !bob.rowvec<64>
+  bob.return
+}
