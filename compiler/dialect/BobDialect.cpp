@@ -262,10 +262,20 @@ LogicalResult StoreSharedOp::verify() {
   return verifyRowsSplit(*this, value);
 }
 
+// Global tensors that register tiles move to and from hold the input types or f32.
+static LogicalResult verifyGlobalElement(Operation *op, Type memrefType, StringRef what) {
+  Type elem = cast<MemRefType>(memrefType).getElementType();
+  if (!elem.isBF16() && !elem.isF16() && !elem.isF32())
+    return op->emitOpError(what) << " must hold bf16, f16 or f32, not " << elem;
+  return success();
+}
+
 LogicalResult LoadTileOp::verify() {
   auto tile = getResult().getType();
   if (!tile.getElementType().isF32())
     return emitOpError("loads into f32 register tiles, got ") << tile;
+  if (failed(verifyGlobalElement(*this, getSrc().getType(), "source")))
+    return failure();
   if (failed(verifyTileTensor(*this, getSrc().getType(), tile.getCols(), "source")))
     return failure();
   return verifyRowsSplit(*this, tile);
@@ -275,6 +285,8 @@ LogicalResult StoreTileOp::verify() {
   auto tile = getValue().getType();
   if (!tile.getElementType().isF32())
     return emitOpError("stores f32 register tiles, got ") << tile;
+  if (failed(verifyGlobalElement(*this, getDst().getType(), "destination")))
+    return failure();
   if (failed(verifyTileTensor(*this, getDst().getType(), tile.getCols(), "destination")))
     return failure();
   return verifyRowsSplit(*this, tile);

@@ -24,9 +24,10 @@ struct AllocateShared : impl::BobAllocateSharedBase<AllocateShared> {
       alloc.setOffsetAttr(b.getI64IntegerAttr(offset));
       offset += shared::tileBytes(alloc.getType());
     });
-    if (offset > maxBytes) {
+    const int64_t limit = maxBytes; // the option's storage type prints as a char otherwise
+    if (offset > limit) {
       kernel.emitError() << "shared tiles need " << offset << " bytes of shared memory, more than "
-                         << "the " << maxBytes << " a block may use; use smaller block_m/block_n";
+                         << "the " << limit << " a block may use; use smaller block_m/block_n";
       return signalPassFailure();
     }
     kernel->setAttr(kSharedBytesAttrName, b.getI64IntegerAttr(offset));

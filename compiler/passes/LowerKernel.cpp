@@ -34,6 +34,9 @@ struct LowerKernel : impl::BobLowerKernelBase<LowerKernel> {
       auto func = mlir::gpu::GPUFuncOp::create(b, kernel.getLoc(), kernel.getSymName(),
                                                kernel.getFunctionType());
       func->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+      // Argument attributes (e.g. llvm.noalias) carry over to the GPU function.
+      if (mlir::ArrayAttr argAttrs = kernel.getArgAttrsAttr())
+        func.setAllArgAttrs(argAttrs);
       SpecAttr spec = kernel.getSpec();
       func->setAttr(kSpecAttrName, spec);
       func->setAttr(kSharedBytesAttrName, b.getI64IntegerAttr(kernel.getSharedBytes()));

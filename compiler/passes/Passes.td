@@ -8,7 +8,7 @@ include "mlir/Pass/PassBase.td"
 def BobAllocateShared : Pass<"bob-allocate-shared", "::flashbob::bob::KernelOp"> {
   let summary = "Place every bob.alloc_shared in the kernel's dynamic shared memory";
   let description = [{
-    Assigns each shared tile a byte offset (16-byte aligned, rows padded by 16 bytes so that
+    Assigns each shared tile a byte offset (128-byte aligned, rows padded by 16 bytes so that
     ldmatrix and cp.async are free of bank conflicts) and records the total in the kernel's
     `bob.shared_bytes`. Fails with the byte count when it exceeds `max-bytes`.
   }];

@@ -58,16 +58,20 @@ std::string print(Operation *op) {
 llvm::Error run(PassManager &pm, ModuleOp module, llvm::StringRef stage) {
   std::string diagnostics;
   ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    // Errors only, one line each: notes such as "see current operation" would print the whole
+    // kernel. The kernel's IR is available through `flashbob compile --emit bob`.
+    if (d.getSeverity() != DiagnosticSeverity::Error)
+      return success();
     llvm::raw_string_ostream os(diagnostics);
-    os << d.getLocation() << ": " << d << "\n";
-    for (const Diagnostic &note : d.getNotes())
-      os << "  note: " << note << "\n";
+    if (!isa<UnknownLoc>(d.getLocation()))
+      os << d.getLocation() << ": ";
+    os << d << "\n";
     return success();
   });
   if (succeeded(pm.run(module)))
     return llvm::Error::success();
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 stage + " failed:\n" + diagnostics);
+  llvm::StringRef text = llvm::StringRef(diagnostics).rtrim();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), stage + " failed: " + text);
 }
 } // namespace
 

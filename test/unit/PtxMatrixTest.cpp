@@ -3,6 +3,7 @@
 // independent judges: ptxas must accept the PTX (it assembles the cubin), the PTX must use tensor
 // cores and declare dynamic shared memory as `.extern ... []`. CPU only: no GPU needed.
 #include "kernels/Kernels.h"
+#include "kernels/TileTable.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,17 +16,33 @@ struct Tiles {
   int64_t blockM, blockN, warps;
 };
 
-const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd};
+const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKind::bwd_q,
+                                             bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
+                                             bob::KernelKind::bob_kv};
+
+bool keyMajor(bob::KernelKind k) {
+  return k == bob::KernelKind::bwd_kv || k == bob::KernelKind::bob_kv;
+}
+
+// Two configurations per kind: the tile table's default, and 8 warps over 128 own rows.
+Tiles tiles(bob::KernelKind kind, int64_t d, int which) {
+  if (which == 0) {
+    kernels::TileConfig t = kernels::defaultTiles(kind, d);
+    return {t.blockM, t.blockN, t.warps};
+  }
+  return keyMajor(kind) ? Tiles{32, 128, 8} : Tiles{128, 32, 8};
+}
 } // namespace
 
 TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[compiler][ptx]") {
   int variants = 0;
   for (bob::KernelKind kind : kImplementedKinds)
     for (int64_t d : {64, 128})
-      for (Tiles t : {Tiles{64, 64, 4}, Tiles{128, 32, 8}})
+      for (int which : {0, 1})
         for (bob::ElemType dtype : {bob::ElemType::bf16, bob::ElemType::f16})
           for (bool causal : {false, true})
             for (const char *arch : {"sm_80", "sm_90a"}) {
+              Tiles t = tiles(kind, d, which);
               compiler::KernelSpec spec;
               spec.kind = kind;
               spec.headDim = d;

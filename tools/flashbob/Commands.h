@@ -12,6 +12,9 @@ int runDemo();
 extern llvm::cl::SubCommand compileCommand;
 int runCompile();
 
+extern llvm::cl::SubCommand runCommand;
+int runRun();
+
 extern llvm::cl::SubCommand devicesCommand;
 int runDevices();
 

@@ -21,6 +21,8 @@ int main(int argc, char **argv) {
     return runDemo();
   if (compileCommand)
     return runCompile();
+  if (runCommand)
+    return runRun();
   if (devicesCommand)
     return runDevices();
 

@@ -2,15 +2,6 @@
 // convert from/to f32 (it emits arith.extf / arith.truncf pairs, valid only for bf16/f16, and a
 // plain load/store for f32).
 //
-// XFAIL: *
-// BUG: LoadTileOp::verify and StoreTileOp::verify (BobDialect.cpp) check the rank, head_dim and
-// stride of the memref (verifyTileTensor) but not its element type. `bob.load_tile` from a
-// memref of i32 or f64 verifies, and bob-lower-tiles then builds invalid IR
-// ("'arith.extf' op operand #0 must be floating-point-like, but got 'vector<2xi32>'",
-// "'arith.extf' op operand type 'vector<2xf64>' and result type 'vector<2xf32>' are cast
-// incompatible"). The verifier should say so up front, e.g. "source element type must be
-// bf16, f16 or f32". Remove the XFAIL line once fixed.
-//
 // RUN: flashbob-opt %s -split-input-file -verify-diagnostics
 
 bob.kernel @k(%x: memref<?x?x?x64xi32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {

@@ -128,8 +128,3 @@ bob.kernel @kinds_bob_q() attributes {spec = #bob.spec<kind = bob_q, head_dim = 
 bob.kernel @kinds_bob_kv() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 128, block_m = 16, block_n = 128, warps = 8, stages = 3, dtype = bf16, causal = true, scale = 1.0 : f32, arch = "sm_90">} {
   bob.return
 }
-// CHECK-LABEL: bob.kernel @kinds_bwd_prep
-// CHECK-SAME: kind = bwd_prep,
-bob.kernel @kinds_bwd_prep() attributes {spec = #bob.spec<kind = bwd_prep, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
-  bob.return
-}

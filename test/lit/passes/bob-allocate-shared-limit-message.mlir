@@ -1,12 +1,5 @@
 // The over-limit error of bob-allocate-shared must name the limit as a number.
 //
-// XFAIL: *
-// BUG: AllocateShared.cpp streams the pass option `maxBytes` (a Pass::Option<int64_t>) straight
-// into the diagnostic; overload resolution picks Diagnostic::operator<<(char), so the limit is
-// printed as one byte (max-bytes=1000 prints 0xE8, the default 232448 prints a NUL byte), e.g.
-// "more than the \0 a block may use". Fix: `<< static_cast<int64_t>(maxBytes)` (or
-// maxBytes.getValue()). Remove the XFAIL line once fixed.
-//
 // RUN: not flashbob-opt %s --pass-pipeline='builtin.module(bob.kernel(bob-allocate-shared{max-bytes=1000}))' 2>&1 | FileCheck %s --check-prefix=SMALL
 // RUN: not flashbob-opt %s --split-input-file --bob-allocate-shared 2>&1 | FileCheck %s --check-prefix=DEFAULT
 

@@ -1,13 +1,6 @@
 // bob-lower-kernel must keep the kernel's argument attributes (the op accepts and prints them,
 // and the pass promises the kernel "moves unchanged").
 //
-// XFAIL: *
-// BUG: LowerKernel.cpp creates the gpu.func from the function type only and never copies
-// arg_attrs/res_attrs, so e.g. {llvm.noalias} / {llvm.readonly} on the tensor arguments are
-// silently dropped (they would let LLVM use non-coherent loads). Fix: copy
-// kernel.getArgAttrsAttr() with func.setAllArgAttrs(...) (likewise for res_attrs). Remove the
-// XFAIL line once fixed.
-//
 // RUN: flashbob-opt %s --bob-lower-kernel | FileCheck %s
 
 // CHECK: gpu.func @k(%{{.+}}: memref<?x?x?x64xbf16> {llvm.noalias, llvm.readonly}, %{{.+}}: memref<?x?x?x64xbf16> {llvm.noalias}) kernel

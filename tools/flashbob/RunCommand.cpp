@@ -1,0 +1,65 @@
+// `flashbob run`: forward, backward or BoB on generated inputs on the GPU; prints the time, the
+// device memory, and with --check the error of every output against the float64 oracle.
+//   flashbob run --op bob --batch 1 --heads 16 --seq-q 16384 --head-dim 128 --causal --check
+#include "tools/flashbob/AttentionRunner.h"
+#include "tools/flashbob/Commands.h"
+#include "tools/flashbob/ExitCodes.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace flashbob::tool {
+namespace cl = llvm::cl;
+
+cl::SubCommand runCommand("run", "Run attention (fwd, bwd, bob) on the GPU, time and check it");
+
+namespace {
+cl::opt<Op> op("op", cl::desc("Operation"), cl::sub(runCommand), cl::init(Op::bob),
+               cl::values(clEnumValN(Op::fwd, "fwd", "forward: O, L"),
+                          clEnumValN(Op::bwd, "bwd", "backward: dQ, dK, dV"),
+                          clEnumValN(Op::bob, "bob", "backward-over-backward: gQ, gK, gV, gdO")));
+cl::opt<int64_t> batch("batch", cl::desc("Batch size"), cl::sub(runCommand), cl::init(1));
+cl::opt<int64_t> heads("heads", cl::desc("Heads"), cl::sub(runCommand), cl::init(1));
+cl::opt<int64_t> seqQ("seq-q", cl::desc("Queries N"), cl::sub(runCommand), cl::init(1024));
+cl::opt<int64_t> seqK("seq-k", cl::desc("Keys M (default N)"), cl::sub(runCommand), cl::init(0));
+cl::opt<int64_t> headDim("head-dim", cl::desc("Head dimension"), cl::sub(runCommand), cl::init(64));
+cl::opt<std::string> dtype("dtype", cl::desc("bf16 or fp16"), cl::sub(runCommand), cl::init("bf16"));
+cl::opt<bool> causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(runCommand));
+cl::opt<bool> check("check", cl::desc("Compare with the float64 oracle"), cl::sub(runCommand));
+cl::opt<int> repeat("repeat", cl::desc("Timed runs (median reported)"), cl::sub(runCommand),
+                    cl::init(5));
+cl::opt<bool> tune("tune", cl::desc("Autotune tiles first (not available yet: default tiles)"),
+                   cl::sub(runCommand));
+} // namespace
+
+int runRun() {
+  RunOptions o;
+  o.op = op;
+  o.problem.batch = batch;
+  o.problem.heads = heads;
+  o.problem.seqQ = seqQ;
+  o.problem.seqK = seqK ? seqK : seqQ;
+  o.problem.headDim = headDim;
+  if (dtype != "bf16" && dtype != "fp16") {
+    llvm::errs() << "flashbob run: --dtype: unknown type '" << dtype << "' (bf16, fp16)\n";
+    return kExitUsage;
+  }
+  o.problem.dtype = dtype == "bf16" ? DType::bf16 : DType::fp16;
+  o.problem.causal = causal;
+  o.check = check;
+  o.repeat = repeat;
+  if (tune)
+    llvm::errs() << "flashbob run: --tune: the autotuner is not built yet; using the tile table\n";
+  auto report = runAttention(o, llvm::outs());
+  if (!report) {
+    std::string message = llvm::toString(report.takeError());
+    llvm::errs() << "flashbob run: " << message << "\n";
+    if (llvm::StringRef(message).starts_with("no CUDA driver found"))
+      return kExitNoDriver;
+    if (llvm::StringRef(message).starts_with("flashbob: "))
+      return kExitUsage; // argument validation, before anything ran
+    return kExitFailure;
+  }
+  return report->passed ? kExitOk : kExitFailure;
+}
+
+} // namespace flashbob::tool
