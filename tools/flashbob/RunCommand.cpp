@@ -27,6 +27,10 @@ cl::opt<bool> causal("causal", cl::desc("Causal mask (bottom-right aligned)"), c
 cl::opt<bool> check("check", cl::desc("Compare with the float64 oracle"), cl::sub(runCommand));
 cl::opt<int> repeat("repeat", cl::desc("Timed runs (median reported)"), cl::sub(runCommand),
                     cl::init(5));
+cl::opt<int64_t> checkRows("check-rows",
+                           cl::desc("Query rows checked when the problem is too large for a "
+                                    "dense check (the last rows of head 0)"),
+                           cl::sub(runCommand), cl::init(64));
 cl::opt<bool> tune("tune", cl::desc("Autotune tiles first (not available yet: default tiles)"),
                    cl::sub(runCommand));
 } // namespace
@@ -47,6 +51,7 @@ int runRun() {
   o.problem.causal = causal;
   o.check = check;
   o.repeat = repeat;
+  o.checkRows = checkRows;
   if (tune)
     llvm::errs() << "flashbob run: --tune: the autotuner is not built yet; using the tile table\n";
   auto report = runAttention(o, llvm::outs());
