@@ -110,6 +110,8 @@ llvm::Error run(const AttentionProblem &p, bob::KernelKind kind, CUstream stream
   auto cache = api::KernelCache::get();
   if (!cache)
     return cache.takeError();
+  if (llvm::Error e = (*cache)->makeCurrent())
+    return e;
   auto kernel = (*cache)->kernel(specFor(p, kind, (*cache)->arch()));
   if (!kernel)
     return kernel.takeError();

@@ -13,8 +13,13 @@ llvm::Expected<KernelCache *> KernelCache::get() {
   auto driver = runtime::CudaDriver::get();
   if (!driver)
     return driver.takeError();
-  if (llvm::Error e = runtime::usePrimaryContext(*driver))
-    return std::move(e);
+  // A framework (PyTorch, JAX) has usually made its device's primary context current already:
+  // use that one; otherwise take device 0's primary context.
+  CUcontext existing = nullptr;
+  FLASHBOB_CU(*driver, cuCtxGetCurrent(&existing));
+  if (!existing)
+    if (llvm::Error e = runtime::usePrimaryContext(*driver))
+      return std::move(e);
   CUdevice dev;
   FLASHBOB_CU(*driver, cuCtxGetDevice(&dev));
   int major = 0, minor = 0;
@@ -26,8 +31,18 @@ llvm::Expected<KernelCache *> KernelCache::get() {
                                        "; the kernels need sm_80 or newer (mma.sync bf16)");
   // Hopper gets the sm_90a target (wgmma/TMA-capable); others their own.
   std::string arch = "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
-  cache.reset(new KernelCache(*driver, arch));
+  CUcontext context = nullptr;
+  FLASHBOB_CU(*driver, cuCtxGetCurrent(&context));
+  cache.reset(new KernelCache(*driver, arch, context));
   return cache.get();
+}
+
+llvm::Error KernelCache::makeCurrent() {
+  CUcontext current = nullptr;
+  FLASHBOB_CU(driver_, cuCtxGetCurrent(&current));
+  if (current != context_)
+    FLASHBOB_CU(driver_, cuCtxSetCurrent(context_));
+  return llvm::Error::success();
 }
 
 llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelSpec &spec) {

@@ -25,12 +25,16 @@ public:
 
   llvm::Expected<const CachedKernel *> kernel(const compiler::KernelSpec &spec);
   runtime::CudaDriver &driver() { return driver_; }
+  // Makes the primary context current on the calling thread (frameworks call from any thread).
+  llvm::Error makeCurrent();
   const std::string &arch() const { return arch_; }
 
 private:
-  KernelCache(runtime::CudaDriver &driver, std::string arch) : driver_(driver), arch_(std::move(arch)) {}
+  KernelCache(runtime::CudaDriver &driver, std::string arch, CUcontext context)
+      : driver_(driver), arch_(std::move(arch)), context_(context) {}
   runtime::CudaDriver &driver_;
   std::string arch_;
+  CUcontext context_;
   std::mutex mutex_;
   llvm::StringMap<std::unique_ptr<CachedKernel>> kernels_;
 };

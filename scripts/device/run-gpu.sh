@@ -6,6 +6,6 @@
 set -uo pipefail
 mkdir -p /tmp/l
 for deb in .device/debs/*.deb; do dpkg -x "$deb" /tmp/l; done
-export LD_LIBRARY_PATH=/tmp/l/usr/lib/llvm-22/lib:/tmp/l/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$PWD/.device/lib:/tmp/l/usr/lib/llvm-22/lib:/tmp/l/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
 "$@"

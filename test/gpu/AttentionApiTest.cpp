@@ -164,3 +164,9 @@ TEST_CASE("forward, backward and BoB through the API match the float64 oracle", 
           }
         }
 }
+
+TEST_CASE("other head dims: 32, 96, 256", "[gpu][api]") {
+  runCase({1, 2, 200, 333, 32, true, true});
+  runCase({1, 2, 300, 200, 96, false, false});
+  runCase({1, 2, 160, 160, 256, true, true});
+}

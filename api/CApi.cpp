@@ -1,0 +1,123 @@
+// The C API (flashbob.h) over the C++ API: converts plain structs, maps errors to status codes
+// and keeps the last message per thread.
+#include "api/flashbob.h"
+
+#include "api/Attention.h"
+
+#include <string>
+
+namespace {
+thread_local std::string lastError;
+
+flashbob_status fail(llvm::Error e) {
+  flashbob_status status = FLASHBOB_ERROR_CUDA;
+  std::string message;
+  llvm::handleAllErrors(std::move(e), [&](const llvm::ErrorInfoBase &info) {
+    message = info.message();
+    std::error_code code = info.convertToErrorCode();
+    if (code == std::errc::invalid_argument)
+      status = FLASHBOB_ERROR_INVALID_ARGUMENT;
+  });
+  if (llvm::StringRef(message).starts_with("no CUDA driver found"))
+    status = FLASHBOB_ERROR_NO_DRIVER;
+  else if (status != FLASHBOB_ERROR_INVALID_ARGUMENT &&
+           !llvm::StringRef(message).starts_with("cu")) // driver errors start with the call
+    status = FLASHBOB_ERROR_COMPILE;
+  lastError = message;
+  return status;
+}
+
+flashbob_status finish(llvm::Error e) {
+  if (e)
+    return fail(std::move(e));
+  lastError.clear();
+  return FLASHBOB_OK;
+}
+
+llvm::Error badArgument(const char *what) {
+  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                 std::string("flashbob: ") + what);
+}
+
+flashbob::Tensor tensor(const flashbob_tensor &t) {
+  flashbob::Tensor out;
+  out.data = reinterpret_cast<CUdeviceptr>(t.data);
+  for (int i = 0; i < 4; ++i)
+    out.stride[i] = t.stride[i];
+  return out;
+}
+
+flashbob::RowVector rows(const float *p, int64_t offset = 0) {
+  return {p ? reinterpret_cast<CUdeviceptr>(p + offset) : CUdeviceptr(0)};
+}
+
+llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
+  if (!p)
+    return badArgument("problem is a null pointer");
+  if (p->dtype != FLASHBOB_BF16 && p->dtype != FLASHBOB_FP16)
+    return badArgument("dtype must be FLASHBOB_BF16 or FLASHBOB_FP16");
+  if (p->scale < 0)
+    return badArgument("scale must be positive (or 0 for 1/sqrt(head_dim))");
+  flashbob::AttentionProblem out;
+  out.batch = p->batch;
+  out.heads = p->heads;
+  out.seqQ = p->seq_q;
+  out.seqK = p->seq_k;
+  out.headDim = p->head_dim;
+  out.dtype = p->dtype == FLASHBOB_BF16 ? flashbob::DType::bf16 : flashbob::DType::fp16;
+  out.causal = p->causal != 0;
+  if (p->scale > 0)
+    out.scale = p->scale;
+  return out;
+}
+
+CUstream stream(void *s) { return static_cast<CUstream>(s); }
+} // namespace
+
+extern "C" {
+
+const char *flashbob_version(void) { return FLASHBOB_VERSION; }
+
+const char *flashbob_last_error(void) { return lastError.c_str(); }
+
+flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
+                                 flashbob_tensor v, flashbob_tensor o, float *lse, void *s) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  return finish(flashbob::attentionForward(*prob, tensor(q), tensor(k), tensor(v), tensor(o),
+                                           rows(lse), stream(s)));
+}
+
+flashbob_status flashbob_backward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
+                                  flashbob_tensor v, flashbob_tensor o, flashbob_tensor d_o,
+                                  const float *lse, flashbob_tensor d_q, flashbob_tensor d_k,
+                                  flashbob_tensor d_v, float *d_workspace, void *s) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  return finish(flashbob::attentionBackward(*prob, tensor(q), tensor(k), tensor(v), tensor(o),
+                                            tensor(d_o), rows(lse), tensor(d_q), tensor(d_k),
+                                            tensor(d_v), rows(d_workspace), stream(s)));
+}
+
+flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
+                             flashbob_tensor v, flashbob_tensor o, flashbob_tensor d_o,
+                             const float *lse, flashbob_tensor u_q, flashbob_tensor u_k,
+                             flashbob_tensor u_v, flashbob_tensor g_q, flashbob_tensor g_k,
+                             flashbob_tensor g_v, flashbob_tensor g_d_o, float *workspace,
+                             void *s) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  if (!workspace)
+    return fail(badArgument("workspace is a null pointer"));
+  const int64_t n = prob->batch * prob->heads * prob->seqQ;
+  flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  tensor(o), tensor(d_o),
+                         rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
+  flashbob::BobOutputs out{tensor(g_q), tensor(g_k), tensor(g_v), tensor(g_d_o),
+                           rows(workspace), rows(workspace, n), rows(workspace, 2 * n)};
+  return finish(flashbob::attentionBob(*prob, in, out, stream(s)));
+}
+
+} // extern "C"

@@ -1,0 +1,79 @@
+/* FlashBoB C API: exact attention forward, backward and backward-over-backward (BoB) on CUDA
+ * device pointers, JIT-compiled for each problem's specialization.
+ *
+ * Stable C ABI: no C++ types cross it. Every call returns a flashbob_status; on failure,
+ * flashbob_last_error() gives a one-line message for the calling thread that names the bad
+ * argument or the failing CUDA/LLVM call. Nothing is launched when an argument is invalid.
+ *
+ * Layouts: tensors are (batch, heads, seq, head_dim) in the problem's dtype with strides in
+ * elements (head_dim stride 1); row vectors (lse, D, c, b) are contiguous (batch, heads, seq)
+ * float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
+ * current device's primary context, the one CUDA runtimes and frameworks use.
+ */
+#ifndef FLASHBOB_H
+#define FLASHBOB_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHBOB_VERSION_MAJOR 0
+#define FLASHBOB_VERSION_MINOR 1
+#define FLASHBOB_VERSION_PATCH 0
+
+typedef enum flashbob_status {
+  FLASHBOB_OK = 0,
+  FLASHBOB_ERROR_INVALID_ARGUMENT = 1, /* nothing was launched */
+  FLASHBOB_ERROR_NO_DRIVER = 2,        /* no CUDA driver or device */
+  FLASHBOB_ERROR_COMPILE = 3,          /* generating or assembling a kernel failed */
+  FLASHBOB_ERROR_CUDA = 4,             /* a CUDA driver call failed (named in the message) */
+} flashbob_status;
+
+typedef enum flashbob_dtype { FLASHBOB_BF16 = 0, FLASHBOB_FP16 = 1 } flashbob_dtype;
+
+typedef struct flashbob_problem {
+  int64_t batch, heads;
+  int64_t seq_q;    /* N, queries */
+  int64_t seq_k;    /* M, keys */
+  int64_t head_dim; /* d: a multiple of 16 up to 256 */
+  flashbob_dtype dtype;
+  int causal;       /* non-zero: causal mask, bottom-right aligned when M != N */
+  double scale;     /* softmax scale; 0 means 1/sqrt(head_dim) */
+} flashbob_problem;
+
+typedef struct flashbob_tensor {
+  void *data;        /* device pointer */
+  int64_t stride[4]; /* elements; stride[3] must be 1 */
+} flashbob_tensor;
+
+/* "0.1.0" */
+const char *flashbob_version(void);
+/* The message of the calling thread's last failed call ("" if none). */
+const char *flashbob_last_error(void);
+
+/* O and the log-sum-exp L (float32, batch x heads x N) of softmax(scale Q K^T) V. */
+flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
+                                 flashbob_tensor v, flashbob_tensor o, float *lse, void *stream);
+
+/* dQ, dK, dV from the forward's O and L. d_workspace: batch x heads x N floats (receives D). */
+flashbob_status flashbob_backward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
+                                  flashbob_tensor v, flashbob_tensor o, flashbob_tensor d_o,
+                                  const float *lse, flashbob_tensor d_q, flashbob_tensor d_k,
+                                  flashbob_tensor d_v, float *d_workspace, void *stream);
+
+/* BoB: given cotangents uQ, uK, uV of (dQ, dK, dV), the gradients of <uQ,dQ>+<uK,dK>+<uV,dV>
+ * with respect to Q, K, V, dO. workspace: 3 x batch x heads x N floats (D, c, b). */
+flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
+                             flashbob_tensor v, flashbob_tensor o, flashbob_tensor d_o,
+                             const float *lse, flashbob_tensor u_q, flashbob_tensor u_k,
+                             flashbob_tensor u_v, flashbob_tensor g_q, flashbob_tensor g_k,
+                             flashbob_tensor g_v, flashbob_tensor g_d_o, float *workspace,
+                             void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHBOB_H */

@@ -1,0 +1,92 @@
+"""ctypes binding of the C API (api/flashbob.h) in libflashbob.so.
+
+The library is found through $FLASHBOB_LIBRARY, next to this package, or in the repository's
+build/lib. Nothing here depends on torch.
+"""
+
+import ctypes
+import os
+from pathlib import Path
+
+OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA = 0, 1, 2, 3, 4
+BF16, FP16 = 0, 1
+
+
+class FlashBobError(RuntimeError):
+    """A FlashBoB failure that is not an invalid argument (compile, driver, no GPU)."""
+
+
+class Problem(ctypes.Structure):
+    _fields_ = [
+        ("batch", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("seq_q", ctypes.c_int64),
+        ("seq_k", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("dtype", ctypes.c_int),
+        ("causal", ctypes.c_int),
+        ("scale", ctypes.c_double),
+    ]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("stride", ctypes.c_int64 * 4)]
+
+
+def _candidates():
+    env = os.environ.get("FLASHBOB_LIBRARY")
+    if env:
+        yield Path(env)
+    here = Path(__file__).resolve().parent
+    yield here / "libflashbob.so"
+    yield here.parent.parent / "build" / "lib" / "libflashbob.so"
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        tried.append(str(path))
+        if path.exists():
+            lib = ctypes.CDLL(str(path))
+            break
+    else:
+        raise ImportError("libflashbob.so not found (set FLASHBOB_LIBRARY); tried: " + ", ".join(tried))
+    lib.flashbob_version.restype = ctypes.c_char_p
+    lib.flashbob_last_error.restype = ctypes.c_char_p
+    T, P, F, V = Tensor, ctypes.POINTER(Problem), ctypes.c_void_p, ctypes.c_void_p
+    lib.flashbob_forward.argtypes = [P, T, T, T, T, F, V]
+    lib.flashbob_backward.argtypes = [P, T, T, T, T, T, F, T, T, T, F, V]
+    lib.flashbob_bob.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
+    for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob):
+        fn.restype = ctypes.c_int
+    return lib
+
+
+_lib = _load()
+
+
+def version():
+    return _lib.flashbob_version().decode()
+
+
+def check(status):
+    """Raises the Python exception for a non-OK status, with the library's message."""
+    if status == OK:
+        return
+    message = _lib.flashbob_last_error().decode()
+    if status == INVALID_ARGUMENT:
+        raise ValueError(message)
+    raise FlashBobError(message)
+
+
+def forward(problem, q, k, v, o, lse, stream):
+    check(_lib.flashbob_forward(ctypes.byref(problem), q, k, v, o, lse, stream))
+
+
+def backward(problem, q, k, v, o, do, lse, dq, dk, dv, workspace, stream):
+    check(_lib.flashbob_backward(ctypes.byref(problem), q, k, v, o, do, lse, dq, dk, dv, workspace, stream))
+
+
+def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, stream):
+    check(_lib.flashbob_bob(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo,
+                            workspace, stream))
