@@ -2,6 +2,7 @@
 #include "kernels/common/KernelBuilder.h"
 #include "compiler/pipeline/Ptxas.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
 namespace flashbob::kernels {
@@ -32,11 +33,18 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext 
                                    "kernel kind '" + bob::stringifyKernelKind(spec.kind) +
                                        "' is not implemented yet");
   }
-  if (mlir::failed(mlir::verify(*kb.module)))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the " + bob::stringifyKernelKind(spec.kind) +
-                                       " builder produced invalid IR (see diagnostics)");
-  return std::move(kb.module);
+  std::string diagnostics;
+  {
+    mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+      diagnostics += d.str() + "; ";
+      return mlir::success();
+    });
+    if (mlir::succeeded(mlir::verify(*kb.module)))
+      return std::move(kb.module);
+  }
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "the " + bob::stringifyKernelKind(spec.kind) +
+                                     " builder produced invalid IR: " + diagnostics);
 }
 
 llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,

@@ -8,7 +8,7 @@
     hvp, = torch.autograd.grad(dq, q, torch.ones_like(dq))              # runs BoB
 
 The forward saves L (one float per row), never P. The backward is itself an autograd Function
-whose backward is BoB; a third derivative raises. Tensors: (batch, heads, seq, head_dim) bf16 or
+whose backward is BoB; differentiating BoB (a third derivative) raises RuntimeError. Tensors: (batch, heads, seq, head_dim) bf16 or
 fp16 on a CUDA device; work goes on the current stream.
 """
 
@@ -103,22 +103,39 @@ class _AttentionBackward(torch.autograd.Function):
         return dq, dk, dv
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, uq, uk, uv):
         q, k, v, o, lse, do = ctx.saved_tensors
-        uq = torch.zeros_like(q) if uq is None else _layout(uq.to(q.dtype), "grad of dQ")
-        uk = torch.zeros_like(k) if uk is None else _layout(uk.to(k.dtype), "grad of dK")
-        uv = torch.zeros_like(v) if uv is None else _layout(uv.to(v.dtype), "grad of dV")
+        uq = torch.zeros_like(q) if uq is None else uq
+        uk = torch.zeros_like(k) if uk is None else uk
+        uv = torch.zeros_like(v) if uv is None else uv
+        gq, gk, gv, gdo = _Bob.apply(q, k, v, o, lse, do, uq, uk, uv, ctx.causal, ctx.scale)
+        return gq, gk, gv, None, None, gdo, None, None
+
+
+class _Bob(torch.autograd.Function):
+    """BoB as its own graph node, so that differentiating it (a third derivative) fails loudly
+    instead of silently returning zeros."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, o, lse, do, uq, uk, uv, causal, scale):
+        uq = _layout(uq.to(q.dtype), "grad of dQ")
+        uk = _layout(uk.to(k.dtype), "grad of dK")
+        uv = _layout(uv.to(v.dtype), "grad of dV")
         b, h, n, _ = q.shape
         gq, gk, gv, gdo = (torch.empty_like(t, memory_format=torch.contiguous_format)
                            for t in (q, k, v, do))
         workspace = torch.empty((3, b, h, n), device=q.device, dtype=torch.float32)
         with torch.cuda.device(q.device):
-            _capi.bob(_problem(q, k, ctx.causal, ctx.scale), _tensor(q), _tensor(k), _tensor(v),
+            _capi.bob(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
                       _tensor(o), _tensor(do), lse.data_ptr(), _tensor(uq), _tensor(uk), _tensor(uv),
                       _tensor(gq), _tensor(gk), _tensor(gv), _tensor(gdo), workspace.data_ptr(),
                       _stream(q))
-        return gq, gk, gv, None, None, gdo, None, None
+        return gq, gk, gv, gdo
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("flashbob: third derivatives of attention are not implemented "
+                           "(the backward's backward, BoB, is not differentiable)")
 
 
 def attention(q, k, v, causal=False, scale=None):
