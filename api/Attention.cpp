@@ -1,6 +1,7 @@
 #include "api/Attention.h"
 
 #include "api/KernelCache.h"
+#include "api/Tuning.h"
 #include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
 #include "runtime/launch/Kernel.h"
@@ -112,13 +113,19 @@ llvm::Error run(const AttentionProblem &p, bob::KernelKind kind, CUstream stream
     return cache.takeError();
   if (llvm::Error e = (*cache)->makeCurrent())
     return e;
-  auto kernel = (*cache)->kernel(specFor(p, kind, (*cache)->arch()));
+  auto launch = [&](const api::CachedKernel &k) {
+    runtime::KernelArgs args;
+    fill(args);
+    kernels::Grid g = kernels::gridFor(k.spec, p.batch, p.heads, p.seqQ, p.seqK);
+    return runtime::launch((*cache)->driver(), *k.loaded, {g.x, g.y, g.z}, args, stream);
+  };
+  auto spec = api::chooseSpec(**cache, specFor(p, kind, (*cache)->arch()), p, stream, launch);
+  if (!spec)
+    return spec.takeError();
+  auto kernel = (*cache)->kernel(*spec);
   if (!kernel)
     return kernel.takeError();
-  runtime::KernelArgs args;
-  fill(args);
-  kernels::Grid g = kernels::gridFor((*kernel)->spec, p.batch, p.heads, p.seqQ, p.seqK);
-  return runtime::launch((*cache)->driver(), *(*kernel)->loaded, {g.x, g.y, g.z}, args, stream);
+  return launch(**kernel);
 }
 
 } // namespace

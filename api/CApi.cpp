@@ -3,6 +3,9 @@
 #include "api/flashbob.h"
 
 #include "api/Attention.h"
+#include "api/Tuning.h"
+
+#include <cstdlib>
 
 #include <string>
 
@@ -79,6 +82,17 @@ extern "C" {
 const char *flashbob_version(void) { return FLASHBOB_VERSION; }
 
 const char *flashbob_last_error(void) { return lastError.c_str(); }
+
+void flashbob_set_autotune(int on) { flashbob::api::setAutotune(on != 0); }
+
+flashbob_status flashbob_set_cache_dir(const char *dir) {
+  // The cache reads FLASHBOB_CACHE_DIR when it is opened; setting it here is the one switch.
+  int rc = (dir && *dir) ? ::setenv("FLASHBOB_CACHE_DIR", dir, 1) : ::unsetenv("FLASHBOB_CACHE_DIR");
+  if (rc != 0)
+    return fail(badArgument("cache dir: setenv(FLASHBOB_CACHE_DIR) failed"));
+  lastError.clear();
+  return FLASHBOB_OK;
+}
 
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
                                  flashbob_tensor v, flashbob_tensor o, float *lse, void *s) {

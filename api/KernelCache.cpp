@@ -1,6 +1,14 @@
 #include "api/KernelCache.h"
 
+#include "CompilerHash.h"
+#include "compiler/pipeline/Ptxas.h"
 #include "kernels/Kernels.h"
+#include "runtime/cache/DiskCache.h"
+
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstring>
 
 namespace flashbob::api {
 
@@ -45,17 +53,73 @@ llvm::Error KernelCache::makeCurrent() {
   return llvm::Error::success();
 }
 
+namespace {
+// Everything that can change the generated cubin, one field per line (the disk cache hashes it
+// and keeps it to compare on lookup).
+std::string diskKeyText(const compiler::KernelSpec &spec) {
+  double scale = spec.effectiveScale();
+  uint64_t scaleBits;
+  std::memcpy(&scaleBits, &scale, sizeof(scaleBits));
+  compiler::TargetOptions target;
+  return llvm::formatv("flashbob kernel\nspec {0}\nscale {1:x-}\noptions O{2} {3}\n"
+                       "flashbob {4}\ncompiler {5}\nllvm {6}\nptxas {7}\narch {8}\n",
+                       spec.name(), scaleBits, target.optLevel, target.ptxFeatures(),
+                       FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH, LLVM_VERSION_STRING,
+                       compiler::ptxasVersion(), spec.arch)
+      .str();
+}
+
+runtime::DiskCache &diskCache() {
+  static runtime::DiskCache cache(runtime::DiskCache::defaultDirectory());
+  return cache;
+}
+} // namespace
+
 llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelSpec &spec) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string key = spec.name();
   if (auto it = kernels_.find(key); it != kernels_.end())
     return it->second.get();
-  auto artifacts = kernels::compileKernel(spec, /*assemble=*/true);
-  if (!artifacts)
-    return artifacts.takeError();
-  runtime::KernelImage image{artifacts->cubin, false, artifacts->entry,
-                             static_cast<unsigned>(artifacts->threads),
-                             static_cast<unsigned>(artifacts->sharedBytes)};
+
+  // On disk: every stage of a kernel compiled by any earlier process with the same key.
+  std::string keyText = diskKeyText(spec);
+  std::string cubin, entryName;
+  int64_t threads = 0, sharedBytes = 0;
+  if (auto hit = diskCache().lookup(keyText)) {
+    const std::string *bin = hit->file("kernel.cubin");
+    auto entry = hit->metadata.getString("entry");
+    auto t = hit->metadata.getInteger("threads");
+    auto sb = hit->metadata.getInteger("shared_bytes");
+    if (bin && entry && t && sb) {
+      cubin = *bin;
+      entryName = entry->str();
+      threads = *t;
+      sharedBytes = *sb;
+    }
+  }
+  if (cubin.empty()) {
+    auto artifacts = kernels::compileKernel(spec, /*assemble=*/true);
+    if (!artifacts)
+      return artifacts.takeError();
+    cubin = artifacts->cubin;
+    entryName = artifacts->entry;
+    threads = artifacts->threads;
+    sharedBytes = artifacts->sharedBytes;
+    std::vector<runtime::CacheFile> files = {
+        {"kernel.bob.mlir", artifacts->bobIR}, {"kernel.lowered.mlir", artifacts->loweredIR},
+        {"kernel.ll", artifacts->llvmIR},      {"kernel.ptx", artifacts->ptx},
+        {"kernel.cubin", artifacts->cubin},    {"ptxas.log", artifacts->ptxasLog}};
+    llvm::json::Object metadata{{"name", key},
+                                {"entry", entryName},
+                                {"threads", threads},
+                                {"shared_bytes", sharedBytes},
+                                {"registers", artifacts->registers},
+                                {"spill_bytes", artifacts->spillBytes}};
+    if (llvm::Error e = diskCache().store(keyText, files, std::move(metadata)))
+      llvm::consumeError(std::move(e)); // a cache that cannot store is not a failure
+  }
+  runtime::KernelImage image{cubin, false, entryName, static_cast<unsigned>(threads),
+                             static_cast<unsigned>(sharedBytes)};
   auto loaded = runtime::LoadedKernel::load(driver_, image);
   if (!loaded)
     return loaded.takeError();

@@ -53,6 +53,15 @@ const char *flashbob_version(void);
 /* The message of the calling thread's last failed call ("" if none). */
 const char *flashbob_last_error(void);
 
+/* Autotuning of tile sizes (off by default, or FLASHBOB_AUTOTUNE=1): when on, the first call for
+ * a problem class times the candidate tiles on the real problem and persists the winner in the
+ * cache directory; later calls and processes reuse it. */
+void flashbob_set_autotune(int on);
+/* Directory of the on-disk kernel cache and tuning records (default: $FLASHBOB_CACHE_DIR, else
+ * $XDG_CACHE_HOME/flashbob, else ~/.cache/flashbob). Affects caches opened after the call, so
+ * call it before the first attention call. NULL or "" restores the default. */
+flashbob_status flashbob_set_cache_dir(const char *dir);
+
 /* O and the log-sum-exp L (float32, batch x heads x N) of softmax(scale Q K^T) V. */
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
                                  flashbob_tensor v, flashbob_tensor o, float *lse, void *stream);

@@ -31,4 +31,29 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim) {
   return {64, 64, 4, 1};
 }
 
+std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim) {
+  const bool keyMajor = kind == bob::KernelKind::bwd_kv || kind == bob::KernelKind::bob_kv;
+  TileConfig base = defaultTiles(kind, headDim);
+  std::vector<TileConfig> out = {base};
+  auto add = [&](TileConfig t) {
+    for (const TileConfig &o : out)
+      if (o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps)
+        return;
+    // Each warp owns whole 16-row fragments of the block's own rows.
+    int64_t own = keyMajor ? t.blockN : t.blockM;
+    if (own % (16 * t.warps) == 0 && t.blockM >= 16 && t.blockN >= 16)
+      out.push_back(t);
+  };
+  for (int64_t own : {64, 128})
+    for (int64_t other : {32, 64, 128})
+      for (int64_t warps : {4, 8})
+        add(keyMajor ? TileConfig{other, own, warps, 1} : TileConfig{own, other, warps, 1});
+  return out;
+}
+
+std::string tileName(const TileConfig &t) {
+  return "m" + std::to_string(t.blockM) + "_n" + std::to_string(t.blockN) + "_w" +
+         std::to_string(t.warps);
+}
+
 } // namespace flashbob::kernels

@@ -4,6 +4,9 @@
 
 #include "compiler/KernelSpec.h"
 
+#include <string>
+#include <vector>
+
 namespace flashbob::kernels {
 
 struct TileConfig {
@@ -12,5 +15,13 @@ struct TileConfig {
 
 // The default tiles for `kind` at `headDim` on the mma.sync path.
 TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim);
+
+// The autotuner's space for `kind` at `headDim`: the default first, then neighbours (block
+// sizes halved/doubled, 8 warps). Specs the compiler or the device cannot run are pruned by the
+// caller (the compiler's verifier, shared memory per block), never here.
+std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim);
+
+// "m64_n32_w4": how a configuration is named in tuning records and logs.
+std::string tileName(const TileConfig &t);
 
 } // namespace flashbob::kernels

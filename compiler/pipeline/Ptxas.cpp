@@ -40,6 +40,29 @@ llvm::Expected<std::string> findPtxas() {
   return fail("ptxas not found (set FLASHBOB_PTXAS or CUDA_HOME, or put it on PATH)");
 }
 
+std::string ptxasVersion() {
+  static const std::string version = [] {
+    auto ptxas = findPtxas();
+    if (!ptxas) {
+      llvm::consumeError(ptxas.takeError());
+      return std::string();
+    }
+    llvm::SmallString<128> out;
+    if (llvm::sys::fs::createTemporaryFile("flashbob-ptxas", "txt", out))
+      return std::string();
+    std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(out),
+                                                  llvm::StringRef(out)};
+    llvm::SmallVector<llvm::StringRef> args = {*ptxas, "--version"};
+    int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects);
+    std::string text = readFile(out);
+    llvm::sys::fs::remove(out);
+    if (rc != 0)
+      return std::string();
+    return llvm::StringRef(text).rtrim().rsplit('\n').second.str();
+  }();
+  return version;
+}
+
 void parsePtxasReport(Cubin &cubin) {
   llvm::SmallVector<llvm::StringRef> m;
   if (llvm::Regex("Used ([0-9]+) registers").match(cubin.log, &m))

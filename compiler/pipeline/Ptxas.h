@@ -22,6 +22,10 @@ llvm::Expected<std::string> findPtxas();
 // in a temporary file named in that command).
 llvm::Expected<Cubin> assembleWithPtxas(const std::string &ptx, const std::string &arch);
 
+// The last line of `ptxas --version` (e.g. "Cuda compilation tools, release 13.0, V13.0.88"),
+// run once per process; part of cache keys. Empty when ptxas cannot be run.
+std::string ptxasVersion();
+
 // Fills registers/spills/stack from a `ptxas -v` report.
 void parsePtxasReport(Cubin &cubin);
 

@@ -8,6 +8,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <thread>
@@ -181,13 +182,34 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
     return llvm::Error::success();
   };
 
-  // The forward provides O and L for the backward ops; the first run also compiles (JIT).
+  // The forward provides O and L for the backward ops; the first run also compiles (JIT) or
+  // loads the kernels from the disk cache.
+  auto firstStart = std::chrono::steady_clock::now();
   if (opt.op != Op::fwd)
     if (llvm::Error e = forward())
       return std::move(e);
   if (llvm::Error e = runOp())
     return std::move(e);
   FLASHBOB_CU(driver, cuCtxSynchronize());
+  double firstMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             firstStart).count();
+
+  // Host cost of one warm call (kernel cached, validation, argument packing, cuLaunchKernel):
+  // many calls back to back without waiting, timed on the host.
+  if (opt.launchOverhead) {
+    const int calls = 2000;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i)
+      if (llvm::Error e = runOp())
+        return std::move(e);
+    auto t1 = std::chrono::steady_clock::now();
+    FLASHBOB_CU(driver, cuCtxSynchronize());
+    os << llvm::formatv("host overhead per {0} call: {1:F2} us (mean of {2} warm calls, "
+                        "{3} kernel launch(es) each)\n",
+                        opName(opt.op),
+                        std::chrono::duration<double, std::micro>(t1 - t0).count() / calls, calls,
+                        opt.op == Op::fwd ? 1 : 2);
+  }
 
   CUevent start, stop;
   FLASHBOB_CU(driver, cuEventCreate(&start, CU_EVENT_DEFAULT));
@@ -219,6 +241,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
                       p.dtype == DType::bf16 ? "bf16" : "fp16", p.causal ? " causal" : "",
                       report.medianMs, times.size(), report.tflops, Flops::perPair(opt.op),
                       p.causal ? " / 2" : "");
+  os << llvm::formatv("first call (JIT compile or disk cache, then run): {0:F1} ms\n", firstMs);
   os << llvm::formatv("device memory: tensors {0:F3} GiB, O(N) workspace (L, D, c, b) {1:F2} MiB, "
                       "in use after the run {2:F3} GiB (nothing N x M; kernels allocate nothing)\n",
                       report.tensorBytes / (1ull << 30), report.workspaceBytes / (1 << 20),

@@ -21,6 +21,7 @@ struct RunOptions {
   int repeat = 5;         // timed runs (median reported)
   uint64_t seed = 1;
   int64_t checkRows = 64; // query rows checked when the problem is too large for a dense check
+  bool launchOverhead = false; // also time the host side of many warm calls
 };
 
 struct RunReport {

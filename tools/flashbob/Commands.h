@@ -13,7 +13,11 @@ extern llvm::cl::SubCommand compileCommand;
 int runCompile();
 
 extern llvm::cl::SubCommand runCommand;
+extern llvm::cl::SubCommand tuneCommand; // `run` with autotuning on and printed
 int runRun();
+
+extern llvm::cl::SubCommand cacheCommand;
+int runCache();
 
 extern llvm::cl::SubCommand devicesCommand;
 int runDevices();

@@ -21,8 +21,10 @@ int main(int argc, char **argv) {
     return runDemo();
   if (compileCommand)
     return runCompile();
-  if (runCommand)
+  if (runCommand || tuneCommand)
     return runRun();
+  if (cacheCommand)
+    return runCache();
   if (devicesCommand)
     return runDevices();
 

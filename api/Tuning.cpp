@@ -1,0 +1,118 @@
+#include "api/Tuning.h"
+
+#include "CompilerHash.h"
+#include "kernels/TileTable.h"
+#include "runtime/cache/DiskCache.h"
+#include "runtime/tune/Autotuner.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <atomic>
+#include <cstdlib>
+
+namespace flashbob::api {
+
+namespace {
+std::atomic<int> autotuneSwitch{-1}; // -1: follow FLASHBOB_AUTOTUNE
+
+int64_t nextPowerOfTwo(int64_t v) {
+  int64_t p = 1;
+  while (p < v)
+    p <<= 1;
+  return p;
+}
+} // namespace
+
+bool autotuneEnabled() {
+  int s = autotuneSwitch.load();
+  if (s >= 0)
+    return s == 1;
+  const char *env = std::getenv("FLASHBOB_AUTOTUNE");
+  return env && std::string(env) == "1";
+}
+
+void setAutotune(bool on) { autotuneSwitch = on ? 1 : 0; }
+
+std::string tuningDir() {
+  llvm::SmallString<256> dir(runtime::DiskCache::defaultDirectory());
+  llvm::sys::path::append(dir, "autotune");
+  return std::string(dir);
+}
+
+llvm::Expected<compiler::KernelSpec>
+chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const AttentionProblem &p,
+           CUstream stream, const std::function<llvm::Error(const CachedKernel &)> &launch) {
+  if (!autotuneEnabled())
+    return base;
+  static runtime::Autotuner tuner(tuningDir());
+
+  // Candidates, pruned by the compiler's verifier (cheap, before compiling anything).
+  std::vector<compiler::KernelSpec> specs;
+  std::vector<std::string> names;
+  mlir::MLIRContext ctx;
+  for (const kernels::TileConfig &t : kernels::candidateTiles(base.kind, base.headDim)) {
+    compiler::KernelSpec s = base;
+    s.blockM = t.blockM;
+    s.blockN = t.blockN;
+    s.warps = t.warps;
+    s.stages = t.stages;
+    if (llvm::Error e = compiler::validate(s, &ctx)) {
+      llvm::consumeError(std::move(e));
+      continue;
+    }
+    specs.push_back(s);
+    names.push_back(kernels::tileName(t));
+  }
+
+  runtime::CudaDriver &driver = cache.driver();
+  CUdevice dev;
+  FLASHBOB_CU(driver, cuCtxGetDevice(&dev));
+  char gpu[128] = {};
+  FLASHBOB_CU(driver, cuDeviceGetName(gpu, sizeof(gpu), dev));
+  int sharedLimit = 0;
+  FLASHBOB_CU(driver, cuDeviceGetAttribute(&sharedLimit,
+                                           CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+  std::string key = llvm::formatv(
+      "{0} d={1} {2}{3} scale={4} seq<={5} gpu={6} arch={7} flashbob={8} compiler={9}",
+      bob::stringifyKernelKind(base.kind), base.headDim, bob::stringifyElemType(base.dtype),
+      base.causal ? " causal" : "", base.effectiveScale(), nextPowerOfTwo(std::max(p.seqQ, p.seqK)),
+      gpu, base.arch, FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH);
+
+  auto measure = [&](size_t i) -> llvm::Expected<double> {
+    auto kernel = cache.kernel(specs[i]); // compiles and loads once; a failure: unusable
+    if (!kernel)
+      return kernel.takeError();
+    if ((*kernel)->loaded->sharedBytes() > static_cast<unsigned>(sharedLimit))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "needs %u B of shared memory, the device has %d",
+                                     (*kernel)->loaded->sharedBytes(), sharedLimit);
+    CUevent start, stop;
+    FLASHBOB_CU(driver, cuEventCreate(&start, CU_EVENT_DEFAULT));
+    FLASHBOB_CU(driver, cuEventCreate(&stop, CU_EVENT_DEFAULT));
+    llvm::Error err = driver.check(driver.api().cuEventRecord(start, stream), "cuEventRecord");
+    if (!err)
+      err = launch(**kernel);
+    if (!err)
+      err = driver.check(driver.api().cuEventRecord(stop, stream), "cuEventRecord");
+    if (!err)
+      err = driver.check(driver.api().cuEventSynchronize(stop), "cuEventSynchronize");
+    float ms = 0;
+    if (!err)
+      err = driver.check(driver.api().cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    driver.api().cuEventDestroy(start);
+    driver.api().cuEventDestroy(stop);
+    if (err)
+      return std::move(err);
+    return static_cast<double>(ms);
+  };
+  auto result = tuner.tune(key, names, measure);
+  if (!result)
+    return result.takeError();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == result->winner)
+      return specs[i];
+  return base;
+}
+
+} // namespace flashbob::api

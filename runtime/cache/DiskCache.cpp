@@ -1,0 +1,407 @@
+#include "runtime/cache/DiskCache.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+namespace flashbob::runtime {
+
+namespace fs = llvm::sys::fs;
+namespace path = llvm::sys::path;
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &what) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
+}
+
+llvm::Error failure(const llvm::Twine &call, std::error_code ec) {
+  return llvm::createStringError(ec, call + ": " + ec.message());
+}
+
+std::string sha256Hex(llvm::StringRef bytes) {
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes)), /*LowerCase=*/true);
+}
+
+bool isLowerHex(llvm::StringRef s, size_t length) {
+  return s.size() == length &&
+         llvm::all_of(s, [](char c) { return llvm::isDigit(c) || (c >= 'a' && c <= 'f'); });
+}
+
+// Names come back from metadata.json on lookup too, so this also keeps a damaged or hostile
+// metadata file from pointing outside the entry ("../x") or at metadata.json itself.
+bool isPlainFileName(llvm::StringRef name) {
+  return !name.empty() && !name.starts_with(".") && !name.contains('/') &&
+         !name.contains('\0') && name != DiskCache::MetadataFileName;
+}
+
+llvm::Error writeFile(llvm::StringRef filePath, llvm::StringRef bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(filePath, ec, fs::OF_None);
+  if (ec)
+    return failure("open " + filePath, ec);
+  os << bytes;
+  os.close();
+  if (os.has_error()) {
+    ec = os.error();
+    os.clear_error();
+    return failure("write " + filePath, ec);
+  }
+  // No fsync: a file cut short by a power loss fails its checksum and the entry is dropped.
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::string> readFile(llvm::StringRef filePath) {
+  auto buffer = llvm::MemoryBuffer::getFile(filePath, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return failure("read " + filePath, buffer.getError());
+  return (*buffer)->getBuffer().str();
+}
+
+llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
+  llvm::SmallString<256> metaPath(entryDir);
+  path::append(metaPath, DiskCache::MetadataFileName);
+  llvm::Expected<std::string> text = readFile(metaPath);
+  if (!text)
+    return text.takeError();
+  llvm::Expected<llvm::json::Value> value = llvm::json::parse(*text);
+  if (!value)
+    return failure("parse " + metaPath + ": " + llvm::toString(value.takeError()));
+  llvm::json::Object *object = value->getAsObject();
+  if (!object)
+    return failure(metaPath + " is not a JSON object");
+  return std::move(*object);
+}
+
+// Reads and verifies one entry directory; any error means "damaged or not this key".
+llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef key,
+                                     llvm::StringRef keyText) {
+  llvm::Expected<llvm::json::Object> meta = readMetadata(entryDir);
+  if (!meta)
+    return meta.takeError();
+  if (meta->getInteger("format") != DiskCache::FormatVersion)
+    return failure(entryDir + ": format version is not " + llvm::Twine(DiskCache::FormatVersion));
+  if (meta->getString("key") != std::optional<llvm::StringRef>(key))
+    return failure(entryDir + ": stored key differs");
+  if (meta->getString("keyText") != std::optional<llvm::StringRef>(keyText))
+    return failure(entryDir + ": stored key text differs");
+  const llvm::json::Array *files = meta->getArray("files");
+  const llvm::json::Object *callerMeta = meta->getObject("metadata");
+  if (!files || !callerMeta)
+    return failure(entryDir + ": metadata.json lacks files or metadata");
+
+  CacheEntry entry;
+  entry.key = key.str();
+  entry.keyText = keyText.str();
+  entry.metadata = *callerMeta;
+  llvm::StringSet<> seen;
+  for (const llvm::json::Value &f : *files) {
+    const llvm::json::Object *record = f.getAsObject();
+    std::optional<llvm::StringRef> name = record ? record->getString("name") : std::nullopt;
+    std::optional<int64_t> size = record ? record->getInteger("size") : std::nullopt;
+    std::optional<llvm::StringRef> sha = record ? record->getString("sha256") : std::nullopt;
+    if (!name || !size || !sha || !isPlainFileName(*name) || !seen.insert(*name).second)
+      return failure(entryDir + ": bad file record in metadata.json");
+    llvm::SmallString<256> filePath(entryDir);
+    path::append(filePath, *name);
+    uint64_t actualSize = 0;
+    if (std::error_code ec = fs::file_size(filePath, actualSize))
+      return failure("file_size " + filePath, ec);
+    if (*size < 0 || actualSize != uint64_t(*size))
+      return failure(filePath + ": size differs from metadata.json");
+    llvm::Expected<std::string> bytes = readFile(filePath);
+    if (!bytes)
+      return bytes.takeError();
+    if (bytes->size() != uint64_t(*size) || sha256Hex(*bytes) != *sha)
+      return failure(filePath + ": SHA-256 differs from metadata.json");
+    entry.files.push_back({name->str(), std::move(*bytes)});
+  }
+  return entry;
+}
+
+// Removes an entry without ever showing a half-deleted one: first an atomic rename out of the
+// way, then the slow delete. Best effort: a read-only cache keeps its damaged entry (still a miss).
+void discard(llvm::StringRef entryDir) {
+  llvm::SmallString<256> trash;
+  fs::createUniquePath(entryDir + ".trash-%%%%%%%%", trash, /*MakeAbsolute=*/false);
+  // The trash name ends in ".trash-..." so list() and lookup never take it for an entry.
+  if (!fs::rename(entryDir, trash))
+    (void)fs::remove_directories(trash, /*IgnoreErrors=*/true);
+  else
+    (void)fs::remove_directories(entryDir, /*IgnoreErrors=*/true);
+}
+
+std::string firstLine(llvm::StringRef text) { return text.split('\n').first.rtrim("\r").str(); }
+
+} // namespace
+
+const std::string *CacheEntry::file(llvm::StringRef name) const {
+  for (const CacheFile &f : files)
+    if (f.name == name)
+      return &f.bytes;
+  return nullptr;
+}
+
+DiskCache::DiskCache(llvm::StringRef directory) {
+  llvm::SmallString<256> absolute(directory);
+  // A relative FLASHBOB_CACHE_DIR must not change meaning if the process changes directory.
+  (void)fs::make_absolute(absolute);
+  path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  directory_ = absolute.str().str();
+}
+
+std::string DiskCache::defaultDirectory() {
+  if (const char *dir = std::getenv("FLASHBOB_CACHE_DIR"); dir && *dir)
+    return dir;
+  llvm::SmallString<256> result;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    result = xdg;
+    path::append(result, "flashbob");
+    return result.str().str();
+  }
+  const char *home = std::getenv("HOME");
+  if (home && *home)
+    result = home;
+  else if (!path::home_directory(result)) // HOME unset: the password database
+    result.clear();
+  if (result.empty()) {
+    // No home at all (a bare container): a shared temp directory is better than no cache.
+    path::system_temp_directory(/*ErasedOnReboot=*/true, result);
+    path::append(result, "flashbob-cache");
+    return result.str().str();
+  }
+  path::append(result, ".cache", "flashbob");
+  return result.str().str();
+}
+
+std::string DiskCache::keyFor(llvm::StringRef keyText) { return sha256Hex(keyText); }
+
+std::string DiskCache::entryPath(llvm::StringRef key) const {
+  llvm::SmallString<256> p(directory_);
+  path::append(p, key.take_front(2), key);
+  return p.str().str();
+}
+
+void DiskCache::degradeLocked(const llvm::Twine &reason) {
+  state_ = DirState::Unwritable;
+  // One line per process, not per cache object or per kernel: a read-only home would otherwise
+  // print it for every kernel compiled.
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    llvm::errs() << "flashbob: warning: kernel cache directory " << directory_
+                 << " is not writable (" << reason << "); caching in memory only\n";
+}
+
+bool DiskCache::ensureWritableLocked() {
+  if (state_ != DirState::Unknown)
+    return state_ == DirState::Writable;
+  if (std::error_code ec = fs::create_directories(directory_)) {
+    degradeLocked("create_directories: " + ec.message());
+    return false;
+  }
+  // create_directories accepts an existing regular file of that name.
+  if (!fs::is_directory(directory_)) {
+    degradeLocked("not a directory");
+    return false;
+  }
+  if (std::error_code ec = fs::access(directory_, fs::AccessMode::Write)) {
+    degradeLocked("access: " + ec.message());
+    return false;
+  }
+  state_ = DirState::Writable;
+  return true;
+}
+
+bool DiskCache::writable() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ensureWritableLocked();
+}
+
+std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
+  std::string key = keyFor(keyText);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = memory_.find(key); it != memory_.end() && it->second.keyText == keyText)
+    return it->second;
+  std::string entryDir = entryPath(key);
+  if (!fs::is_directory(entryDir))
+    return std::nullopt;
+  llvm::Expected<CacheEntry> entry = readEntry(entryDir, key, keyText);
+  if (!entry) {
+    llvm::consumeError(entry.takeError());
+    discard(entryDir);
+    return std::nullopt;
+  }
+  return std::move(*entry);
+}
+
+namespace {
+
+llvm::Error validateStore(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files) {
+  // metadata.json holds the key text as a JSON string, which must be UTF-8 to read back equal.
+  if (!llvm::json::isUTF8(keyText))
+    return failure("DiskCache::store: the key text is not valid UTF-8");
+  llvm::StringSet<> seen;
+  for (const CacheFile &f : files) {
+    if (!isPlainFileName(f.name))
+      return failure("DiskCache::store: bad file name '" + f.name +
+                     "' (must be a plain name, not hidden, not metadata.json)");
+    if (!seen.insert(f.name).second)
+      return failure("DiskCache::store: file name '" + f.name + "' given twice");
+  }
+  return llvm::Error::success();
+}
+
+// Builds the entry in a temporary directory beside its final place, then renames it in.
+llvm::Error storeOnDisk(llvm::StringRef entryDir, llvm::StringRef key, llvm::StringRef keyText,
+                        llvm::ArrayRef<CacheFile> files, const llvm::json::Object &callerMeta) {
+  llvm::StringRef shard = path::parent_path(entryDir);
+  if (std::error_code ec = fs::create_directories(shard))
+    return failure("create_directories " + shard, ec);
+  llvm::SmallString<256> temp;
+  // A leading dot and a suffix keep a leftover (crashed) temporary from ever looking like an entry.
+  if (std::error_code ec = fs::createUniqueDirectory(shard + "/." + key + ".tmp", temp))
+    return failure("createUniqueDirectory in " + shard, ec);
+  llvm::scope_exit removeTemp(
+      [&] { (void)fs::remove_directories(temp, /*IgnoreErrors=*/true); });
+
+  llvm::json::Array records;
+  for (const CacheFile &f : files) {
+    llvm::SmallString<256> filePath(temp);
+    path::append(filePath, f.name);
+    if (llvm::Error e = writeFile(filePath, f.bytes))
+      return e;
+    records.push_back(llvm::json::Object{{"name", f.name},
+                                         {"size", int64_t(f.bytes.size())},
+                                         {"sha256", sha256Hex(f.bytes)}});
+  }
+  llvm::json::Object meta{{"format", DiskCache::FormatVersion},
+                          {"key", key},
+                          {"keyText", keyText},
+                          {"files", std::move(records)},
+                          {"metadata", llvm::json::Object(callerMeta)}};
+  std::string metaText;
+  llvm::raw_string_ostream(metaText) << llvm::formatv("{0:2}", llvm::json::Value(std::move(meta)))
+                                     << "\n";
+  llvm::SmallString<256> metaPath(temp);
+  path::append(metaPath, DiskCache::MetadataFileName);
+  if (llvm::Error e = writeFile(metaPath, metaText))
+    return e;
+
+  // rename(2) refuses to replace a non-empty directory, so exactly one process gets its entry in.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::error_code ec = fs::rename(temp, entryDir);
+    if (!ec)
+      return llvm::Error::success();
+    if (!fs::is_directory(entryDir))
+      return failure("rename " + temp + " to " + entryDir, ec);
+    // Another process won the race: keep its entry if it is sound, else replace it once.
+    llvm::Expected<CacheEntry> existing = readEntry(entryDir, key, keyText);
+    if (existing)
+      return llvm::Error::success();
+    llvm::consumeError(existing.takeError());
+    discard(entryDir);
+  }
+  // Still losing to someone storing the same key; their entry stands.
+  if (fs::is_directory(entryDir))
+    return llvm::Error::success();
+  return failure("rename " + temp + " to " + entryDir + ": gave up after retrying");
+}
+
+} // namespace
+
+llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
+                             llvm::json::Object metadata) {
+  if (llvm::Error e = validateStore(keyText, files))
+    return e;
+  std::string key = keyFor(keyText);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ensureWritableLocked()) {
+    llvm::Error e = storeOnDisk(entryPath(key), key, keyText, files, metadata);
+    if (!e)
+      return llvm::Error::success();
+    degradeLocked(llvm::toString(std::move(e)));
+  }
+  memory_[key] = CacheEntry{key, keyText.str(), files.vec(), std::move(metadata)};
+  return llvm::Error::success();
+}
+
+std::vector<ListedEntry> DiskCache::list() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<ListedEntry> result;
+  std::error_code ec;
+  for (fs::directory_iterator shard(directory_, ec, /*follow_symlinks=*/false), end;
+       !ec && shard != end; shard.increment(ec)) {
+    llvm::StringRef shardName = path::filename(shard->path());
+    if (shard->type() != fs::file_type::directory_file || !isLowerHex(shardName, 2))
+      continue;
+    std::error_code innerEc;
+    for (fs::directory_iterator it(shard->path(), innerEc, false); !innerEc && it != end;
+         it.increment(innerEc)) {
+      llvm::StringRef key = path::filename(it->path());
+      if (it->type() != fs::file_type::directory_file || !isLowerHex(key, 64) ||
+          !key.starts_with(shardName))
+        continue;
+      ListedEntry listed;
+      listed.key = key.str();
+      llvm::Expected<llvm::json::Object> meta = readMetadata(it->path());
+      if (meta) {
+        const llvm::json::Object *callerMeta = meta->getObject("metadata");
+        std::optional<llvm::StringRef> name =
+            callerMeta ? callerMeta->getString("name") : std::nullopt;
+        std::optional<llvm::StringRef> keyText = meta->getString("keyText");
+        listed.summary = name ? name->str() : keyText ? firstLine(*keyText) : "";
+      } else {
+        llvm::consumeError(meta.takeError());
+        listed.summary = "(damaged: unreadable metadata.json)";
+      }
+      fs::file_status dirStatus;
+      if (!fs::status(it->path(), dirStatus))
+        listed.modified = dirStatus.getLastModificationTime();
+      std::error_code fileEc;
+      for (fs::directory_iterator f(it->path(), fileEc, false); !fileEc && f != end;
+           f.increment(fileEc)) {
+        fs::file_status st;
+        if (!fs::status(f->path(), st, /*follow=*/false) && st.type() == fs::file_type::regular_file)
+          listed.bytes += st.getSize();
+      }
+      result.push_back(std::move(listed));
+    }
+  }
+  std::sort(result.begin(), result.end(),
+            [](const ListedEntry &a, const ListedEntry &b) { return a.key < b.key; });
+  return result;
+}
+
+llvm::Error DiskCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.clear();
+  if (!fs::is_directory(directory_))
+    return llvm::Error::success(); // nothing of ours there
+  std::vector<std::string> shards;
+  std::error_code ec;
+  for (fs::directory_iterator it(directory_, ec, /*follow_symlinks=*/false), end;
+       !ec && it != end; it.increment(ec))
+    if (it->type() == fs::file_type::directory_file &&
+        isLowerHex(path::filename(it->path()), 2))
+      shards.push_back(it->path());
+  if (ec)
+    return failure("read directory " + directory_, ec);
+  for (const std::string &shard : shards)
+    if (std::error_code removeEc = fs::remove_directories(shard))
+      return failure("remove_directories " + shard, removeEc);
+  return llvm::Error::success();
+}
+
+} // namespace flashbob::runtime

@@ -1,0 +1,112 @@
+// The on-disk kernel cache: every compilation stage of one kernel (MLIR, LLVM IR, PTX, cubin,
+// ptxas log) kept under a key so a later process skips the compiler and ptxas.
+//
+// Layout: <dir>/<first 2 hex of key>/<key>/ holds the caller's files and metadata.json. An entry
+// is built in a temporary sibling directory and renamed into place, so readers see either no
+// entry or a complete one; metadata.json records each file's size and SHA-256, so damage done
+// afterwards (a crash before data reached the disk, a full disk, a stray edit) is caught by
+// lookup, which removes the entry and reports a miss.
+//
+// The key is the SHA-256 of a canonical key text the caller composes from everything that can
+// change the output (spec, options, versions of the project, compiler, LLVM and ptxas, arch).
+// The text itself is stored too and compared on lookup, so a mismatch never returns a kernel.
+#pragma once
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Chrono.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flashbob::runtime {
+
+// One stage's output: a plain file name (no '/', not starting with '.', not "metadata.json")
+// and its bytes.
+struct CacheFile {
+  std::string name;
+  std::string bytes;
+};
+
+struct CacheEntry {
+  std::string key;             // keyFor(keyText)
+  std::string keyText;
+  std::vector<CacheFile> files; // in the order they were stored
+  llvm::json::Object metadata;  // the caller's object, as stored
+
+  // The bytes of the file with this name, or nullptr.
+  const std::string *file(llvm::StringRef name) const;
+};
+
+// One entry as `flashbob cache list` shows it.
+struct ListedEntry {
+  std::string key;
+  std::string summary;  // the caller metadata's "name", else the key text's first line
+  uint64_t bytes = 0;   // every file of the entry, metadata.json included
+  llvm::sys::TimePoint<> modified;
+};
+
+class DiskCache {
+public:
+  // Bumped when the layout or metadata.json changes; entries of another version are misses.
+  static constexpr int64_t FormatVersion = 1;
+  static constexpr llvm::StringLiteral MetadataFileName = "metadata.json";
+
+  // A cache rooted at `directory` (made absolute; created on the first store).
+  explicit DiskCache(llvm::StringRef directory);
+  DiskCache(const DiskCache &) = delete;
+  DiskCache &operator=(const DiskCache &) = delete;
+
+  // FLASHBOB_CACHE_DIR if set and non-empty, else $XDG_CACHE_HOME/flashbob, else
+  // $HOME/.cache/flashbob (home from the password database when HOME is unset).
+  static std::string defaultDirectory();
+  static DiskCache fromEnvironment() { return DiskCache(defaultDirectory()); }
+
+  // 64 lower-case hex digits: SHA-256 of the key text.
+  static std::string keyFor(llvm::StringRef keyText);
+
+  llvm::StringRef directory() const { return directory_; }
+
+  // The verified entry for this key text, or nullopt. Never returns a damaged or mismatching
+  // entry: such an entry is removed (best effort) and reported as a miss.
+  std::optional<CacheEntry> lookup(llvm::StringRef keyText);
+
+  // Stores the files and the caller's metadata under keyFor(keyText). If another process stored
+  // the key first, its entry is kept and this succeeds. If the directory cannot be written, this
+  // still succeeds: one warning line per process goes to stderr, writable() turns false and the
+  // entry is kept in this object's memory. The error is only for invalid arguments (a bad or
+  // repeated file name).
+  llvm::Error store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
+                    llvm::json::Object metadata);
+
+  // False once the directory proved unusable (probing it if no store has tried yet).
+  bool writable();
+
+  // Every entry on disk, sorted by key. Temporary and foreign directories are skipped.
+  std::vector<ListedEntry> list();
+
+  // Removes every entry: only the two-hex-digit subdirectories (and what they hold, leftover
+  // temporaries included); other files in the directory are left alone.
+  llvm::Error clear();
+
+private:
+  enum class DirState { Unknown, Writable, Unwritable };
+
+  // Creates the directory if needed; on failure switches to memory-only with the warning.
+  bool ensureWritableLocked();
+  void degradeLocked(const llvm::Twine &reason);
+  std::string entryPath(llvm::StringRef key) const;
+
+  std::string directory_;
+  std::mutex mutex_;
+  DirState state_ = DirState::Unknown;
+  std::map<std::string, CacheEntry> memory_; // only used once unwritable
+};
+
+} // namespace flashbob::runtime

@@ -1,0 +1,160 @@
+#include "runtime/tune/Autotuner.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace flashbob::runtime {
+
+Autotuner::Autotuner(std::string storeDir) : storeDir_(std::move(storeDir)), log_(&llvm::errs()) {}
+
+bool Autotuner::verbose() const {
+  const char *v = std::getenv("FLASHBOB_PRINT_AUTOTUNING");
+  return v && std::string(v) == "1";
+}
+
+std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const {
+  llvm::SHA256 hash;
+  hash.update(key);
+  for (const std::string &c : candidates) {
+    hash.update("\n");
+    hash.update(c);
+  }
+  std::string name = llvm::toHex(hash.final(), /*LowerCase=*/true) + ".json";
+  if (storeDir_.empty())
+    return name;
+  llvm::SmallString<256> path(storeDir_);
+  llvm::sys::path::append(path, name);
+  return std::string(path);
+}
+
+namespace {
+std::optional<std::string> readWinner(const std::string &path, llvm::StringRef key,
+                                      llvm::ArrayRef<std::string> candidates) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return std::nullopt;
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *o = json->getAsObject();
+  if (!o)
+    return std::nullopt;
+  // The file name is a hash: check the record really is this key and candidate list.
+  auto storedKey = o->getString("key");
+  auto winner = o->getString("winner");
+  const llvm::json::Array *stored = o->getArray("candidates");
+  if (!storedKey || *storedKey != key || !winner || !stored || stored->size() != candidates.size())
+    return std::nullopt;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if ((*stored)[i].getAsString() != llvm::StringRef(candidates[i]))
+      return std::nullopt;
+  if (std::find(candidates.begin(), candidates.end(), winner->str()) == candidates.end())
+    return std::nullopt;
+  return winner->str();
+}
+
+// Temp file + rename: readers never see half a record; concurrent writers both succeed.
+void writeRecord(const std::string &path, const llvm::json::Value &record) {
+  llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path));
+  llvm::SmallString<256> temp;
+  int fd;
+  if (llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp))
+    return; // unwritable: the winner stays in memory
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << llvm::formatv("{0:2}", record) << "\n";
+  }
+  if (llvm::sys::fs::rename(temp, path))
+    llvm::sys::fs::remove(temp);
+}
+} // namespace
+
+llvm::Expected<TuneResult> Autotuner::tune(
+    llvm::StringRef key, llvm::ArrayRef<std::string> candidates,
+    const std::function<llvm::Expected<double>(size_t)> &measureMs, int repeats) {
+  if (candidates.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "autotune: no candidates for " + key);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string path = recordPath(key, candidates);
+  for (auto &[p, w] : memory_)
+    if (p == path)
+      return TuneResult{w, {}, true};
+  if (!storeDir_.empty())
+    if (auto winner = readWinner(path, key, candidates)) {
+      if (verbose())
+        *log_ << "flashbob autotune: " << key << ": reusing " << *winner << " (" << path << ")\n";
+      memory_.emplace_back(path, *winner);
+      return TuneResult{*winner, {}, true};
+    }
+
+  // Tuning can take a while (each candidate is compiled and timed): always say it is happening.
+  if (!verbose())
+    *log_ << "flashbob autotune: tuning " << key << " over " << candidates.size()
+          << " candidates (FLASHBOB_PRINT_AUTOTUNING=1 shows each)\n";
+  TuneResult result;
+  double best = 0;
+  std::string failures;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (verbose())
+      *log_ << llvm::formatv("flashbob autotune: [{0}/{1}] {2} ... ", i + 1, candidates.size(),
+                             candidates[i]);
+    std::vector<double> times;
+    std::string error;
+    for (int r = 0; r < std::max(1, repeats) + 1; ++r) { // the first run warms up (JIT, caches)
+      auto t = measureMs(i);
+      if (!t) {
+        error = llvm::toString(t.takeError());
+        break;
+      }
+      if (r > 0)
+        times.push_back(*t);
+    }
+    if (!error.empty()) {
+      if (verbose())
+        *log_ << "unusable: " << error << "\n";
+      failures += "\n  " + candidates[i] + ": " + error;
+      continue;
+    }
+    std::sort(times.begin(), times.end());
+    double median = times[times.size() / 2];
+    result.medianMs.emplace_back(candidates[i], median);
+    if (verbose())
+      *log_ << llvm::formatv("{0:F3} ms\n", median);
+    if (result.winner.empty() || median < best) {
+      best = median;
+      result.winner = candidates[i];
+    }
+  }
+  if (result.winner.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "autotune: every candidate failed for " + key + failures);
+  if (verbose())
+    *log_ << "flashbob autotune: " << key << ": chose " << result.winner << "\n";
+
+  llvm::json::Array names, times;
+  for (const std::string &c : candidates)
+    names.push_back(c);
+  for (auto &[name, ms] : result.medianMs)
+    times.push_back(llvm::json::Object{{"candidate", name}, {"median_ms", ms}});
+  if (!storeDir_.empty())
+    writeRecord(path, llvm::json::Object{{"key", key},
+                                         {"candidates", std::move(names)},
+                                         {"winner", result.winner},
+                                         {"times", std::move(times)}});
+  memory_.emplace_back(path, result.winner);
+  return result;
+}
+
+} // namespace flashbob::runtime

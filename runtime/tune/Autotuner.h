@@ -1,0 +1,51 @@
+// Picks the fastest of a list of candidate configurations by timing each on the real problem,
+// and remembers the winner on disk so later runs and other processes reuse it without timing.
+//
+// Knows nothing of what a candidate is: the caller names candidates and measures one run of
+// candidate i (e.g. a kernel launch between CUDA events). A candidate whose measurement fails
+// scores as unusable; tuning fails only when every candidate does.
+#pragma once
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace flashbob::runtime {
+
+struct TuneResult {
+  std::string winner;
+  std::vector<std::pair<std::string, double>> medianMs; // empty when reused from disk
+  bool reused = false;
+};
+
+class Autotuner {
+public:
+  // `storeDir` holds one JSON file per tuning key (empty: remember in memory only).
+  explicit Autotuner(std::string storeDir);
+
+  // `key` names everything the winner depends on (problem class, GPU, compiler build). The
+  // candidate list is part of the stored key: adding a candidate re-tunes instead of reusing a
+  // winner chosen without it. `measureMs(i)` runs candidate i once and returns its time.
+  llvm::Expected<TuneResult> tune(llvm::StringRef key, llvm::ArrayRef<std::string> candidates,
+                                  const std::function<llvm::Expected<double>(size_t)> &measureMs,
+                                  int repeats = 5);
+
+  // Where progress and times go when FLASHBOB_PRINT_AUTOTUNING=1 (default: stderr).
+  void setLog(llvm::raw_ostream *os) { log_ = os; }
+  bool verbose() const;
+  std::string recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const;
+
+private:
+  std::string storeDir_;
+  llvm::raw_ostream *log_;
+  std::mutex mutex_;
+  std::vector<std::pair<std::string, std::string>> memory_; // record path -> winner
+};
+
+} // namespace flashbob::runtime

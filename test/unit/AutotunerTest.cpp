@@ -1,0 +1,95 @@
+// The generic autotuner with measured times injected (no GPU): picks the fastest, scores failing
+// candidates as unusable, persists the winner so another tuner (another process) reuses it with
+// no timing, and re-tunes when the candidate list changes.
+#include "runtime/tune/Autotuner.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <catch2/catch.hpp>
+
+using flashbob::runtime::Autotuner;
+
+namespace {
+struct TempDir {
+  llvm::SmallString<128> path;
+  TempDir() { REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-tune", path)); }
+  ~TempDir() { llvm::sys::fs::remove_directories(path); }
+};
+
+llvm::Error failure(const char *why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), why);
+}
+} // namespace
+
+TEST_CASE("autotuner picks the fastest usable candidate and persists it", "[tune]") {
+  TempDir dir;
+  const std::vector<std::string> names = {"m64_n64_w4", "m128_n32_w8", "m64_n32_w4"};
+  const double ms[] = {2.0, 1.5, 3.0};
+  int calls = 0;
+  auto measure = [&](size_t i) -> llvm::Expected<double> {
+    ++calls;
+    if (i == 1)
+      return failure("needs 300000 B of shared memory");  // unusable, not fatal
+    return ms[i];
+  };
+  Autotuner tuner(std::string(dir.path));
+  auto first = tuner.tune("bob_q d=64 bf16 gpu=X", names, measure, 3);
+  REQUIRE(static_cast<bool>(first));
+  CHECK(first->winner == "m64_n64_w4");
+  CHECK_FALSE(first->reused);
+  CHECK(first->medianMs.size() == 2);
+  CHECK(calls == 4 + 1 + 4); // warm-up + 3 timed for each usable one; 1 failed attempt
+
+  // A new tuner (as in another process) reuses the record without measuring.
+  Autotuner again(std::string(dir.path));
+  calls = 0;
+  auto second = again.tune("bob_q d=64 bf16 gpu=X", names, measure, 3);
+  REQUIRE(static_cast<bool>(second));
+  CHECK(second->reused);
+  CHECK(second->winner == "m64_n64_w4");
+  CHECK(calls == 0);
+
+  // A different key, or one more candidate, is tuned afresh.
+  auto otherKey = again.tune("bob_q d=64 bf16 gpu=Y", names, measure, 3);
+  REQUIRE(static_cast<bool>(otherKey));
+  CHECK_FALSE(otherKey->reused);
+  std::vector<std::string> more = names;
+  more.push_back("m32_n32_w2");
+  const double moreMs[] = {2.0, 1.5, 3.0, 0.5};
+  auto measureMore = [&](size_t i) -> llvm::Expected<double> { return moreMs[i]; };
+  auto extended = again.tune("bob_q d=64 bf16 gpu=X", more, measureMore, 3);
+  REQUIRE(static_cast<bool>(extended));
+  CHECK_FALSE(extended->reused);
+  CHECK(extended->winner == "m32_n32_w2");
+}
+
+TEST_CASE("autotuner fails clearly when every candidate fails, and ignores a damaged record",
+          "[tune]") {
+  TempDir dir;
+  Autotuner tuner(std::string(dir.path));
+  auto none = tuner.tune("k", {"a", "b"}, [](size_t) -> llvm::Expected<double> {
+    return failure("compile error");
+  });
+  REQUIRE_FALSE(static_cast<bool>(none));
+  std::string message = llvm::toString(none.takeError());
+  CHECK_THAT(message, Catch::Contains("every candidate failed") && Catch::Contains("compile error"));
+
+  // A truncated record is not trusted: the tuner measures again.
+  std::string path = tuner.recordPath("k2", {"a", "b"});
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    REQUIRE_FALSE(ec);
+    os << "{\"key\": \"k2\", \"winn";
+  }
+  int calls = 0;
+  Autotuner fresh(std::string(dir.path));
+  auto result = fresh.tune("k2", {"a", "b"}, [&](size_t i) -> llvm::Expected<double> {
+    ++calls;
+    return i == 0 ? 1.0 : 2.0;
+  });
+  REQUIRE(static_cast<bool>(result));
+  CHECK(result->winner == "a");
+  CHECK(calls > 0);
+}

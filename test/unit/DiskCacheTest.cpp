@@ -1,0 +1,554 @@
+// The on-disk kernel cache: hits return what was stored, every key field matters, entries
+// appear whole or not at all (also across processes), damage is a miss that heals, and an
+// unusable directory degrades to memory with one warning.
+#include "runtime/cache/DiskCache.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fcntl.h>
+#include <set>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace flashbob::runtime;
+namespace fs = llvm::sys::fs;
+namespace path = llvm::sys::path;
+
+namespace {
+
+// A fresh directory per test, removed afterwards.
+struct TempDir {
+  llvm::SmallString<128> dir;
+  TempDir() { REQUIRE(!fs::createUniqueDirectory("flashbob-disk-cache-test", dir)); }
+  ~TempDir() { (void)fs::remove_directories(dir, /*IgnoreErrors=*/true); }
+  std::string sub(llvm::StringRef a, llvm::StringRef b = "", llvm::StringRef c = "") const {
+    llvm::SmallString<256> p(dir);
+    path::append(p, a, b, c);
+    return p.str().str();
+  }
+};
+
+// Sets (or unsets, for nullptr) an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> saved;
+  ScopedEnv(const char *n, const char *value) : name(n) {
+    if (const char *old = std::getenv(n))
+      saved = old;
+    if (value)
+      ::setenv(n, value, 1);
+    else
+      ::unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (saved)
+      ::setenv(name.c_str(), saved->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
+
+// The key fields a caller composes, one "field: value" line each.
+struct KeyFields {
+  std::string spec = "bob_q head_dim=64 causal=0 dtype=f16";
+  std::string options = "-O3 tile=64x64 stages=2";
+  std::string projectVersion = "0.1.0";
+  std::string compilerHash = "a7b3be0";
+  std::string llvmVersion = "22.1.0";
+  std::string ptxasVersion = "12.8.93";
+  std::string arch = "sm_90a";
+};
+
+std::string composeKey(const KeyFields &f) {
+  return "spec: " + f.spec + "\noptions: " + f.options + "\nflashbob: " + f.projectVersion +
+         "\ncompiler: " + f.compilerHash + "\nllvm: " + f.llvmVersion +
+         "\nptxas: " + f.ptxasVersion + "\narch: " + f.arch + "\n";
+}
+
+std::vector<CacheFile> sampleFiles(llvm::StringRef tag) {
+  std::string cubin("\x7f" "ELF\0\0\xff\xfe", 8);
+  for (int i = 0; i < 4096; ++i)
+    cubin.push_back(char(i * 131 + tag.size()));
+  return {{"kernel.bob.mlir", "bob.kernel @" + tag.str() + " {}\n"},
+          {"kernel.lowered.mlir", "gpu.module @" + tag.str() + " {}\n"},
+          {"kernel.ll", "define void @" + tag.str() + "() { ret void }\n"},
+          {"kernel.ptx", ".version 8.5\n.target sm_90a\n.entry " + tag.str() + "() { ret; }\n"},
+          {"kernel.cubin", cubin},
+          {"ptxas.log", "ptxas info: Used 168 registers\n"}};
+}
+
+llvm::json::Object sampleMeta(llvm::StringRef name) {
+  return llvm::json::Object{{"name", name},
+                            {"entry", name},
+                            {"threads", 128},
+                            {"sharedBytes", 49152},
+                            {"registers", 168}};
+}
+
+void storeOk(DiskCache &cache, llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
+             llvm::json::Object meta) {
+  llvm::Error e = cache.store(keyText, files, std::move(meta));
+  INFO((e ? llvm::toString(std::move(e)) : std::string()));
+  REQUIRE(!e);
+}
+
+bool sameFiles(const CacheEntry &entry, const std::vector<CacheFile> &files) {
+  if (entry.files.size() != files.size())
+    return false;
+  for (size_t i = 0; i < files.size(); ++i)
+    if (entry.files[i].name != files[i].name || entry.files[i].bytes != files[i].bytes)
+      return false;
+  return true;
+}
+
+std::string entryDir(const DiskCache &cache, llvm::StringRef keyText) {
+  std::string key = DiskCache::keyFor(keyText);
+  llvm::SmallString<256> p(cache.directory());
+  path::append(p, key.substr(0, 2), key);
+  return p.str().str();
+}
+
+std::set<std::string> filesIn(llvm::StringRef dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.insert(path::filename(it->path()).str());
+  return names;
+}
+
+void writeBytes(llvm::StringRef filePath, llvm::StringRef bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(filePath, ec);
+  REQUIRE(!ec);
+  os << bytes;
+}
+
+std::string readBytes(llvm::StringRef filePath) {
+  auto buffer = llvm::MemoryBuffer::getFile(filePath, /*IsText=*/false);
+  REQUIRE(buffer);
+  return (*buffer)->getBuffer().str();
+}
+
+// Waits for a child process; true when it exited 0.
+bool childSucceeded(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid)
+    return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+void waitForFile(const std::string &barrier) {
+  while (!fs::exists(barrier))
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+} // namespace
+
+TEST_CASE("miss on an empty cache, then a hit returns the stored bytes and metadata", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  const std::string keyText = composeKey(KeyFields());
+  CHECK(!cache.lookup(keyText));
+  CHECK(cache.writable());
+
+  std::vector<CacheFile> files = sampleFiles("bob_q");
+  storeOk(cache, keyText, files, sampleMeta("bob_q"));
+
+  // A fresh object reads the disk, not this object's memory.
+  DiskCache again(tmp.sub("cache"));
+  std::optional<CacheEntry> hit = again.lookup(keyText);
+  REQUIRE(hit);
+  CHECK(hit->key == DiskCache::keyFor(keyText));
+  CHECK(hit->keyText == keyText);
+  CHECK(sameFiles(*hit, files));
+  CHECK(hit->metadata == sampleMeta("bob_q"));
+  REQUIRE(hit->file("kernel.cubin"));
+  CHECK(*hit->file("kernel.cubin") == files[4].bytes);
+  CHECK(!hit->file("missing"));
+
+  // The key is SHA-256 hex, sharded by its first two digits.
+  const std::string key = DiskCache::keyFor(keyText);
+  CHECK(key.size() == 64);
+  CHECK(DiskCache::keyFor("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(fs::is_directory(tmp.sub("cache", key.substr(0, 2), key)));
+}
+
+TEST_CASE("store rejects bad file names", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  for (const char *bad : {"", "../escape", "a/b", ".hidden", "metadata.json"}) {
+    llvm::Error e = cache.store("key", {{bad, "x"}}, {});
+    CHECK(bool(e));
+    llvm::consumeError(std::move(e));
+  }
+  llvm::Error twice = cache.store("key", {{"a", "1"}, {"a", "2"}}, {});
+  CHECK_THAT(twice ? llvm::toString(std::move(twice)) : "", Catch::Contains("given twice"));
+  CHECK(!cache.lookup("key"));
+}
+
+TEST_CASE("every field of the composed key text changes the key", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  const KeyFields base;
+  storeOk(cache, composeKey(base), sampleFiles("base"), sampleMeta("base"));
+  REQUIRE(cache.lookup(composeKey(base)));
+
+  std::vector<std::pair<const char *, std::string KeyFields::*>> fields = {
+      {"spec", &KeyFields::spec},
+      {"options", &KeyFields::options},
+      {"project version", &KeyFields::projectVersion},
+      {"compiler hash", &KeyFields::compilerHash},
+      {"LLVM version", &KeyFields::llvmVersion},
+      {"ptxas version", &KeyFields::ptxasVersion},
+      {"arch", &KeyFields::arch}};
+  std::set<std::string> keys = {DiskCache::keyFor(composeKey(base))};
+  for (auto &[name, member] : fields) {
+    INFO("changed field: " << name);
+    KeyFields changed = base;
+    changed.*member += "x";
+    const std::string text = composeKey(changed);
+    CHECK(DiskCache::keyFor(text) != DiskCache::keyFor(composeKey(base)));
+    keys.insert(DiskCache::keyFor(text));
+    CHECK(!cache.lookup(text));
+  }
+  CHECK(keys.size() == fields.size() + 1);
+  CHECK(cache.lookup(composeKey(base))); // the misses did not disturb the stored entry
+}
+
+TEST_CASE("no partially written entry is ever visible", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  const std::string keyText = composeKey(KeyFields());
+  const std::string key = DiskCache::keyFor(keyText);
+  const std::string shard = tmp.sub("cache", key.substr(0, 2));
+
+  // A writer that crashed left a half-built temporary (with a complete-looking one beside it).
+  REQUIRE(!fs::create_directories(shard + "/." + key + ".tmp-dead01"));
+  writeBytes(shard + "/." + key + ".tmp-dead01/kernel.ptx", ".version 8");
+  REQUIRE(!fs::create_directories(shard + "/." + key + ".tmp-dead02"));
+  for (const CacheFile &f : sampleFiles("crashed"))
+    writeBytes(shard + "/." + key + ".tmp-dead02/" + f.name, f.bytes);
+  CHECK(!cache.lookup(keyText));
+  CHECK(cache.list().empty());
+
+  std::vector<CacheFile> files = sampleFiles("whole");
+  storeOk(cache, keyText, files, sampleMeta("whole"));
+  std::optional<CacheEntry> hit = cache.lookup(keyText);
+  REQUIRE(hit);
+  CHECK(sameFiles(*hit, files));
+  CHECK(filesIn(entryDir(cache, keyText)) ==
+        std::set<std::string>{"kernel.bob.mlir", "kernel.lowered.mlir", "kernel.ll", "kernel.ptx",
+                              "kernel.cubin", "ptxas.log", "metadata.json"});
+  // The store left no temporary of its own: only the entry and the two crashed ones.
+  CHECK(filesIn(shard).size() == 3);
+  CHECK(cache.list().size() == 1);
+
+  // While another process stores many entries, every entry directory this one can see is
+  // complete: a lookup of it hits.
+  const int count = 40;
+  std::vector<std::string> texts;
+  for (int i = 0; i < count; ++i)
+    texts.push_back("atomicity " + std::to_string(i) + "\n" + std::string(size_t(i) * 1000, 'k'));
+  std::vector<CacheFile> big = sampleFiles("big");
+  big[4].bytes.append(std::string(1 << 20, '\x5a'));
+  const std::string barrier = tmp.sub("go");
+  pid_t writer = ::fork();
+  REQUIRE(writer >= 0);
+  if (writer == 0) {
+    waitForFile(barrier);
+    DiskCache child(tmp.sub("cache"));
+    for (const std::string &t : texts)
+      if (llvm::Error e = child.store(t, big, sampleMeta("big"))) {
+        llvm::consumeError(std::move(e));
+        ::_exit(1);
+      }
+    ::_exit(0);
+  }
+  writeBytes(barrier, "");
+  int seenWhole = 0, seenPartial = 0, writerStatus = -1;
+  DiskCache reader(tmp.sub("cache"));
+  for (bool done = false; !done;) {
+    done = ::waitpid(writer, &writerStatus, WNOHANG) == writer; // a last pass after it exits
+    for (const std::string &t : texts) {
+      if (!fs::is_directory(entryDir(reader, t)))
+        continue;
+      std::optional<CacheEntry> e = reader.lookup(t);
+      (e && sameFiles(*e, big) ? seenWhole : seenPartial)++;
+    }
+  }
+  CHECK((WIFEXITED(writerStatus) && WEXITSTATUS(writerStatus) == 0));
+  CHECK(seenPartial == 0);
+  CHECK(seenWhole >= count);
+}
+
+TEST_CASE("a damaged entry is a miss, is removed, and a new store heals it", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  const std::string keyText = composeKey(KeyFields());
+  const std::string dir = entryDir(cache, keyText);
+  const std::vector<CacheFile> files = sampleFiles("bob_kv");
+  auto storeFresh = [&] {
+    storeOk(cache, keyText, files, sampleMeta("bob_kv"));
+    REQUIRE(cache.lookup(keyText));
+  };
+
+  SECTION("truncated cubin") {
+    storeFresh();
+    REQUIRE(::truncate((dir + "/kernel.cubin").c_str(), 100) == 0);
+    CHECK(!cache.lookup(keyText));
+    CHECK(!fs::exists(dir));
+  }
+  SECTION("one byte flipped in the PTX (same size)") {
+    storeFresh();
+    std::string ptx = readBytes(dir + "/kernel.ptx");
+    ptx[3] ^= 0x20;
+    writeBytes(dir + "/kernel.ptx", ptx);
+    CHECK(!cache.lookup(keyText));
+    CHECK(!fs::exists(dir));
+  }
+  SECTION("a file missing") {
+    storeFresh();
+    REQUIRE(!fs::remove(dir + "/ptxas.log"));
+    CHECK(!cache.lookup(keyText));
+  }
+  SECTION("metadata.json garbage of many kinds") {
+    const std::string nested = std::string(200000, '[') + std::string(200000, ']');
+    const std::string binary("\0\xff\x01{\"", 5);
+    for (const std::string &garbage :
+         {std::string(), std::string("{\"format\":1,"), binary, std::string("[]"),
+          std::string("{\"format\":\"1\"}"), std::string("{\"format\":1,\"files\":\"x\"}"),
+          std::string("{\"format\":1,\"files\":[{\"name\":\"../../x\",\"size\":1}]}"), nested}) {
+      INFO("garbage of " << garbage.size() << " bytes");
+      storeFresh();
+      writeBytes(dir + "/metadata.json", garbage);
+      CHECK(!cache.lookup(keyText));
+      CHECK(!fs::exists(dir));
+    }
+  }
+  SECTION("another format version or key text in metadata.json") {
+    for (auto [from, to] : {std::pair<std::string, std::string>{"\"format\": 1", "\"format\": 2"},
+                            {"spec: bob_q", "spec: bob_z"}}) {
+      INFO("replacing " << from);
+      storeFresh();
+      std::string meta = readBytes(dir + "/metadata.json");
+      size_t at = meta.find(from);
+      REQUIRE(at != std::string::npos);
+      meta.replace(at, from.size(), to);
+      writeBytes(dir + "/metadata.json", meta);
+      CHECK(!cache.lookup(keyText));
+    }
+  }
+  SECTION("an empty directory where the entry should be") {
+    REQUIRE(!fs::create_directories(dir));
+    CHECK(!cache.lookup(keyText));
+  }
+  SECTION("a damaged entry in the way of a store is replaced") {
+    storeFresh();
+    REQUIRE(::truncate((dir + "/kernel.cubin").c_str(), 1) == 0);
+  }
+
+  storeOk(cache, keyText, files, sampleMeta("bob_kv"));
+  std::optional<CacheEntry> hit = cache.lookup(keyText);
+  REQUIRE(hit);
+  CHECK(sameFiles(*hit, files));
+}
+
+TEST_CASE("two processes storing the same key both succeed and leave one entry", "[cache]") {
+  TempDir tmp;
+  for (int round = 0; round < 5; ++round) {
+    INFO("round " << round);
+    const std::string keyText = "race round " + std::to_string(round);
+    const std::string barrier = tmp.sub("barrier" + std::to_string(round));
+    std::vector<CacheFile> files = sampleFiles("race");
+    files[4].bytes.append(std::string(256 << 10, char(round)));
+    pid_t children[2];
+    for (pid_t &child : children) {
+      child = ::fork();
+      REQUIRE(child >= 0);
+      if (child == 0) {
+        waitForFile(barrier);
+        DiskCache cache(tmp.sub("cache"));
+        llvm::Error e = cache.store(keyText, files, sampleMeta("race"));
+        bool ok = !e && cache.writable();
+        llvm::consumeError(std::move(e));
+        std::optional<CacheEntry> hit = cache.lookup(keyText);
+        ::_exit(ok && hit && sameFiles(*hit, files) ? 0 : 1);
+      }
+    }
+    writeBytes(barrier, "");
+    CHECK(childSucceeded(children[0]));
+    CHECK(childSucceeded(children[1]));
+
+    DiskCache cache(tmp.sub("cache"));
+    std::optional<CacheEntry> hit = cache.lookup(keyText);
+    REQUIRE(hit);
+    CHECK(sameFiles(*hit, files));
+    // One entry, and the loser's temporary is gone.
+    const std::string key = DiskCache::keyFor(keyText);
+    CHECK(filesIn(tmp.sub("cache", key.substr(0, 2))) == std::set<std::string>{key});
+  }
+}
+
+TEST_CASE("an unwritable cache directory degrades to memory with one warning", "[cache]") {
+  TempDir tmp;
+  const std::string file = tmp.sub("not-a-directory");
+  writeBytes(file, "a regular file");
+  const std::string keyText = composeKey(KeyFields());
+  const std::vector<CacheFile> files = sampleFiles("mem");
+
+  // stderr goes to a file while the caches run (llvm::errs() is unbuffered).
+  const std::string captured = tmp.sub("stderr.txt");
+  int savedStderr = ::dup(2);
+  int capture = ::open(captured.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  REQUIRE(savedStderr >= 0);
+  REQUIRE(capture >= 0);
+  ::dup2(capture, 2);
+  ::close(capture);
+
+  bool missBefore = false, writableFile = true, writableUnder = true, hitInMemory = false,
+       missFresh = false;
+  std::string storeErrors;
+  {
+    ScopedEnv env("FLASHBOB_CACHE_DIR", file.c_str());
+    DiskCache cache = DiskCache::fromEnvironment();
+    missBefore = !cache.lookup(keyText);
+    for (int i = 0; i < 3; ++i)
+      if (llvm::Error e = cache.store(keyText, files, sampleMeta("mem")))
+        storeErrors += llvm::toString(std::move(e));
+    writableFile = cache.writable();
+    std::optional<CacheEntry> hit = cache.lookup(keyText);
+    hitInMemory = hit && sameFiles(*hit, files);
+    missFresh = !DiskCache(file).lookup(keyText);
+
+    // A path under a regular file: create_directories fails outright.
+    DiskCache under(file + "/sub/dir");
+    if (llvm::Error e = under.store(keyText, files, sampleMeta("mem")))
+      storeErrors += llvm::toString(std::move(e));
+    writableUnder = under.writable();
+  }
+
+  ::dup2(savedStderr, 2);
+  ::close(savedStderr);
+  const std::string warnings = readBytes(captured);
+
+  CHECK(missBefore);
+  CHECK(storeErrors.empty());
+  CHECK(!writableFile);
+  CHECK(!writableUnder);
+  CHECK(hitInMemory);
+  CHECK(missFresh);
+  CHECK(std::count(warnings.begin(), warnings.end(), '\n') == 1);
+  CHECK_THAT(warnings, Catch::StartsWith("flashbob: warning: kernel cache directory " + file +
+                                         " is not writable (") &&
+                           Catch::EndsWith("); caching in memory only\n"));
+  CHECK(readBytes(file) == "a regular file");
+}
+
+TEST_CASE("fromEnvironment: FLASHBOB_CACHE_DIR, then XDG_CACHE_HOME, then HOME", "[cache]") {
+  ScopedEnv flashbob("FLASHBOB_CACHE_DIR", "/srv/fb-cache");
+  ScopedEnv xdg("XDG_CACHE_HOME", "/xdg/cache");
+  ScopedEnv home("HOME", "/home/tester");
+  CHECK(DiskCache::defaultDirectory() == "/srv/fb-cache");
+  CHECK(DiskCache::fromEnvironment().directory() == "/srv/fb-cache");
+
+  ::setenv("FLASHBOB_CACHE_DIR", "", 1); // empty counts as unset
+  CHECK(DiskCache::fromEnvironment().directory() == "/xdg/cache/flashbob");
+  ::unsetenv("FLASHBOB_CACHE_DIR");
+  CHECK(DiskCache::fromEnvironment().directory() == "/xdg/cache/flashbob");
+
+  ::unsetenv("XDG_CACHE_HOME");
+  CHECK(DiskCache::fromEnvironment().directory() == "/home/tester/.cache/flashbob");
+
+  // A relative directory is made absolute once, so a later chdir does not move the cache.
+  ::setenv("FLASHBOB_CACHE_DIR", "rel/cache", 1);
+  llvm::SmallString<256> expected;
+  REQUIRE(!fs::current_path(expected));
+  path::append(expected, "rel", "cache");
+  CHECK(DiskCache::fromEnvironment().directory() == expected.str());
+}
+
+TEST_CASE("list shows every entry and clear removes only entries", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  CHECK(cache.list().empty());
+  CHECK(!cache.clear()); // nothing there yet
+
+  const auto before = std::chrono::system_clock::now() - std::chrono::seconds(5);
+  std::vector<CacheFile> files = sampleFiles("listed");
+  storeOk(cache, "first line of key A\nmore", files, sampleMeta("kernel_a"));
+  storeOk(cache, "first line of key B\nmore", files, sampleMeta("kernel_b"));
+  storeOk(cache, "unnamed kernel key\nmore", files, llvm::json::Object{{"threads", 64}});
+
+  // Foreign things in the cache directory: listed never, removed never.
+  writeBytes(tmp.sub("cache", "README"), "mine");
+  REQUIRE(!fs::create_directories(tmp.sub("cache", "keep-me")));
+  writeBytes(tmp.sub("cache", "keep-me", "x"), "mine");
+  REQUIRE(!fs::create_directories(tmp.sub("cache", "abc")));
+
+  std::vector<ListedEntry> listed = cache.list();
+  REQUIRE(listed.size() == 3);
+  std::set<std::string> summaries;
+  for (const ListedEntry &e : listed) {
+    summaries.insert(e.summary);
+    const std::string dir = tmp.sub("cache", e.key.substr(0, 2), e.key);
+    uint64_t metaSize = 0;
+    REQUIRE(!fs::file_size(dir + "/metadata.json", metaSize));
+    uint64_t expected = metaSize;
+    for (const CacheFile &f : files)
+      expected += f.bytes.size();
+    CHECK(e.bytes == expected);
+    CHECK(e.modified > before);
+  }
+  CHECK(std::is_sorted(listed.begin(), listed.end(),
+                       [](const ListedEntry &a, const ListedEntry &b) { return a.key < b.key; }));
+  CHECK(summaries == std::set<std::string>{"kernel_a", "kernel_b", "unnamed kernel key"});
+
+  llvm::Error e = cache.clear();
+  REQUIRE(!e);
+  CHECK(cache.list().empty());
+  CHECK(!cache.lookup("first line of key A\nmore"));
+  CHECK(fs::exists(tmp.sub("cache", "README")));
+  CHECK(fs::exists(tmp.sub("cache", "keep-me", "x")));
+  CHECK(fs::exists(tmp.sub("cache", "abc")));
+  CHECK(filesIn(tmp.sub("cache")) == std::set<std::string>{"README", "keep-me", "abc"});
+
+  // The cache still works after a clear.
+  storeOk(cache, "after clear", files, sampleMeta("again"));
+  CHECK(cache.lookup("after clear"));
+}
+
+TEST_CASE("concurrent calls from threads of one process", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  const std::vector<CacheFile> files = sampleFiles("threads");
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const std::string keyText = "thread key " + std::to_string(i % 7);
+        if (llvm::Error e = cache.store(keyText, files, sampleMeta("t" + std::to_string(t)))) {
+          llvm::consumeError(std::move(e));
+          ++failures;
+        }
+        std::optional<CacheEntry> hit = cache.lookup(keyText);
+        if (!hit || !sameFiles(*hit, files))
+          ++failures;
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  CHECK(failures == 0);
+  CHECK(cache.list().size() == 7);
+}
