@@ -75,11 +75,23 @@ runtime::DiskCache &diskCache() {
 }
 } // namespace
 
+// The in-memory key: the spec's fields as raw bytes. Built on every launch, so no formatting.
+static std::string memoryKey(const compiler::KernelSpec &s) {
+  const int64_t fields[] = {static_cast<int64_t>(s.kind), s.headDim, s.blockM, s.blockN, s.warps,
+                            s.stages, static_cast<int64_t>(s.dtype), s.causal};
+  double scale = s.effectiveScale();
+  std::string key(reinterpret_cast<const char *>(fields), sizeof(fields));
+  key.append(reinterpret_cast<const char *>(&scale), sizeof(scale));
+  key += s.arch;
+  return key;
+}
+
 llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelSpec &spec) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string key = spec.name();
-  if (auto it = kernels_.find(key); it != kernels_.end())
+  std::string memKey = memoryKey(spec);
+  if (auto it = kernels_.find(memKey); it != kernels_.end())
     return it->second.get();
+  std::string key = spec.name();
 
   // On disk: every stage of a kernel compiled by any earlier process with the same key.
   std::string keyText = diskKeyText(spec);
@@ -125,7 +137,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     return loaded.takeError();
   auto entry = std::make_unique<CachedKernel>(CachedKernel{spec, std::move(*loaded)});
   const CachedKernel *result = entry.get();
-  kernels_[key] = std::move(entry);
+  kernels_[memKey] = std::move(entry);
   return result;
 }
 

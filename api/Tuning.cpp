@@ -28,8 +28,12 @@ bool autotuneEnabled() {
   int s = autotuneSwitch.load();
   if (s >= 0)
     return s == 1;
-  const char *env = std::getenv("FLASHBOB_AUTOTUNE");
-  return env && std::string(env) == "1";
+  // Read once: this is on every launch's path.
+  static const bool fromEnvironment = [] {
+    const char *env = std::getenv("FLASHBOB_AUTOTUNE");
+    return env && std::string(env) == "1";
+  }();
+  return fromEnvironment;
 }
 
 void setAutotune(bool on) { autotuneSwitch = on ? 1 : 0; }

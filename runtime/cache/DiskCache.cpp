@@ -70,12 +70,39 @@ llvm::Expected<std::string> readFile(llvm::StringRef filePath) {
   return (*buffer)->getBuffer().str();
 }
 
+// llvm::json::parse recurses once per nesting level, so a damaged file of many '[' would
+// overflow the stack; ours nest a few levels (plus whatever the caller's metadata nests).
+bool nestsTooDeeply(llvm::StringRef text, int limit = 256) {
+  int depth = 0;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit)
+        return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
   llvm::SmallString<256> metaPath(entryDir);
   path::append(metaPath, DiskCache::MetadataFileName);
   llvm::Expected<std::string> text = readFile(metaPath);
   if (!text)
     return text.takeError();
+  if (nestsTooDeeply(*text))
+    return failure(metaPath + " nests too deeply to be ours");
   llvm::Expected<llvm::json::Value> value = llvm::json::parse(*text);
   if (!value)
     return failure("parse " + metaPath + ": " + llvm::toString(value.takeError()));
@@ -137,10 +164,11 @@ void discard(llvm::StringRef entryDir) {
   llvm::SmallString<256> trash;
   fs::createUniquePath(entryDir + ".trash-%%%%%%%%", trash, /*MakeAbsolute=*/false);
   // The trash name ends in ".trash-..." so list() and lookup never take it for an entry.
-  if (!fs::rename(entryDir, trash))
-    (void)fs::remove_directories(trash, /*IgnoreErrors=*/true);
+  llvm::StringRef victim = fs::rename(entryDir, trash) ? entryDir : llvm::StringRef(trash);
+  if (fs::is_directory(victim))
+    (void)fs::remove_directories(victim, /*IgnoreErrors=*/true);
   else
-    (void)fs::remove_directories(entryDir, /*IgnoreErrors=*/true);
+    (void)fs::remove(victim); // a stray file where an entry belongs
 }
 
 std::string firstLine(llvm::StringRef text) { return text.split('\n').first.rtrim("\r").str(); }
@@ -235,7 +263,7 @@ std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
   if (auto it = memory_.find(key); it != memory_.end() && it->second.keyText == keyText)
     return it->second;
   std::string entryDir = entryPath(key);
-  if (!fs::is_directory(entryDir))
+  if (!fs::exists(entryDir))
     return std::nullopt;
   llvm::Expected<CacheEntry> entry = readEntry(entryDir, key, keyText);
   if (!entry) {
@@ -304,7 +332,7 @@ llvm::Error storeOnDisk(llvm::StringRef entryDir, llvm::StringRef key, llvm::Str
     std::error_code ec = fs::rename(temp, entryDir);
     if (!ec)
       return llvm::Error::success();
-    if (!fs::is_directory(entryDir))
+    if (!fs::exists(entryDir))
       return failure("rename " + temp + " to " + entryDir, ec);
     // Another process won the race: keep its entry if it is sound, else replace it once.
     llvm::Expected<CacheEntry> existing = readEntry(entryDir, key, keyText);

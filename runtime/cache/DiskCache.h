@@ -81,7 +81,7 @@ public:
   // the key first, its entry is kept and this succeeds. If the directory cannot be written, this
   // still succeeds: one warning line per process goes to stderr, writable() turns false and the
   // entry is kept in this object's memory. The error is only for invalid arguments (a bad or
-  // repeated file name).
+  // repeated file name, a key text that is not UTF-8).
   llvm::Error store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
                     llvm::json::Object metadata);
 

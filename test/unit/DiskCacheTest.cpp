@@ -33,7 +33,9 @@ struct TempDir {
   ~TempDir() { (void)fs::remove_directories(dir, /*IgnoreErrors=*/true); }
   std::string sub(llvm::StringRef a, llvm::StringRef b = "", llvm::StringRef c = "") const {
     llvm::SmallString<256> p(dir);
-    path::append(p, a, b, c);
+    for (llvm::StringRef part : {a, b, c})
+      if (!part.empty()) // path::append would add a trailing '/' for an empty part
+        path::append(p, part);
     return p.str().str();
   }
 };
@@ -129,6 +131,7 @@ std::set<std::string> filesIn(llvm::StringRef dir) {
 void writeBytes(llvm::StringRef filePath, llvm::StringRef bytes) {
   std::error_code ec;
   llvm::raw_fd_ostream os(filePath, ec);
+  INFO("open " << filePath.str() << ": " << ec.message());
   REQUIRE(!ec);
   os << bytes;
 }
@@ -147,9 +150,14 @@ bool childSucceeded(pid_t pid) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// A child's barrier; gives up (exit 2) after 20 s so a failed parent never leaves it behind.
 void waitForFile(const std::string &barrier) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!fs::exists(barrier))
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (std::chrono::steady_clock::now() > deadline)
+      ::_exit(2);
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 } // namespace
@@ -352,6 +360,13 @@ TEST_CASE("a damaged entry is a miss, is removed, and a new store heals it", "[c
   SECTION("an empty directory where the entry should be") {
     REQUIRE(!fs::create_directories(dir));
     CHECK(!cache.lookup(keyText));
+  }
+  SECTION("a regular file where the entry should be") {
+    REQUIRE(!fs::create_directories(path::parent_path(dir)));
+    writeBytes(dir, "stray");
+    CHECK(!cache.lookup(keyText));
+    CHECK(!fs::exists(dir));
+    writeBytes(dir, "stray"); // and in the way of the store below
   }
   SECTION("a damaged entry in the way of a store is replaced") {
     storeFresh();
