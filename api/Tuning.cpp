@@ -1,6 +1,7 @@
 #include "api/Tuning.h"
 
 #include "CompilerHash.h"
+#include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
 #include "runtime/cache/DiskCache.h"
 #include "runtime/tune/Autotuner.h"
@@ -51,7 +52,17 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
     return base;
   static runtime::Autotuner tuner(tuningDir());
 
-  // Candidates, pruned by the compiler's verifier (cheap, before compiling anything).
+  runtime::CudaDriver &driver = cache.driver();
+  CUdevice dev;
+  FLASHBOB_CU(driver, cuCtxGetDevice(&dev));
+  char gpu[128] = {};
+  FLASHBOB_CU(driver, cuDeviceGetName(gpu, sizeof(gpu), dev));
+  int sharedLimit = 0;
+  FLASHBOB_CU(driver, cuDeviceGetAttribute(&sharedLimit,
+                                           CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+
+  // Candidates, pruned before anything is compiled: by the compiler's verifier, then by the
+  // device's shared memory per block (exact bytes from the IR, no lowering).
   std::vector<compiler::KernelSpec> specs;
   std::vector<std::string> names;
   mlir::MLIRContext ctx;
@@ -65,18 +76,16 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
       llvm::consumeError(std::move(e));
       continue;
     }
+    auto shared = kernels::sharedBytesFor(s);
+    if (!shared) {
+      llvm::consumeError(shared.takeError());
+      continue;
+    }
+    if (*shared > sharedLimit)
+      continue;
     specs.push_back(s);
     names.push_back(kernels::tileName(t));
   }
-
-  runtime::CudaDriver &driver = cache.driver();
-  CUdevice dev;
-  FLASHBOB_CU(driver, cuCtxGetDevice(&dev));
-  char gpu[128] = {};
-  FLASHBOB_CU(driver, cuDeviceGetName(gpu, sizeof(gpu), dev));
-  int sharedLimit = 0;
-  FLASHBOB_CU(driver, cuDeviceGetAttribute(&sharedLimit,
-                                           CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
   std::string key = llvm::formatv(
       "{0} d={1} {2}{3} scale={4} seq<={5} gpu={6} arch={7} flashbob={8} compiler={9}",
       bob::stringifyKernelKind(base.kind), base.headDim, bob::stringifyElemType(base.dtype),

@@ -1,6 +1,11 @@
 #include "kernels/Kernels.h"
 #include "kernels/common/KernelBuilder.h"
+#include "compiler/passes/Passes.h"
 #include "compiler/pipeline/Ptxas.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <limits>
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -70,6 +75,25 @@ llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSp
   artifacts->spillBytes = cubin->spillStoreBytes + cubin->spillLoadBytes;
   artifacts->stackBytes = cubin->stackBytes;
   return artifacts;
+}
+
+llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
+  mlir::DialectRegistry registry;
+  compiler::registerDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  auto module = buildKernel(ctx, spec);
+  if (!module)
+    return module.takeError();
+  mlir::PassManager pm(&ctx);
+  // No limit here: the caller compares with its device's.
+  pm.addNestedPass<bob::KernelOp>(bob::createBobAllocateShared(
+      bob::BobAllocateSharedOptions{std::numeric_limits<int64_t>::max()}));
+  if (mlir::failed(pm.run(**module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "bob-allocate-shared failed for " + spec.name());
+  int64_t bytes = 0;
+  (*module)->walk([&](bob::KernelOp k) { bytes = k.getSharedBytes(); });
+  return bytes;
 }
 
 Grid gridFor(const compiler::KernelSpec &spec, int64_t batch, int64_t heads, int64_t seqQ,

@@ -23,6 +23,10 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext 
 llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
                                                       bool assemble);
 
+// Dynamic shared memory the kernel for `spec` needs, from its IR and bob-allocate-shared alone
+// (milliseconds, no lowering): lets the autotuner prune candidates before compiling them.
+llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec);
+
 // Grid of a kernel for one problem: x over the blocks of the rows the kernel owns (queries for
 // query-major kinds, keys for key-major ones), y over batch * heads.
 struct Grid {

@@ -94,3 +94,34 @@ TEST_CASE("specs the compiler cannot build are rejected before any compilation",
   REQUIRE_FALSE(static_cast<bool>(bad));
   CHECK_THAT(llvm::toString(bad.takeError()), Catch::Contains("block_m 48"));
 }
+
+TEST_CASE("shared memory is known before compiling and matches the compiled kernel", "[compiler]") {
+  for (bob::KernelKind kind : kImplementedKinds)
+    for (int64_t d : {64, 128}) {
+      compiler::KernelSpec spec;
+      spec.kind = kind;
+      spec.headDim = d;
+      Tiles t = tiles(kind, d, 0);
+      spec.blockM = t.blockM;
+      spec.blockN = t.blockN;
+      spec.warps = t.warps;
+      INFO(spec.name());
+      auto estimate = kernels::sharedBytesFor(spec);
+      REQUIRE(static_cast<bool>(estimate));
+      auto compiled = kernels::compileKernel(spec, /*assemble=*/false);
+      REQUIRE(static_cast<bool>(compiled));
+      CHECK(*estimate == compiled->sharedBytes);
+      // Independent count: the kernel's shared tiles, rows padded by 16 bytes, 128-byte aligned.
+      auto padded = [&](int64_t rows) { return (rows * (d + 8) * 2 + 127) / 128 * 128; };
+      int64_t q = padded(spec.blockM), k = padded(spec.blockN);
+      int64_t expected = 0;
+      switch (kind) {
+      case bob::KernelKind::fwd: expected = q + 2 * k; break;           // Q | K, V
+      case bob::KernelKind::bwd_q: expected = 2 * q + 2 * k; break;     // Q, dO | K, V
+      case bob::KernelKind::bwd_kv: expected = 2 * k + 2 * q; break;    // K, V | Q, dO
+      case bob::KernelKind::bob_q: expected = 3 * q + 4 * k; break;     // Q, dO, uQ | K, V, uK, uV
+      case bob::KernelKind::bob_kv: expected = 4 * k + 3 * q; break;    // K, V, uK, uV | Q, dO, uQ
+      }
+      CHECK(*estimate == expected);
+    }
+}
