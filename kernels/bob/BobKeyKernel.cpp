@@ -27,19 +27,12 @@ void buildBobKeyValue(KernelBuilder &kb) {
         gK = args[11], gV = args[12];
   Value n = kb.dim(q, 2), m = kb.dim(k, 2);
   auto [batch, head] = kb.batchAndHead(q);
-  Value key0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), kb.index(bn));
+  Value key0 = kb.blockStart(bn);
 
-  Value ks = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value vs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value uKs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value uVs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value qs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value dOs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value uQs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  bob::LoadSharedOp::create(b, k, batch, head, key0, m, ks);
-  bob::LoadSharedOp::create(b, v, batch, head, key0, m, vs);
-  bob::LoadSharedOp::create(b, uK, batch, head, key0, m, uKs);
-  bob::LoadSharedOp::create(b, uV, batch, head, key0, m, uVs);
+  auto keyTiles = kb.allocShared(4, bn), queryTiles = kb.allocShared(3, bm);
+  Value ks = keyTiles[0], vs = keyTiles[1], uKs = keyTiles[2], uVs = keyTiles[3];
+  Value qs = queryTiles[0], dOs = queryTiles[1], uQs = queryTiles[2];
+  kb.loadShared({k, v, uK, uV}, keyTiles, batch, head, key0, m);
 
   Value zero = bob::SplatOp::create(b, kb.rtile(bn, d), b.getF32FloatAttr(0));
   Value blocks = arith::CeilDivUIOp::create(b, n, kb.index(bm));
@@ -49,9 +42,7 @@ void buildBobKeyValue(KernelBuilder &kb) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value query0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bm));
-    bob::LoadSharedOp::create(b, q, batch, head, query0, n, qs);
-    bob::LoadSharedOp::create(b, dO, batch, head, query0, n, dOs);
-    bob::LoadSharedOp::create(b, uQ, batch, head, query0, n, uQs);
+    kb.loadShared({q, dO, uQ}, queryTiles, batch, head, query0, n);
     auto column = [&](Value rowsTensor) {
       return bob::LoadVecOp::create(b, kb.colvec(bm), rowsTensor, batch, head, query0, n,
                                     b.getF32FloatAttr(0))

@@ -30,7 +30,7 @@ void buildBobQuery(KernelBuilder &kb) {
         cOut = args[12], bOut = args[13];
   Value n = kb.dim(q, 2), m = kb.dim(k, 2);
   auto [batch, head] = kb.batchAndHead(q);
-  Value row0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), kb.index(bm));
+  Value row0 = kb.blockStart(bm);
   auto rows = kb.rowvec(bm);
 
   // D = rowsum(dO o O) (also written: pass 2 reads it).
@@ -43,16 +43,10 @@ void buildBobQuery(KernelBuilder &kb) {
   Value lseLog2 = lseToLog2(kb, bob::LoadVecOp::create(b, rows, lse, batch, head, row0, n,
                                                        b.getF32FloatAttr(0)));
 
-  Value qs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value dOs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value uQs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value ks = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value vs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value uKs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value uVs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  bob::LoadSharedOp::create(b, q, batch, head, row0, n, qs);
-  bob::LoadSharedOp::create(b, dO, batch, head, row0, n, dOs);
-  bob::LoadSharedOp::create(b, uQ, batch, head, row0, n, uQs);
+  auto queryTiles = kb.allocShared(3, bm), keyTiles = kb.allocShared(4, bn);
+  Value qs = queryTiles[0], dOs = queryTiles[1], uQs = queryTiles[2];
+  Value ks = keyTiles[0], vs = keyTiles[1], uKs = keyTiles[2], uVs = keyTiles[3];
+  kb.loadShared({q, dO, uQ}, queryTiles, batch, head, row0, n);
 
   Value zeroAcc = bob::SplatOp::create(b, kb.rtile(bm, d), b.getF32FloatAttr(0));
   Value zeroRow = bob::SplatOp::create(b, rows, b.getF32FloatAttr(0));
@@ -65,10 +59,7 @@ void buildBobQuery(KernelBuilder &kb) {
           x3 = loop.getRegionIterArg(2), x4 = loop.getRegionIterArg(3),
           cAcc = loop.getRegionIterArg(4), bAcc = loop.getRegionIterArg(5);
     Value col0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bn));
-    bob::LoadSharedOp::create(b, k, batch, head, col0, m, ks);
-    bob::LoadSharedOp::create(b, v, batch, head, col0, m, vs);
-    bob::LoadSharedOp::create(b, uK, batch, head, col0, m, uKs);
-    bob::LoadSharedOp::create(b, uV, batch, head, col0, m, uVs);
+    kb.loadShared({k, v, uK, uV}, keyTiles, batch, head, col0, m);
 
     Value p = probabilities(kb, qs, ks, lseLog2, row0, col0, n, m);
     Value dP = product(kb, dOs, vs, /*transposeB=*/true, bm, bn);

@@ -24,7 +24,7 @@ void buildBackwardQuery(KernelBuilder &kb) {
         dQ = args[6], dOut = args[7];
   Value n = kb.dim(q, 2), m = kb.dim(k, 2);
   auto [batch, head] = kb.batchAndHead(q);
-  Value row0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), kb.index(bm));
+  Value row0 = kb.blockStart(bm);
 
   // D = rowsum(dO o O), in f32 from the stored outputs.
   Value oTile = bob::LoadTileOp::create(b, kb.rtile(bm, d), o, batch, head, row0, n);
@@ -35,12 +35,9 @@ void buildBackwardQuery(KernelBuilder &kb) {
   Value lseLog2 = lseToLog2(kb, bob::LoadVecOp::create(b, kb.rowvec(bm), lse, batch, head, row0, n,
                                                        b.getF32FloatAttr(0)));
 
-  Value qs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value dOs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value ks = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value vs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  bob::LoadSharedOp::create(b, q, batch, head, row0, n, qs);
-  bob::LoadSharedOp::create(b, dO, batch, head, row0, n, dOs);
+  auto queryTiles = kb.allocShared(2, bm), keyTiles = kb.allocShared(2, bn);
+  Value qs = queryTiles[0], dOs = queryTiles[1], ks = keyTiles[0], vs = keyTiles[1];
+  kb.loadShared({q, dO}, queryTiles, batch, head, row0, n);
 
   Value acc0 = bob::SplatOp::create(b, kb.rtile(bm, d), b.getF32FloatAttr(0));
   auto loop = scf::ForOp::create(b, kb.index(0), keyBlocksToVisit(kb, row0, n, m), kb.index(1),
@@ -49,8 +46,7 @@ void buildBackwardQuery(KernelBuilder &kb) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value col0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bn));
-    bob::LoadSharedOp::create(b, k, batch, head, col0, m, ks);
-    bob::LoadSharedOp::create(b, v, batch, head, col0, m, vs);
+    kb.loadShared({k, v}, keyTiles, batch, head, col0, m);
     Value p = probabilities(kb, qs, ks, lseLog2, row0, col0, n, m);
     Value dP = product(kb, dOs, vs, /*transposeB=*/true, bm, bn);
     Value dS = bob::MulOp::create(b, p, bob::SubOp::create(b, dP, dRow));
@@ -71,14 +67,11 @@ void buildBackwardKeyValue(KernelBuilder &kb) {
         dK = args[6], dV = args[7];
   Value n = kb.dim(q, 2), m = kb.dim(k, 2);
   auto [batch, head] = kb.batchAndHead(q);
-  Value key0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), kb.index(bn));
+  Value key0 = kb.blockStart(bn);
 
-  Value ks = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value vs = bob::AllocSharedOp::create(b, kb.smem(bn, d), nullptr);
-  Value qs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  Value dOs = bob::AllocSharedOp::create(b, kb.smem(bm, d), nullptr);
-  bob::LoadSharedOp::create(b, k, batch, head, key0, m, ks);
-  bob::LoadSharedOp::create(b, v, batch, head, key0, m, vs);
+  auto keyTiles = kb.allocShared(2, bn), queryTiles = kb.allocShared(2, bm);
+  Value ks = keyTiles[0], vs = keyTiles[1], qs = queryTiles[0], dOs = queryTiles[1];
+  kb.loadShared({k, v}, keyTiles, batch, head, key0, m);
 
   Value zero = bob::SplatOp::create(b, kb.rtile(bn, d), b.getF32FloatAttr(0));
   Value blocks = arith::CeilDivUIOp::create(b, n, kb.index(bm));
@@ -88,8 +81,7 @@ void buildBackwardKeyValue(KernelBuilder &kb) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value query0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bm));
-    bob::LoadSharedOp::create(b, q, batch, head, query0, n, qs);
-    bob::LoadSharedOp::create(b, dO, batch, head, query0, n, dOs);
+    kb.loadShared({q, dO}, queryTiles, batch, head, query0, n);
     Value lseLog2 = lseToLog2(kb, bob::LoadVecOp::create(b, kb.colvec(bm), lse, batch, head, query0,
                                                          n, b.getF32FloatAttr(0)));
     Value dCol = bob::LoadVecOp::create(b, kb.colvec(bm), dRows, batch, head, query0, n,

@@ -72,4 +72,22 @@ std::pair<Value, Value> KernelBuilder::batchAndHead(Value anyTensor) {
   return {arith::DivUIOp::create(b, y, heads), arith::RemUIOp::create(b, y, heads)};
 }
 
+Value KernelBuilder::blockStart(int64_t rowsPerBlock) {
+  return arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
+                               index(rowsPerBlock));
+}
+
+llvm::SmallVector<Value> KernelBuilder::allocShared(size_t count, int64_t rows) {
+  llvm::SmallVector<Value> tiles;
+  for (size_t i = 0; i < count; ++i)
+    tiles.push_back(bob::AllocSharedOp::create(b, smem(rows, spec.headDim), nullptr));
+  return tiles;
+}
+
+void KernelBuilder::loadShared(llvm::ArrayRef<Value> tensors, llvm::ArrayRef<Value> tiles,
+                               Value batch, Value head, Value row, Value bound) {
+  for (auto [tensor, tile] : llvm::zip_equal(tensors, tiles))
+    bob::LoadSharedOp::create(b, tensor, batch, head, row, bound, tile);
+}
+
 } // namespace flashbob::kernels

@@ -42,6 +42,15 @@ public:
 
   // (batch, head) of this block from blockIdx.y = batch * heads + head.
   std::pair<mlir::Value, mlir::Value> batchAndHead(mlir::Value anyTensor);
+
+  // First row this block owns: blockIdx.x * rowsPerBlock.
+  mlir::Value blockStart(int64_t rowsPerBlock);
+
+  // One shared tile of rows x head_dim per tensor (allocated in order).
+  llvm::SmallVector<mlir::Value> allocShared(size_t count, int64_t rows);
+  // Copies rows [row, row + tile rows) of each tensor[batch, head] into its tile (zero past bound).
+  void loadShared(llvm::ArrayRef<mlir::Value> tensors, llvm::ArrayRef<mlir::Value> tiles,
+                  mlir::Value batch, mlir::Value head, mlir::Value row, mlir::Value bound);
 };
 
 } // namespace flashbob::kernels

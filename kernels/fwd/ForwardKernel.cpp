@@ -25,13 +25,12 @@ void buildForward(KernelBuilder &kb) {
 
   Value n = kb.dim(q, 2), m = kb.dim(k, 2);
   auto [batch, head] = kb.batchAndHead(q);
-  Value row0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), kb.index(bm));
+  Value row0 = kb.blockStart(bm);
 
-  auto qType = kb.smem(bm, d), kvType = kb.smem(bn, d);
-  Value qs = bob::AllocSharedOp::create(b, qType, nullptr);
-  Value ks = bob::AllocSharedOp::create(b, kvType, nullptr);
-  Value vs = bob::AllocSharedOp::create(b, kvType, nullptr);
-  bob::LoadSharedOp::create(b, q, batch, head, row0, n, qs);
+  Value qs = kb.allocShared(1, bm)[0];
+  auto keyTiles = kb.allocShared(2, bn);
+  Value ks = keyTiles[0], vs = keyTiles[1];
+  kb.loadShared({q}, {qs}, batch, head, row0, n);
 
   const double negInf = -std::numeric_limits<double>::infinity();
   auto oType = kb.rtile(bm, d), sType = kb.rtile(bm, bn);
@@ -48,8 +47,7 @@ void buildForward(KernelBuilder &kb) {
     Value acc = loop.getRegionIterArg(0), rowMax = loop.getRegionIterArg(1),
           rowSum = loop.getRegionIterArg(2);
     Value col0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bn));
-    bob::LoadSharedOp::create(b, k, batch, head, col0, m, ks);
-    bob::LoadSharedOp::create(b, v, batch, head, col0, m, vs);
+    kb.loadShared({k, v}, keyTiles, batch, head, col0, m);
 
     // S in log2 units: s * log2(e) * Q K^T, masked (-inf) outside the sequences and the diagonal.
     Value zero = bob::SplatOp::create(b, sType, b.getF32FloatAttr(0));
