@@ -50,8 +50,7 @@ llvm::Error validateProblem(const AttentionProblem &p) {
 }
 
 // The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
-llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, const char *name,
-                           int64_t rows) {
+llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, const char *name) {
   if (!t.data)
     return invalid(llvm::Twine(name) + " is a null pointer");
   if (t.stride[3] != 1)
@@ -67,7 +66,6 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, const cha
   if (t.stride[2] < p.headDim)
     return invalid(llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
-  (void)rows;
   return llvm::Error::success();
 }
 
@@ -134,9 +132,9 @@ llvm::Error attentionForward(const AttentionProblem &p, const Tensor &q, const T
                              const Tensor &v, const Tensor &o, RowVector lse, CUstream stream) {
   if (llvm::Error e = validateProblem(p))
     return e;
-  for (auto [t, name, rows] : {std::tuple{&q, "q", p.seqQ}, {&k, "k", p.seqK}, {&v, "v", p.seqK},
-                               {&o, "o", p.seqQ}})
-    if (llvm::Error e = validateTensor(p, *t, name, rows))
+  for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"},
+                               {&o, "o"}})
+    if (llvm::Error e = validateTensor(p, *t, name))
       return e;
   if (llvm::Error e = validateRows(lse, "lse"))
     return e;
@@ -155,10 +153,10 @@ llvm::Error attentionBackward(const AttentionProblem &p, const Tensor &q, const 
                               CUstream stream) {
   if (llvm::Error e = validateProblem(p))
     return e;
-  for (auto [t, name, rows] :
-       {std::tuple{&q, "q", p.seqQ}, {&k, "k", p.seqK}, {&v, "v", p.seqK}, {&o, "o", p.seqQ},
-        {&dO, "dO", p.seqQ}, {&dQ, "dQ", p.seqQ}, {&dK, "dK", p.seqK}, {&dV, "dV", p.seqK}})
-    if (llvm::Error e = validateTensor(p, *t, name, rows))
+  for (auto [t, name] :
+       {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&o, "o"},
+        {&dO, "dO"}, {&dQ, "dQ"}, {&dK, "dK"}, {&dV, "dV"}})
+    if (llvm::Error e = validateTensor(p, *t, name))
       return e;
   if (llvm::Error e = validateRows(lse, "lse"))
     return e;
@@ -192,12 +190,12 @@ llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const B
                          CUstream stream) {
   if (llvm::Error e = validateProblem(p))
     return e;
-  for (auto [t, name, rows] :
-       {std::tuple{&in.q, "q", p.seqQ}, {&in.k, "k", p.seqK}, {&in.v, "v", p.seqK},
-        {&in.o, "o", p.seqQ}, {&in.dO, "dO", p.seqQ}, {&in.uQ, "uQ", p.seqQ},
-        {&in.uK, "uK", p.seqK}, {&in.uV, "uV", p.seqK}, {&out.gQ, "gQ", p.seqQ},
-        {&out.gK, "gK", p.seqK}, {&out.gV, "gV", p.seqK}, {&out.gdO, "gdO", p.seqQ}})
-    if (llvm::Error e = validateTensor(p, *t, name, rows))
+  for (auto [t, name] :
+       {std::pair{&in.q, "q"}, {&in.k, "k"}, {&in.v, "v"},
+        {&in.o, "o"}, {&in.dO, "dO"}, {&in.uQ, "uQ"},
+        {&in.uK, "uK"}, {&in.uV, "uV"}, {&out.gQ, "gQ"},
+        {&out.gK, "gK"}, {&out.gV, "gV"}, {&out.gdO, "gdO"}})
+    if (llvm::Error e = validateTensor(p, *t, name))
       return e;
   for (auto [r, name] : {std::pair{in.lse, "lse"}, {out.dRow, "D"}, {out.cRow, "c"}, {out.bRow, "b"}})
     if (llvm::Error e = validateRows(r, name))
