@@ -157,6 +157,14 @@ int main(void) {
              FLASHBOB_ERROR_INVALID_ARGUMENT, "null workspace");
   EXPECT(strstr(flashbob_last_error(), "workspace is a null pointer") != NULL, "%s", flashbob_last_error());
 
+  /* Switches: the cache directory is what the cache will open; NULL restores the default. */
+  EXPECT(flashbob_set_cache_dir("/tmp/flashbob-capi-cache") == FLASHBOB_OK, "set_cache_dir");
+  EXPECT(getenv("FLASHBOB_CACHE_DIR") && strcmp(getenv("FLASHBOB_CACHE_DIR"), "/tmp/flashbob-capi-cache") == 0,
+         "FLASHBOB_CACHE_DIR not set by flashbob_set_cache_dir");
+  EXPECT(flashbob_set_cache_dir(NULL) == FLASHBOB_OK && getenv("FLASHBOB_CACHE_DIR") == NULL,
+         "flashbob_set_cache_dir(NULL) did not restore the default");
+  flashbob_set_autotune(0);
+
   /* Valid arguments without a driver: one clear status and message. */
   if (getenv("FLASHBOB_CUDA_DRIVER")) {
     EXPECT(flashbob_forward(&p, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_NO_DRIVER, "no driver");
