@@ -5,6 +5,7 @@
 #include "runtime/driver/CudaDriver.h"
 #include "runtime/launch/Kernel.h"
 #include "runtime/support/HalfFloat.h"
+#include "kernels/oracle/ErrorMeasure.h"
 
 #include <catch2/catch.hpp>
 
@@ -77,27 +78,10 @@ inline std::vector<double> fromHalf(const std::vector<uint16_t> &bits, bool bf16
   return out;
 }
 
-struct ErrorStats {
-  double relL2 = 0;
-  size_t nonFinite = 0; // NaN, or an infinity where the reference has none
-};
+using oracle::ErrorStats;
 
-// ||got - ref|| / ||ref||; positions where both are the same infinity are equal.
 inline ErrorStats relativeError(const std::vector<double> &got, const std::vector<double> &ref) {
-  ErrorStats s;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(ref[i]) && got[i] == ref[i])
-      continue;
-    if (!std::isfinite(got[i])) {
-      ++s.nonFinite;
-      continue;
-    }
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  s.relL2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  return s;
+  return oracle::compare(got, ref);
 }
 
 } // namespace flashbob::test

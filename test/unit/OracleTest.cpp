@@ -540,3 +540,20 @@ TEST_CASE("batched dense calls equal per-head calls", "[oracle][dense][batched]"
   // Heads really differ (the loop did not reuse one head).
   CHECK(r.gQ.head(0, 0).data != r.gQ.head(1, 2).data);
 }
+
+// The error measure every check reports (tests, `flashbob run --check`, the demo).
+#include "kernels/oracle/ErrorMeasure.h"
+
+TEST_CASE("compare: relative L2, matching infinities, non-finite values", "[oracle][error]") {
+  using flashbob::oracle::compare;
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(compare({1, 2, 2}, {1, 2, 2}).relL2 == 0);
+  CHECK(compare({3, 4}, {0, 0}).relL2 == Approx(5));          // absolute when ref is zero
+  CHECK(compare({1.1, 0}, {1, 0}).relL2 == Approx(0.1));
+  auto masked = compare({-inf, 1}, {-inf, 1});                // L of a fully masked row
+  CHECK(masked.relL2 == 0);
+  CHECK(masked.nonFinite == 0);
+  auto bad = compare({std::nan(""), inf, 1}, {1, 1, 1});
+  CHECK(bad.nonFinite == 2);
+  CHECK(compare({-inf}, {inf}).nonFinite == 1);
+}

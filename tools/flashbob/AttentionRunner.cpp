@@ -1,5 +1,6 @@
 #include "tools/flashbob/AttentionRunner.h"
 
+#include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"
 #include "runtime/driver/CudaDriver.h"
 #include "runtime/launch/Kernel.h"
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -64,18 +66,6 @@ struct Flops {
 
 const char *opName(Op op) { return op == Op::fwd ? "fwd" : op == Op::bwd ? "bwd" : "bob"; }
 
-double relL2(const std::vector<double> &got, const std::vector<double> &ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(ref[i]) && got[i] == ref[i])
-      continue;
-    if (!std::isfinite(got[i]))
-      return std::numeric_limits<double>::infinity();
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 } // namespace
 
 llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream &os) {
@@ -290,7 +280,8 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
                      const std::vector<double> &ref) -> llvm::Error {
     if (!got)
       return got.takeError();
-    double e = relL2(*got, ref);
+    oracle::ErrorStats stats = oracle::compare(*got, ref);
+    double e = stats.nonFinite ? std::numeric_limits<double>::infinity() : stats.relL2;
     bool ok = e <= tol;
     report.passed &= ok;
     os << llvm::formatv("  {0,-4} {1:E2}{2}\n", name, e, ok ? "" : "  FAIL");

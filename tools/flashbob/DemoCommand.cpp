@@ -6,6 +6,7 @@
 //    oracle and prints the errors and the time. Without a GPU: says so, compiles the BoB kernels
 //    for sm_90a anyway and shows where their PTX went and a summary of each.
 #include "kernels/Kernels.h"
+#include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"
 #include "runtime/driver/CudaDriver.h"
 #include "tools/flashbob/AttentionRunner.h"
@@ -20,6 +21,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace flashbob::tool {
@@ -59,18 +61,6 @@ Matrix randomMatrix(oracle::Index rows, oracle::Index cols, std::mt19937_64 &rng
   return m;
 }
 
-// ||a - b|| / ||b|| over all elements (0 when both are 0).
-double relativeL2(const std::vector<double> &a, const std::vector<double> &b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    // Fully masked rows carry L = -inf in both: equal, no contribution.
-    if (std::isinf(a[i]) && a[i] == b[i])
-      continue;
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
 } // namespace
 
 namespace {
@@ -185,7 +175,8 @@ int runDemo() {
   bool ok = true;
   llvm::outs() << "output  rel. L2 error (tiled two-pass vs dense float64)\n";
   for (const Row &r : rows) {
-    double err = relativeL2(r.tiled, r.dense);
+    oracle::ErrorStats stats = oracle::compare(r.tiled, r.dense);
+    double err = stats.nonFinite ? std::numeric_limits<double>::infinity() : stats.relL2;
     ok &= err <= tolerance;
     llvm::outs() << llvm::formatv("{0,-6}  {1:E2}\n", r.name, err);
   }
