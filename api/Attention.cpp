@@ -109,8 +109,6 @@ llvm::Error run(const AttentionProblem &p, bob::KernelKind kind, CUstream stream
   auto cache = api::KernelCache::get();
   if (!cache)
     return cache.takeError();
-  if (llvm::Error e = (*cache)->makeCurrent())
-    return e;
   auto launch = [&](const api::CachedKernel &k) {
     runtime::KernelArgs args;
     fill(args);

@@ -9,25 +9,27 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cstring>
+#include <map>
 
 namespace flashbob::api {
 
 llvm::Expected<KernelCache *> KernelCache::get() {
-  static std::unique_ptr<KernelCache> cache;
-  static std::mutex initMutex;
-  std::lock_guard<std::mutex> lock(initMutex);
-  if (cache)
-    return cache.get();
+  static std::mutex mutex;
+  static std::map<CUcontext, std::unique_ptr<KernelCache>> caches;
   auto driver = runtime::CudaDriver::get();
   if (!driver)
     return driver.takeError();
-  // A framework (PyTorch, JAX) has usually made its device's primary context current already:
-  // use that one; otherwise take device 0's primary context.
-  CUcontext existing = nullptr;
-  FLASHBOB_CU(*driver, cuCtxGetCurrent(&existing));
-  if (!existing)
+  CUcontext context = nullptr;
+  FLASHBOB_CU(*driver, cuCtxGetCurrent(&context));
+  if (!context) {
     if (llvm::Error e = runtime::usePrimaryContext(*driver))
       return std::move(e);
+    FLASHBOB_CU(*driver, cuCtxGetCurrent(&context));
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = caches.find(context); it != caches.end())
+    return it->second.get();
+
   CUdevice dev;
   FLASHBOB_CU(*driver, cuCtxGetDevice(&dev));
   int major = 0, minor = 0;
@@ -39,18 +41,9 @@ llvm::Expected<KernelCache *> KernelCache::get() {
                                        "; the kernels need sm_80 or newer (mma.sync bf16)");
   // Hopper gets the sm_90a target (wgmma/TMA-capable); others their own.
   std::string arch = "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
-  CUcontext context = nullptr;
-  FLASHBOB_CU(*driver, cuCtxGetCurrent(&context));
+  auto &cache = caches[context];
   cache.reset(new KernelCache(*driver, arch, context));
   return cache.get();
-}
-
-llvm::Error KernelCache::makeCurrent() {
-  CUcontext current = nullptr;
-  FLASHBOB_CU(driver_, cuCtxGetCurrent(&current));
-  if (current != context_)
-    FLASHBOB_CU(driver_, cuCtxSetCurrent(context_));
-  return llvm::Error::success();
 }
 
 namespace {

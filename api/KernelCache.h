@@ -19,14 +19,15 @@ struct CachedKernel {
 
 class KernelCache {
 public:
-  // The process-wide cache on the current device's primary context; fails with the driver's
-  // "no CUDA driver found: ..." when there is no GPU.
+  // The cache of the calling thread's current context (modules belong to a context): one per
+  // context, created on first use. Without a current context, device 0's primary context is
+  // made current (what CUDA runtimes and frameworks use). Fails with the driver's
+  // "no CUDA driver found: ..." when there is no GPU. A context destroyed by its owner leaves
+  // its cache behind: create contexts for the process's lifetime.
   static llvm::Expected<KernelCache *> get();
 
   llvm::Expected<const CachedKernel *> kernel(const compiler::KernelSpec &spec);
   runtime::CudaDriver &driver() { return driver_; }
-  // Makes the primary context current on the calling thread (frameworks call from any thread).
-  llvm::Error makeCurrent();
   const std::string &arch() const { return arch_; }
 
 private:

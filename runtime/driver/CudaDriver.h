@@ -33,6 +33,8 @@ namespace flashbob::runtime {
   X(cuCtxSetCurrent, 4000)                                                                        \
   X(cuCtxGetDevice, 2000)                                                                         \
   X(cuCtxSynchronize, 2000)                                                                       \
+  X(cuCtxCreate, 3020)                                                                            \
+  X(cuCtxDestroy, 4000)                                                                           \
   X(cuModuleLoadDataEx, 2010)                                                                     \
   X(cuModuleUnload, 2000)                                                                         \
   X(cuModuleGetFunction, 2000)                                                                    \

@@ -170,3 +170,18 @@ TEST_CASE("other head dims: 32, 96, 256", "[gpu][api]") {
   runCase({1, 2, 300, 200, 96, false, false});
   runCase({1, 2, 160, 160, 256, true, true});
 }
+
+TEST_CASE("a second context gets its own modules", "[gpu][api]") {
+  // Modules belong to the context they were loaded in: a kernel loaded in the primary context
+  // must not be launched from another one. Run in a fresh context, then in the primary again.
+  auto &cu = test::driver().api();
+  runCase({1, 2, 130, 70, 64, false, true}); // primary context: loads fwd, bwd, BoB kernels
+  CUdevice dev;
+  REQUIRE(cu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  CUcontext second = nullptr;
+  REQUIRE(cu.cuCtxCreate(&second, 0, dev) == CUDA_SUCCESS); // now current on this thread
+  runCase({1, 2, 130, 70, 64, false, true});
+  REQUIRE(cu.cuCtxDestroy(second) == CUDA_SUCCESS);
+  llvm::cantFail(runtime::usePrimaryContext(test::driver()));
+  runCase({1, 2, 130, 70, 64, false, true});
+}
