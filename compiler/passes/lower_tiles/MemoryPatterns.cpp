@@ -73,10 +73,7 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
         tokens.push_back(copyChunk(e.b));
       } else {
         // Last partial round: only threads whose chunk exists copy.
-        auto ifOp = scf::IfOp::create(e.b, e.less(chunk, e.index(chunks)), /*withElse=*/false);
-        OpBuilder::InsertionGuard guard(e.b);
-        e.b.setInsertionPointToStart(ifOp.thenBlock());
-        copyChunk(e.b);
+        e.ifThen(e.less(chunk, e.index(chunks)), [&] { copyChunk(e.b); });
       }
     }
     Value group = nvgpu::DeviceAsyncCreateGroupOp::create(e.b, tokenType, tokens);
@@ -144,15 +141,16 @@ struct StoreTileLowering : OpConversionPattern<StoreTileOp> {
     Value colBase = e.threadColBase(c);
     forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
       Value row = e.add(a.getRow(), tileRow);
-      auto ifOp = scf::IfOp::create(e.b, e.less(row, a.getBound()), /*withElse=*/false);
-      OpBuilder::InsertionGuard guard(e.b);
-      e.b.setInsertionPointToStart(ifOp.thenBlock());
-      for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
-        Value pair = e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
-        vector::StoreOp::create(e.b, truncPair(e, pair, elem), a.getDst(),
-                                ValueRange{a.getBatch(), a.getHead(), row, e.addConst(colBase, ni * 8)},
-                                false, pairAlignment(elem));
-      }
+      e.ifThen(e.less(row, a.getBound()), [&] {
+        for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
+          Value pair =
+              e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
+          vector::StoreOp::create(
+              e.b, truncPair(e, pair, elem), a.getDst(),
+              ValueRange{a.getBatch(), a.getHead(), row, e.addConst(colBase, ni * 8)}, false,
+              pairAlignment(elem));
+        }
+      });
     });
     rw.eraseOp(op);
     return success();
@@ -175,21 +173,15 @@ struct LoadTileLowering : OpConversionPattern<LoadTileOp> {
       Value row = e.add(a.getRow(), tileRow);
       for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
         // Rows past the end read as zero.
-        auto ifOp = scf::IfOp::create(e.b, pairType, e.less(row, a.getBound()), /*withElse=*/true);
-        {
-          OpBuilder::InsertionGuard guard(e.b);
-          e.b.setInsertionPointToStart(ifOp.thenBlock());
+        auto loadPair = [&]() -> Value {
           Value raw = vector::LoadOp::create(e.b, VectorType::get({2}, elem), a.getSrc(),
                                              ValueRange{a.getBatch(), a.getHead(), row,
                                                         e.addConst(colBase, ni * 8)},
                                              false, pairAlignment(elem));
-          if (!elem.isF32())
-            raw = arith::ExtFOp::create(e.b, pairType, raw);
-          scf::YieldOp::create(e.b, raw);
-          e.b.setInsertionPointToStart(ifOp.elseBlock());
-          scf::YieldOp::create(e.b, e.splat(pairType, 0.0));
-        }
-        Value pair = ifOp.getResult(0);
+          return elem.isF32() ? raw : arith::ExtFOp::create(e.b, pairType, raw).getResult();
+        };
+        Value pair = e.ifElse(pairType, e.less(row, a.getBound()), loadPair,
+                              [&] { return e.splat(pairType, 0.0); });
         for (int64_t k = 0; k < 2; ++k)
           result = e.insert(e.extract(pair, k), result, s.accIndex(mi, ni, 2 * h + k));
       }
@@ -209,17 +201,14 @@ struct LoadVecLowering : OpConversionPattern<LoadVecOp> {
     Value result = e.splat(resultType, 0.0);
     Value padding = e.f32(op.getPadding().convertToDouble());
     auto load = [&](Value pos, int64_t slot) {
-      auto ifOp = scf::IfOp::create(e.b, rw.getF32Type(), e.less(pos, a.getBound()), true);
-      {
-        OpBuilder::InsertionGuard guard(e.b);
-        e.b.setInsertionPointToStart(ifOp.thenBlock());
-        scf::YieldOp::create(e.b, memref::LoadOp::create(e.b, a.getSrc(),
-                                                         ValueRange{a.getBatch(), a.getHead(), pos})
-                                      .getResult());
-        e.b.setInsertionPointToStart(ifOp.elseBlock());
-        scf::YieldOp::create(e.b, padding);
-      }
-      result = e.insert(ifOp.getResult(0), result, slot);
+      Value value = e.ifElse(
+          rw.getF32Type(), e.less(pos, a.getBound()),
+          [&] {
+            return memref::LoadOp::create(e.b, a.getSrc(), ValueRange{a.getBatch(), a.getHead(), pos})
+                .getResult();
+          },
+          [&] { return padding; });
+      result = e.insert(value, result, slot);
     };
     if (auto rows = dyn_cast<RowVecType>(op.getResult().getType())) {
       layout::TileShape s = conv->shape(rows);
@@ -253,11 +242,10 @@ struct StoreVecLowering : OpConversionPattern<StoreVecOp> {
       for (int64_t h = 0; h < 2; ++h) {
         Value row = e.addConst(base, mi * 16 + 8 * h);
         Value ok = arith::AndIOp::create(e.b, writer, e.less(row, a.getBound()));
-        auto ifOp = scf::IfOp::create(e.b, ok, /*withElse=*/false);
-        OpBuilder::InsertionGuard guard(e.b);
-        e.b.setInsertionPointToStart(ifOp.thenBlock());
-        memref::StoreOp::create(e.b, e.extract(a.getValue(), layout::TileShape::rowVecIndex(mi, h)),
-                                a.getDst(), ValueRange{a.getBatch(), a.getHead(), row});
+        e.ifThen(ok, [&] {
+          memref::StoreOp::create(e.b, e.extract(a.getValue(), layout::TileShape::rowVecIndex(mi, h)),
+                                  a.getDst(), ValueRange{a.getBatch(), a.getHead(), row});
+        });
       }
     rw.eraseOp(op);
     return success();

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -61,6 +62,24 @@ Value Emitter::add(Value a, Value c) { return arith::AddIOp::create(b, a, c); }
 Value Emitter::mul(Value a, Value c) { return arith::MulIOp::create(b, a, c); }
 Value Emitter::less(Value a, Value c) {
   return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, a, c);
+}
+
+void Emitter::ifThen(Value cond, llvm::function_ref<void()> then) {
+  auto ifOp = scf::IfOp::create(b, cond, /*withElse=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  then();
+}
+
+Value Emitter::ifElse(Type type, Value cond, llvm::function_ref<Value()> then,
+                      llvm::function_ref<Value()> otherwise) {
+  auto ifOp = scf::IfOp::create(b, type, cond, /*withElse=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, then());
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, otherwise());
+  return ifOp.getResult(0);
 }
 
 ThreadCoords Emitter::coords() {

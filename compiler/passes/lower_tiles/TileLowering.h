@@ -49,6 +49,12 @@ public:
   mlir::Value addConst(mlir::Value a, int64_t c) { return c == 0 ? a : add(a, index(c)); }
   mlir::Value less(mlir::Value a, mlir::Value c); // unsigned index compare
   ThreadCoords coords();
+  // `if (cond) { then(); }` as an scf.if; the builder is back after it afterwards.
+  void ifThen(mlir::Value cond, llvm::function_ref<void()> then);
+  // `cond ? then() : otherwise()` as an scf.if yielding `type`; each branch's ops are built in
+  // its own block.
+  mlir::Value ifElse(mlir::Type type, mlir::Value cond, llvm::function_ref<mlir::Value()> then,
+                     llvm::function_ref<mlir::Value()> otherwise);
   // First row of the tile owned by the calling thread's warp, plus g: the row of element e=0.
   mlir::Value threadRowBase(const ThreadCoords &c, const layout::TileShape &s);
   // Column of element (ni = 0, e = 0): 2t.
