@@ -85,7 +85,8 @@ llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
   if (!module)
     return module.takeError();
   mlir::PassManager pm(&ctx);
-  // No limit here: the caller compares with its device's.
+  // No limit here: the caller compares with its device's. Staged operands take shared memory.
+  pm.addNestedPass<bob::KernelOp>(bob::createBobStageOperands());
   pm.addNestedPass<bob::KernelOp>(bob::createBobAllocateShared(
       bob::BobAllocateSharedOptions{std::numeric_limits<int64_t>::max()}));
   if (mlir::failed(pm.run(**module)))

@@ -2,6 +2,7 @@
 //
 // Tiles are laid out one after another in program order (all are live for the whole kernel in
 // today's kernels; a liveness-based reuse can come later without changing any author's code).
+// Sizes and alignments come from the tile's layout for the kernel's target (SharedLayout.h).
 #include "compiler/passes/Passes.h"
 #include "compiler/passes/SharedLayout.h"
 
@@ -18,11 +19,13 @@ struct AllocateShared : impl::BobAllocateSharedBase<AllocateShared> {
   void runOnOperation() override {
     KernelOp kernel = getOperation();
     mlir::Builder b(kernel.getContext());
+    const bool hopper = shared::isHopper(kernel.getSpec());
     int64_t offset = 0;
     kernel.walk([&](AllocSharedOp alloc) {
-      offset = llvm::alignTo(offset, shared::kAlignment);
+      shared::Layout layout = shared::layoutFor(alloc.getType(), hopper);
+      offset = llvm::alignTo(offset, layout.alignment());
       alloc.setOffsetAttr(b.getI64IntegerAttr(offset));
-      offset += shared::tileBytes(alloc.getType());
+      offset += layout.bytes();
     });
     const int64_t limit = maxBytes; // the option's storage type prints as a char otherwise
     if (offset > limit) {

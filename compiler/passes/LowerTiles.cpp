@@ -17,9 +17,12 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
     gpu::GPUModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
 
-    // The one shared-memory symbol all shared tiles are views of.
-    bool usesShared = false;
+    // The one shared-memory symbol all shared tiles are views of; swizzled tiles need their
+    // 1024-byte alignment from its start.
+    bool usesShared = false, hopper = false;
     module.walk([&](AllocSharedOp) { usesShared = true; });
+    for (auto func : module.getOps<gpu::GPUFuncOp>())
+      hopper |= shared::isHopper(func->getAttrOfType<SpecAttr>(kSpecAttrName));
     if (usesShared && !module.lookupSymbol(lowering::kSharedMemorySymbol)) {
       OpBuilder b(ctx);
       b.setInsertionPointToStart(module.getBody());
@@ -28,7 +31,8 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       memref::GlobalOp::create(b, module.getLoc(), lowering::kSharedMemorySymbol,
                                /*sym_visibility=*/b.getStringAttr("public"), type,
                                /*initial_value=*/Attribute(), /*constant=*/false,
-                               /*alignment=*/b.getI64IntegerAttr(16));
+                               /*alignment=*/b.getI64IntegerAttr(
+                                   hopper ? shared::kSwizzleAlignment : 16));
     }
 
     // Each kernel is converted with its own warp count (it decides every per-thread layout).
@@ -36,7 +40,7 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       auto spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
       if (!spec)
         continue;
-      lowering::TileTypeConverter converter(ctx, spec.getWarps());
+      lowering::TileTypeConverter converter(ctx, spec.getWarps(), shared::isHopper(spec));
       ConversionTarget target(*ctx);
       target.addIllegalDialect<BobDialect>();
       target.addLegalDialect<arith::ArithDialect, vector::VectorDialect, memref::MemRefDialect,
@@ -46,6 +50,7 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::populateMemoryPatterns(converter, patterns);
       lowering::populateMathPatterns(converter, patterns);
       lowering::populateMmaPatterns(converter, patterns);
+      lowering::populateWgmmaPatterns(converter, patterns);
       scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
       if (failed(applyPartialConversion(func, target, std::move(patterns))))
         return signalPassFailure();

@@ -5,11 +5,22 @@
 
 include "mlir/Pass/PassBase.td"
 
+def BobStageOperands : Pass<"bob-stage-operands", "::flashbob::bob::KernelOp"> {
+  let summary = "On sm_90a, move register A operands of wgmma-able products to shared memory";
+  let description = [{
+    A bob.mma whose A operand is a bob.convert of an f32 register tile, and which otherwise
+    qualifies for wgmma (whole warpgroups of accumulator rows, swizzle-able shared operands),
+    gets a bob.store_shared of the f32 tile into a scratch shared tile (one per shape) and reads
+    A from it. Runs before bob-allocate-shared, which places the scratch tiles. Other targets:
+    no change.
+  }];
+}
+
 def BobAllocateShared : Pass<"bob-allocate-shared", "::flashbob::bob::KernelOp"> {
   let summary = "Place every bob.alloc_shared in the kernel's dynamic shared memory";
   let description = [{
-    Assigns each shared tile a byte offset (128-byte aligned, rows padded by 16 bytes so that
-    ldmatrix and cp.async are free of bank conflicts) and records the total in the kernel's
+    Assigns each shared tile a byte offset in its layout for the target (SharedLayout.h:
+    padded rows, 128-byte aligned; or on sm_90a the wgmma swizzle, 1024-byte aligned) and records the total in the kernel's
     `bob.shared_bytes`. Fails with the byte count when it exceeds `max-bytes`.
   }];
   let options = [

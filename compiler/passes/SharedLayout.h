@@ -1,7 +1,17 @@
-// The layout of shared tiles, agreed on by bob-allocate-shared (sizes, offsets) and
-// bob-lower-tiles (addresses). Row-major with each row padded by 16 bytes: ldmatrix reads 8 rows
-// of 16 bytes, and with a row pitch of (cols + 8) * 2 bytes those rows start in 8 different
-// 4-bank groups, so neither ldmatrix nor the 16-byte cp.async writes conflict.
+// The layout of shared tiles, agreed on by bob-allocate-shared (sizes, offsets), bob-lower-tiles
+// (addresses) and the wgmma descriptors. Two layouts, chosen per tile from the target:
+//
+// Padded (sm_80 and every tile wgmma cannot read): row-major, each row padded by 16 bytes.
+// ldmatrix reads 8 rows of 16 bytes; with a row pitch of (cols + 8) * 2 bytes those rows start in
+// 8 different 4-bank groups, so neither ldmatrix nor the 16-byte cp.async writes conflict.
+//
+// Swizzled (sm_90a, 16-bit tiles): the layout wgmma descriptors (and TMA) understand. The tile is
+// cut into column blocks W bytes wide (W = 128, 64 or 32: the widest that divides a row); block j
+// holds columns [j*W/2, (j+1)*W/2) of every row, rows W bytes apart, blocks one after another.
+// Inside a block the 16-byte chunk c of row r is stored at chunk c ^ ((r / (128 / W)) % (W / 16)):
+// the hardware's W-byte swizzle, which also keeps ldmatrix and cp.async conflict-free.
+// An 8-row group of a block (8 * W bytes) is one swizzle atom; tiles start 1024-byte aligned so
+// every atom does.
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
@@ -9,12 +19,43 @@
 namespace flashbob::bob::shared {
 
 inline constexpr int64_t kAlignment = 128;
+inline constexpr int64_t kSwizzleAlignment = 1024;
+
+// wgmma, TMA and their swizzled layouts exist on sm_90a only.
+inline bool isHopper(SpecAttr spec) { return spec && spec.getArch().getValue() == "sm_90a"; }
 
 inline int64_t elementBytes(SharedTileType t) {
   return t.getElementType().getIntOrFloatBitWidth() / 8;
 }
-// Elements between the starts of two consecutive rows.
-inline int64_t rowPitch(SharedTileType t) { return t.getCols() + 16 / elementBytes(t); }
-inline int64_t tileBytes(SharedTileType t) { return t.getRows() * rowPitch(t) * elementBytes(t); }
+
+struct Layout {
+  int64_t rows, cols, elemBytes;
+  int64_t swizzleBytes; // 0: padded row-major; else W above
+
+  bool swizzled() const { return swizzleBytes != 0; }
+  // Padded: elements between the starts of two consecutive rows.
+  int64_t rowPitch() const { return cols + 16 / elemBytes; }
+  // Swizzled: elements per column block, and the blocks.
+  int64_t blockCols() const { return swizzleBytes / elemBytes; }
+  int64_t blocks() const { return cols / blockCols(); }
+  int64_t blockBytes() const { return rows * swizzleBytes; }
+  int64_t bytes() const { return swizzled() ? rows * cols * elemBytes : rows * rowPitch() * elemBytes; }
+  int64_t alignment() const { return swizzled() ? kSwizzleAlignment : kAlignment; }
+  // Swizzled: the chunk that chunk `chunk` of row `row` is stored at.
+  int64_t swizzleChunk(int64_t row, int64_t chunk) const {
+    return chunk ^ ((row / (128 / swizzleBytes)) % (swizzleBytes / 16));
+  }
+};
+
+inline Layout layoutFor(SharedTileType t, bool hopper) {
+  Layout l{t.getRows(), t.getCols(), elementBytes(t), 0};
+  if (hopper && l.elemBytes == 2 && l.rows % 8 == 0)
+    for (int64_t w : {128, 64, 32})
+      if ((l.cols * l.elemBytes) % w == 0) {
+        l.swizzleBytes = w;
+        break;
+      }
+  return l;
+}
 
 } // namespace flashbob::bob::shared

@@ -17,6 +17,7 @@ namespace flashbob::compiler {
 using namespace mlir;
 
 void buildBobPipeline(OpPassManager &pm) {
+  pm.addNestedPass<bob::KernelOp>(bob::createBobStageOperands());
   pm.addNestedPass<bob::KernelOp>(bob::createBobAllocateShared());
   pm.addPass(bob::createBobLowerKernel());
   pm.addNestedPass<gpu::GPUModuleOp>(bob::createBobLowerTiles());

@@ -3,6 +3,7 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Triple.h"
@@ -88,7 +89,8 @@ llvm::Expected<std::string> emitPtx(llvm::Module &module, const TargetOptions &t
   std::string text = ptx.str().str();
   bool usesShared = text.find(".shared") != std::string::npos &&
                     text.find("flashbob_smem") != std::string::npos;
-  if (usesShared && text.find(".extern .shared .align 16 .b8 flashbob_smem[]") == std::string::npos)
+  static const llvm::Regex externShared(R"(\.extern \.shared \.align [0-9]+ \.b8 flashbob_smem\[\])");
+  if (usesShared && !externShared.match(text))
     return fail("PTX declares flashbob_smem without `.extern ... []`: dynamic shared memory would "
                 "be a 1-byte array (toolchain.md)");
   return text;

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -15,6 +16,16 @@ using namespace mlir;
 
 namespace flashbob::bob::lowering {
 namespace {
+
+// After this thread's writes to shared memory and before the barrier that publishes them: on
+// sm_90a wgmma reads shared memory through the async proxy, which does not see generic-proxy
+// writes (st.shared, cp.async) without this fence.
+void publishToAsyncProxy(Emitter &e, const TileTypeConverter &conv) {
+  if (conv.hopper())
+    NVVM::FenceProxyOp::create(
+        e.b, NVVM::ProxyKindAttr::get(e.b.getContext(), NVVM::ProxyKind::async_shared),
+        NVVM::SharedSpaceAttr::get(e.b.getContext(), NVVM::SharedSpace::shared_cta));
+}
 
 // %base = view of the external shared-memory symbol at the tile's byte offset.
 struct AllocSharedLowering : OpConversionPattern<AllocSharedOp> {
@@ -41,6 +52,7 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
   LogicalResult matchAndRewrite(LoadSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     SharedTileType tile = op.getDst().getType();
+    shared::Layout layout = conv->layout(tile);
     Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords();
     const int64_t elemsPerChunk = 16 / shared::elementBytes(tile); // one 16-byte cp.async
@@ -64,7 +76,7 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
         Value srcRow = arith::SelectOp::create(e.b, inBounds, row, e.index(0));
         Value srcElems = arith::SelectOp::create(e.b, inBounds, e.index(elemsPerChunk), e.index(0));
         return nvgpu::DeviceAsyncCopyOp::create(
-                   e.b, tokenType, a.getDst(), ValueRange{r, col}, a.getSrc(),
+                   e.b, tokenType, a.getDst(), e.sharedIndices(layout, r, col), a.getSrc(),
                    ValueRange{a.getBatch(), a.getHead(), srcRow, col},
                    e.b.getIndexAttr(elemsPerChunk), srcElems, e.b.getUnitAttr())
             .getResult();
@@ -79,6 +91,7 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
     Value group = nvgpu::DeviceAsyncCreateGroupOp::create(e.b, tokenType, tokens);
     nvgpu::DeviceAsyncWaitOp::create(e.b, group, e.b.getI32IntegerAttr(0));
     // Every thread's copies are complete: make them visible to the whole block.
+    publishToAsyncProxy(e, *conv);
     gpu::BarrierOp::create(e.b);
     rw.eraseOp(op);
     return success();
@@ -112,6 +125,7 @@ struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     layout::TileShape s = conv->shape(op.getValue().getType());
     Type elem = op.getDst().getType().getElementType();
+    shared::Layout layout = conv->layout(op.getDst().getType());
     Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords();
     Value colBase = e.threadColBase(c);
@@ -120,10 +134,11 @@ struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
       for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
         Value pair = e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
         vector::StoreOp::create(e.b, truncPair(e, pair, elem), a.getDst(),
-                                ValueRange{row, e.addConst(colBase, ni * 8)}, false,
+                                e.sharedIndices(layout, row, e.addConst(colBase, ni * 8)), false,
                                 pairAlignment(elem));
       }
     });
+    publishToAsyncProxy(e, *conv);
     gpu::BarrierOp::create(e.b);
     rw.eraseOp(op);
     return success();

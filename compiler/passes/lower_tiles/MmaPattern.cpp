@@ -26,10 +26,10 @@ struct MmaLowering : OpConversionPattern<MmaOp> {
   using OpConversionPattern::OpConversionPattern;
 
   // Four registers of one ldmatrix x4 at shared tile position (row, col) per lane.
-  static SmallVector<Value> ldmatrix(Emitter &e, Value tile, Value row, Value col, bool trans,
-                                     Type elem) {
+  static SmallVector<Value> ldmatrix(Emitter &e, Value tile, const shared::Layout &layout,
+                                     Value row, Value col, bool trans, Type elem) {
     auto fragType = VectorType::get({4, 2}, elem);
-    Value m = nvgpu::LdMatrixOp::create(e.b, fragType, tile, ValueRange{row, col},
+    Value m = nvgpu::LdMatrixOp::create(e.b, fragType, tile, e.sharedIndices(layout, row, col),
                                         e.b.getBoolAttr(trans), e.b.getI32IntegerAttr(4));
     // One 32-bit register per matrix (a 2-D vector.bitcast would not lower: toolchain notes).
     SmallVector<Value> regs;
@@ -46,6 +46,7 @@ struct MmaLowering : OpConversionPattern<MmaOp> {
     layout::TileShape s = conv->shape(accType);
     SharedTileType bType = op.getB().getType();
     Type elem = bType.getElementType();
+    shared::Layout bLayout = conv->layout(bType);
     const bool transA = op.getTransposeA(), transB = op.getTransposeB();
     const int64_t inner = transB ? bType.getCols() : bType.getRows();
     const int64_t kFrags = inner / 16;
@@ -70,21 +71,23 @@ struct MmaLowering : OpConversionPattern<MmaOp> {
         return regs;
       }
       Value rowBase = e.addConst(warpRow, mi * 16), k0 = e.index(kf * 16);
+      shared::Layout aLayout = conv->layout(cast<SharedTileType>(op.getA().getType()));
       if (!transA) // tile is [rows][k]: matrix j covers rows +8(j%2), k +8(j/2)
-        return ldmatrix(e, a.getA(), e.add(e.add(rowBase, r), eightJLow), e.add(k0, eightJHigh),
-                        false, elem);
+        return ldmatrix(e, a.getA(), aLayout, e.add(e.add(rowBase, r), eightJLow),
+                        e.add(k0, eightJHigh), false, elem);
       // tile is [k][rows]: matrix j covers k +8(j/2), rows +8(j%2), transposed
-      return ldmatrix(e, a.getA(), e.add(e.add(k0, r), eightJHigh), e.add(rowBase, eightJLow), true,
-                      elem);
+      return ldmatrix(e, a.getA(), aLayout, e.add(e.add(k0, r), eightJHigh),
+                      e.add(rowBase, eightJLow), true, elem);
     };
     // B for column fragments 2np and 2np+1: {b0, b1} of each.
     auto bFragments = [&](int64_t np, int64_t kf) -> SmallVector<Value> {
       Value n0 = e.index(np * 16), k0 = e.index(kf * 16);
       if (transB) // tile is [n][k] (B = tile^T): matrix j covers n +8(j/2), k +8(j%2)
-        return ldmatrix(e, a.getB(), e.add(e.add(n0, r), eightJHigh), e.add(k0, eightJLow), false,
-                        elem);
+        return ldmatrix(e, a.getB(), bLayout, e.add(e.add(n0, r), eightJHigh),
+                        e.add(k0, eightJLow), false, elem);
       // tile is [k][n] (B = tile): matrix j covers k +8(j%2), n +8(j/2), transposed
-      return ldmatrix(e, a.getB(), e.add(e.add(k0, r), eightJLow), e.add(n0, eightJHigh), true, elem);
+      return ldmatrix(e, a.getB(), bLayout, e.add(e.add(k0, r), eightJLow),
+                      e.add(n0, eightJHigh), true, elem);
     };
 
     auto f32 = rw.getF32Type();

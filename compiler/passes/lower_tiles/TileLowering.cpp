@@ -10,7 +10,8 @@ using namespace mlir;
 
 namespace flashbob::bob::lowering {
 
-TileTypeConverter::TileTypeConverter(MLIRContext *ctx, int64_t warps) : warps_(warps) {
+TileTypeConverter::TileTypeConverter(MLIRContext *ctx, int64_t warps, bool hopper)
+    : warps_(warps), hopper_(hopper) {
   addConversion([](Type t) { return t; });
   addConversion([this, ctx](RegTileType t) -> Type {
     layout::TileShape s = shape(t);
@@ -24,10 +25,14 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx, int64_t warps) : warps_(w
   addConversion([this, ctx](ColVecType t) -> Type {
     return VectorType::get({shape(t).colVecSize()}, Float32Type::get(ctx));
   });
-  addConversion([ctx](SharedTileType t) -> Type {
+  // Padded tiles: [rows][pitch]; swizzled ones: [blocks][rows][block cols] (SharedLayout.h).
+  addConversion([this, ctx](SharedTileType t) -> Type {
     auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-    return MemRefType::get({t.getRows(), shared::rowPitch(t)}, t.getElementType(),
-                           MemRefLayoutAttrInterface(), space);
+    shared::Layout l = layout(t);
+    SmallVector<int64_t> shape = {t.getRows(), l.rowPitch()};
+    if (l.swizzled())
+      shape = {l.blocks(), t.getRows(), l.blockCols()};
+    return MemRefType::get(shape, t.getElementType(), MemRefLayoutAttrInterface(), space);
   });
   // Values crossing a not-yet-converted boundary are bridged by unrealized casts, which must all
   // disappear by the end of the pass (every bob op is converted).
@@ -97,5 +102,20 @@ Value Emitter::threadRowBase(const ThreadCoords &c, const layout::TileShape &s) 
 }
 
 Value Emitter::threadColBase(const ThreadCoords &c) { return mul(c.t, index(2)); }
+
+SmallVector<Value> Emitter::sharedIndices(const shared::Layout &l, Value row, Value col) {
+  if (!l.swizzled())
+    return {row, col};
+  // col = block * blockCols + chunk * chunkElems + within; the chunk moves inside its row.
+  const int64_t chunkElems = 16 / l.elemBytes;
+  Value block = arith::DivUIOp::create(b, col, index(l.blockCols()));
+  Value inBlock = arith::RemUIOp::create(b, col, index(l.blockCols()));
+  Value chunk = arith::DivUIOp::create(b, inBlock, index(chunkElems));
+  Value within = arith::RemUIOp::create(b, inBlock, index(chunkElems));
+  Value phase = arith::RemUIOp::create(
+      b, arith::DivUIOp::create(b, row, index(128 / l.swizzleBytes)), index(l.swizzleBytes / 16));
+  Value stored = arith::XOrIOp::create(b, chunk, phase);
+  return {block, row, add(mul(stored, index(chunkElems)), within)};
+}
 
 } // namespace flashbob::bob::lowering

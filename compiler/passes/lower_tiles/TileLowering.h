@@ -4,17 +4,21 @@
 
 #include "compiler/dialect/BobDialect.h"
 #include "compiler/passes/FragmentLayout.h"
+#include "compiler/passes/SharedLayout.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace flashbob::bob::lowering {
 
-// Register tiles/vectors -> per-thread vectors; shared tiles -> padded workgroup memrefs.
+// Register tiles/vectors -> per-thread vectors; shared tiles -> workgroup memrefs in their
+// layout for the target (padded, or swizzled on sm_90a: SharedLayout.h).
 class TileTypeConverter : public mlir::TypeConverter {
 public:
-  TileTypeConverter(mlir::MLIRContext *ctx, int64_t warps);
+  TileTypeConverter(mlir::MLIRContext *ctx, int64_t warps, bool hopper);
   int64_t warps() const { return warps_; }
+  bool hopper() const { return hopper_; }
+  shared::Layout layout(SharedTileType t) const { return shared::layoutFor(t, hopper_); }
 
   layout::TileShape shape(RegTileType t) const { return {t.getRows(), t.getCols(), warps_}; }
   layout::TileShape shape(RowVecType t) const { return {t.getSize(), 8, warps_}; }
@@ -22,6 +26,7 @@ public:
 
 private:
   int64_t warps_;
+  bool hopper_;
 };
 
 // Where the calling thread sits: warp index, and g = lane / 4, t = lane % 4 of the mma layout.
@@ -59,11 +64,16 @@ public:
   mlir::Value threadRowBase(const ThreadCoords &c, const layout::TileShape &s);
   // Column of element (ni = 0, e = 0): 2t.
   mlir::Value threadColBase(const ThreadCoords &c);
+  // Memref indices of element (row, col) of a shared tile in layout `l`. Any 16-byte aligned run
+  // of 16 bytes in a row stays contiguous, so ldmatrix rows and cp.async chunks use it as is.
+  llvm::SmallVector<mlir::Value> sharedIndices(const shared::Layout &l, mlir::Value row,
+                                               mlir::Value col);
 };
 
 void populateMemoryPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 void populateMathPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+void populateWgmmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 
 // Name of the external shared-memory symbol every shared tile is carved from. It is declared
 // `[0 x i8]` external so PTX says `.extern .shared .align 16 .b8 flashbob_smem[];` (a zero-size

@@ -1,0 +1,70 @@
+// bob-lower-tiles on sm_90a: shared tiles take the wgmma swizzle, products with whole
+// warpgroups of accumulator rows become nvvm.wgmma.mma_async reading both operands through
+// shared-memory descriptors, and shared writes are fenced for the async proxy. (The mma.sync
+// path: bob-lower-tiles.mlir. Descriptor fields: WgmmaPattern.cpp.)
+// RUN: flashbob-opt %s --pass-pipeline='builtin.module(bob.kernel(bob-stage-operands,bob-allocate-shared),bob-lower-kernel,gpu.module(bob-lower-tiles))' | FileCheck %s --implicit-check-not=unrealized_conversion_cast
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// The shared symbol is aligned for 1024-byte swizzle atoms.
+// CHECK: memref.global "public" @flashbob_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
+
+// Tiles are [column blocks][rows][block columns]: 64 bf16 columns = one 128-byte block; 96
+// columns = three 64-byte blocks; the scratch tile of P comes first (bob-stage-operands).
+// CHECK-LABEL: gpu.func @products(
+// CHECK-SAME: bob.shared_bytes = 27648 : i64
+// CHECK-DAG: memref.view {{.*}}[%{{.+}}][] : {{.*}} to memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+// CHECK-DAG: memref.view {{.*}}[%{{.+}}][] : {{.*}} to memref<3x16x32xbf16, #gpu.address_space<workgroup>>
+// Copies land at swizzled positions (the 16-byte chunk XOR the row's phase), then a proxy fence
+// before the barrier that publishes them.
+// CHECK: arith.xori
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_wait
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: gpu.barrier
+// S = Q K^T: both operands K-major (A row, B col). Descriptor constants: LBO 16 B (field 1),
+// SBO 1024 B (field 64 at bit 32), 128-byte swizzle (1 at bit 62).
+// CHECK: arith.constant 4611686293305360384 : i64
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// O = P V: P stored to its scratch tile (fenced), V read MN-major (B row) with LBO = one
+// column block of V (64 rows x 128 B = 8192 B, field 512 at bit 16).
+// CHECK: nvvm.fence.proxy
+// CHECK-NEXT: gpu.barrier
+// CHECK: arith.constant 4611686293338849280 : i64
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: gpu.return
+bob.kernel @products(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %q, %c2 : !T
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %odd = bob.alloc_shared : !bob.smem<16x96xbf16>
+  bob.load_shared %q[%c0, %c0, %c0] bound %n into %qs : !T, !bob.smem<64x64xbf16>
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %s = bob.mma %qs, %ks, %zero {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %p = bob.convert %s : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %p, %ks, %zero : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.store_tile %o, %q[%c0, %c0, %c0] bound %n : !bob.rtile<64x64xf32>, !T
+  bob.return
+}
+
+
+// 8 warps over 64 accumulator rows (8 rows a warp) is not a warpgroup shape: mma.sync, with
+// ldmatrix reading the swizzled tiles.
+// CHECK-LABEL: gpu.func @not_warpgroup_shaped(
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvgpu.ldmatrix
+// CHECK: nvvm.mma.sync
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: gpu.return
+bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %qs = bob.alloc_shared : !bob.smem<128x64xbf16>
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %zero = bob.splat 0.0 : !bob.rtile<128x64xf32>
+  %s = bob.mma %qs, %ks, %zero {transpose_b} : !bob.smem<128x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<128x64xf32>
+  bob.return
+}

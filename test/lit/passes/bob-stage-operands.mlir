@@ -1,0 +1,70 @@
+// bob-stage-operands: on sm_90a a product whose A operand is a converted register tile reads it
+// from a scratch shared tile instead (wgmma takes both operands from shared memory). The f32
+// tile is stored (bob.store_shared rounds it exactly as bob.convert did), one scratch tile per
+// shape serves every product, and the convert disappears when nothing else uses it.
+// RUN: flashbob-opt %s -split-input-file --bob-stage-operands | FileCheck %s
+
+// CHECK-LABEL: bob.kernel @staged
+// CHECK:      %[[SCRATCH:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: %[[VS:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK:      %[[P:.+]] = bob.splat 1.000000e+00
+// CHECK:      bob.store_shared %[[P]] into %[[SCRATCH]] : <64x64xf32>, <64x64xbf16>
+// CHECK-NEXT: %[[O:.+]] = bob.mma %[[SCRATCH]], %[[VS]], %{{.+}} : !bob.smem<64x64xbf16>, <64x64xbf16>, <64x64xf32>
+// CHECK-NEXT: bob.store_shared %[[O]] into %[[SCRATCH]]
+// CHECK-NEXT: bob.mma %[[SCRATCH]], %[[VS]], %[[O]] : !bob.smem<64x64xbf16>
+// CHECK-NOT:  bob.convert
+// CHECK-NOT:  bob.alloc_shared
+bob.kernel @staged() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %ob = bob.convert %o : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o2 = bob.mma %ob, %vs, %o : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// A converted tile used by a second product is stored again for it (the scratch tile was
+// overwritten in between); an accumulator of two fragments per warp (128 rows, 4 warps) is not
+// wgmma-shaped and keeps its register A.
+// CHECK-LABEL: bob.kernel @kept
+// CHECK:      %[[P:.+]] = bob.splat 1.000000e+00 : !bob.rtile<64x64xf32>
+// CHECK-NOT:  bob.convert
+// CHECK:      bob.store_shared %[[P]]
+// CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.smem<64x64xbf16>
+// CHECK-NEXT: bob.store_shared %[[P]]
+// CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.smem<64x64xbf16>
+// CHECK:      bob.convert
+// CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.rtile<128x64xbf16>
+bob.kernel @kept() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %o1 = bob.mma %pb, %vs, %o : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %p2 = bob.splat 1.0 : !bob.rtile<128x64xf32>
+  %acc2 = bob.splat 0.0 : !bob.rtile<128x64xf32>
+  %p2b = bob.convert %p2 : !bob.rtile<128x64xf32> -> !bob.rtile<128x64xbf16>
+  %o2 = bob.mma %p2b, %vs, %acc2 : !bob.rtile<128x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<128x64xf32>
+  bob.return
+}
+
+// -----
+
+// Other targets: unchanged.
+// CHECK-LABEL: bob.kernel @sm80
+// CHECK-NOT:  bob.store_shared
+// CHECK:      bob.convert
+// CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.rtile<64x64xbf16>
+bob.kernel @sm80() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_80">} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
