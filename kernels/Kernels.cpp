@@ -1,6 +1,7 @@
 #include "kernels/Kernels.h"
 #include "kernels/common/KernelBuilder.h"
 #include "compiler/passes/Passes.h"
+#include "compiler/pipeline/Pipeline.h"
 #include "compiler/pipeline/Ptxas.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -85,10 +86,8 @@ llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
   if (!module)
     return module.takeError();
   mlir::PassManager pm(&ctx);
-  // No limit here: the caller compares with its device's. Staged operands take shared memory.
-  pm.addNestedPass<bob::KernelOp>(bob::createBobStageOperands());
-  pm.addNestedPass<bob::KernelOp>(bob::createBobAllocateShared(
-      bob::BobAllocateSharedOptions{std::numeric_limits<int64_t>::max()}));
+  // No limit here: the caller compares with its device's.
+  compiler::buildSharedMemoryPlan(pm, std::numeric_limits<int64_t>::max());
   if (mlir::failed(pm.run(**module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "bob-allocate-shared failed for " + spec.name());

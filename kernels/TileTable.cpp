@@ -11,15 +11,18 @@ struct Row {
 
 // Register pressure decides these: query-major kinds keep block_m x d accumulators (fwd: 1,
 // bwd_q: 1, bob_q: 4) plus block_m x block_n score tiles; key-major kinds keep block_n x d ones
-// (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each on the mma.sync path.
+// (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each (one warpgroup: wgmma on sm_90a). Two stages:
+// the next block's tiles load while this one computes (bob-pipeline-loads).
 const Row kTable[] = {
-    {bob::KernelKind::fwd, 128, {64, 64, 4, 1}},
-    {bob::KernelKind::fwd, 256, {64, 32, 4, 1}},
-    {bob::KernelKind::bwd_q, 64, {64, 64, 4, 1}},
-    {bob::KernelKind::bwd_q, 256, {64, 32, 4, 1}},
-    {bob::KernelKind::bwd_kv, 64, {64, 64, 4, 1}},
-    {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 1}},
-    {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}},
+    {bob::KernelKind::fwd, 128, {64, 64, 4, 2}},
+    {bob::KernelKind::fwd, 256, {64, 32, 4, 2}},
+    {bob::KernelKind::bwd_q, 64, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}},
+    {bob::KernelKind::bwd_kv, 64, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 2}},
+    {bob::KernelKind::bob_q, 128, {64, 32, 4, 2}},
+    {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}}, // two stages need 233 KB at d = 256
+    {bob::KernelKind::bob_kv, 128, {32, 64, 4, 2}},
     {bob::KernelKind::bob_kv, 256, {32, 64, 4, 1}},
 };
 } // namespace
@@ -28,7 +31,7 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim) {
   for (const Row &row : kTable)
     if (row.kind == kind && headDim <= row.maxHeadDim)
       return row.tiles;
-  return {64, 64, 4, 1};
+  return {64, 64, 4, 2};
 }
 
 std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim) {
@@ -47,7 +50,7 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim) {
   for (int64_t own : {64, 128})
     for (int64_t other : {32, 64, 128})
       for (int64_t warps : {4, 8})
-        add(keyMajor ? TileConfig{other, own, warps, 1} : TileConfig{own, other, warps, 1});
+        add(keyMajor ? TileConfig{other, own, warps, base.stages} : TileConfig{own, other, warps, base.stages});
   return out;
 }
 

@@ -101,8 +101,10 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
     return emitError() << (keyMajor ? "block_n " : "block_m ") << ownRows
                        << " must be a multiple of 16 * warps = " << 16 * warps
                        << " (each warp owns whole 16-row mma fragments)";
-  if (stages < 1 || stages > 4)
-    return emitError() << "stages " << stages << " must be in [1, 4]";
+  if (stages < 1 || stages > 2)
+    return emitError() << "stages " << stages
+                       << " must be 1 (synchronous copies) or 2 (the next block's tiles load "
+                          "while this one computes)";
   if (!scale || !std::isfinite(scale.getValueAsDouble()) || scale.getValueAsDouble() <= 0)
     return emitError() << "scale must be a positive finite number";
   if (!arch || !isSupportedArch(arch.getValue()))

@@ -64,15 +64,28 @@ def Bob_LoadSharedOp : Bob_Op<"load_shared"> {
   let description = [{
     Rows at or past `bound` (the sequence length) are filled with zeros, so tiles need not
     divide the sequence. The copy is complete and visible to every thread after the op.
+
+    With `async` (placed by bob-pipeline-loads, not by kernel authors) the op only starts the
+    copy: it completes at the next `bob.wait_shared`, and whoever issues it must know that
+    nobody still reads the tile.
   }];
   let arguments = (ins Arg<AnyMemRef, "", [MemRead]>:$src, Index:$batch, Index:$head,
                        Index:$row, Index:$bound,
-                       Arg<Bob_SharedTileType, "", [MemWrite]>:$dst);
+                       Arg<Bob_SharedTileType, "", [MemWrite]>:$dst, UnitAttr:$async);
   let assemblyFormat = [{
     $src `[` $batch `,` $head `,` $row `]` `bound` $bound `into` $dst attr-dict
     `:` type($src) `,` type($dst)
   }];
   let hasVerifier = 1;
+}
+
+def Bob_WaitSharedOp : Bob_Op<"wait_shared"> {
+  let summary = "Complete every asynchronous bob.load_shared of this block";
+  let description = [{
+    After the op the tiles of all earlier `async` loads are complete and visible to every
+    thread (and to wgmma), and every thread has finished what it did before the op.
+  }];
+  let assemblyFormat = "attr-dict";
 }
 
 def Bob_StoreSharedOp : Bob_Op<"store_shared"> {

@@ -43,6 +43,9 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::TileTypeConverter converter(ctx, spec.getWarps(), shared::isHopper(spec));
       ConversionTarget target(*ctx);
       target.addIllegalDialect<BobDialect>();
+      // Selects between shared tiles (double buffers) are rewritten on converted memrefs.
+      target.addDynamicallyLegalOp<arith::SelectOp>(
+          [&](arith::SelectOp op) { return converter.isLegal(op.getType()); });
       target.addLegalDialect<arith::ArithDialect, vector::VectorDialect, memref::MemRefDialect,
                              nvgpu::NVGPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
                              gpu::GPUDialect>();

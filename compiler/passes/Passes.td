@@ -5,6 +5,17 @@
 
 include "mlir/Pass/PassBase.td"
 
+def BobPipelineLoads : Pass<"bob-pipeline-loads", "::flashbob::bob::KernelOp"> {
+  let summary = "With stages = 2, load the next iteration's shared tiles while this one computes";
+  let description = [{
+    Double-buffers the tiles that an scf.for loads at the top level of its body (rows computed
+    from the induction variable): a second buffer per tile, the first iteration's copies started
+    before the loop, and in the body a bob.wait_shared followed by the next iteration's copies
+    (async bob.load_shared) into the other buffers. Kernels with stages = 1 are unchanged.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
+}
+
 def BobStageOperands : Pass<"bob-stage-operands", "::flashbob::bob::KernelOp"> {
   let summary = "On sm_90a, move register A operands of wgmma-able products to shared memory";
   let description = [{

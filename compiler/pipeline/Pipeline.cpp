@@ -16,9 +16,15 @@
 namespace flashbob::compiler {
 using namespace mlir;
 
+void buildSharedMemoryPlan(OpPassManager &pm, int64_t maxBytes) {
+  OpPassManager &kernel = pm.nest<bob::KernelOp>();
+  kernel.addPass(bob::createBobPipelineLoads());
+  kernel.addPass(bob::createBobStageOperands());
+  kernel.addPass(bob::createBobAllocateShared(bob::BobAllocateSharedOptions{maxBytes}));
+}
+
 void buildBobPipeline(OpPassManager &pm) {
-  pm.addNestedPass<bob::KernelOp>(bob::createBobStageOperands());
-  pm.addNestedPass<bob::KernelOp>(bob::createBobAllocateShared());
+  buildSharedMemoryPlan(pm, bob::BobAllocateSharedOptions{}.maxBytes);
   pm.addPass(bob::createBobLowerKernel());
   pm.addNestedPass<gpu::GPUModuleOp>(bob::createBobLowerTiles());
   pm.addPass(createCanonicalizerPass());

@@ -44,6 +44,9 @@ struct KernelArtifacts {
 // Stage 1: the bob passes (bob IR -> upstream dialects). Stage 2: upstream conversion to the
 // LLVM dialect inside the gpu.module.
 void buildBobPipeline(mlir::OpPassManager &pm);
+// The bob-level passes that decide shared memory (double buffers, staged operands, placement),
+// per bob.kernel: the first part of buildBobPipeline, and what kernels::sharedBytesFor runs.
+void buildSharedMemoryPlan(mlir::OpPassManager &pm, int64_t maxBytes);
 void buildLoweringPipeline(mlir::OpPassManager &pm, const TargetOptions &target);
 
 // Runs everything. Failures carry the MLIR diagnostics or the LLVM error, prefixed by the

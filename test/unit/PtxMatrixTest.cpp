@@ -14,7 +14,7 @@ using namespace flashbob;
 
 namespace {
 struct Tiles {
-  int64_t blockM, blockN, warps;
+  int64_t blockM, blockN, warps, stages;
 };
 
 const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKind::bwd_q,
@@ -25,13 +25,14 @@ bool keyMajor(bob::KernelKind k) {
   return k == bob::KernelKind::bwd_kv || k == bob::KernelKind::bob_kv;
 }
 
-// Two configurations per kind: the tile table's default, and 8 warps over 128 own rows.
+// Two configurations per kind: the tile table's default (double-buffered loads), and 8 warps
+// over 128 own rows with synchronous loads.
 Tiles tiles(bob::KernelKind kind, int64_t d, int which) {
   if (which == 0) {
     kernels::TileConfig t = kernels::defaultTiles(kind, d);
-    return {t.blockM, t.blockN, t.warps};
+    return {t.blockM, t.blockN, t.warps, t.stages};
   }
-  return keyMajor(kind) ? Tiles{32, 128, 8} : Tiles{128, 32, 8};
+  return keyMajor(kind) ? Tiles{32, 128, 8, 1} : Tiles{128, 32, 8, 1};
 }
 } // namespace
 
@@ -50,6 +51,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
               spec.blockM = t.blockM;
               spec.blockN = t.blockN;
               spec.warps = t.warps;
+              spec.stages = t.stages;
               spec.dtype = dtype;
               spec.causal = causal;
               spec.arch = arch;
@@ -119,6 +121,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         spec.blockM = t.blockM;
         spec.blockN = t.blockN;
         spec.warps = t.warps;
+        spec.stages = t.stages;
         INFO(spec.name());
         auto estimate = kernels::sharedBytesFor(spec);
         REQUIRE(static_cast<bool>(estimate));
@@ -128,6 +131,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         // Independent count of the kernel's shared tiles. sm_80: rows padded by 16 bytes,
         // 128-byte aligned. sm_90a: unpadded (swizzled), 1024-byte aligned, plus the one
         // scratch tile (own rows x other rows) that register operands of wgmma go through.
+        // Tiles loaded in the loop (the other sequence's) have one buffer per stage.
         const bool hopper = std::string(arch) == "sm_90a";
         auto tile = [&](int64_t rows, int64_t cols) -> int64_t {
           if (hopper)
@@ -135,6 +139,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
           return (rows * (cols + 8) * 2 + 127) / 128 * 128;
         };
         int64_t q = tile(spec.blockM, d), k = tile(spec.blockN, d);
+        (keyMajor(kind) ? q : k) *= spec.stages;
         int64_t expected = 0;
         switch (kind) {
         case bob::KernelKind::fwd: expected = q + 2 * k; break;           // Q | K, V

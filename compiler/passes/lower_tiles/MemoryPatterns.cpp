@@ -60,8 +60,10 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
     const int64_t chunks = tile.getRows() * chunksPerRow;
     const int64_t threads = 32 * conv->warps();
 
-    // Nobody may still be reading the tile's previous contents.
-    gpu::BarrierOp::create(e.b);
+    // Nobody may still be reading the tile's previous contents (an async load's issuer
+    // guarantees that itself: bob-pipeline-loads issues it right after a bob.wait_shared).
+    if (!op.getAsync())
+      gpu::BarrierOp::create(e.b);
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(rw.getContext());
     SmallVector<Value> tokens;
     for (int64_t first = 0; first < chunks; first += threads) {
@@ -89,11 +91,40 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
       }
     }
     Value group = nvgpu::DeviceAsyncCreateGroupOp::create(e.b, tokenType, tokens);
-    nvgpu::DeviceAsyncWaitOp::create(e.b, group, e.b.getI32IntegerAttr(0));
-    // Every thread's copies are complete: make them visible to the whole block.
+    if (!op.getAsync()) {
+      nvgpu::DeviceAsyncWaitOp::create(e.b, group, e.b.getI32IntegerAttr(0));
+      // Every thread's copies are complete: make them visible to the whole block.
+      publishToAsyncProxy(e, *conv);
+      gpu::BarrierOp::create(e.b);
+    }
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+// All of this thread's copy groups complete, then visible to the block.
+struct WaitSharedLowering : OpConversionPattern<WaitSharedOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(WaitSharedOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    Emitter e(op.getLoc(), rw);
+    NVVM::CpAsyncWaitGroupOp::create(e.b, e.b.getI32IntegerAttr(0));
     publishToAsyncProxy(e, *conv);
     gpu::BarrierOp::create(e.b);
     rw.eraseOp(op);
+    return success();
+  }
+};
+
+// arith.select between two shared tiles (bob-pipeline-loads picks this iteration's buffer):
+// the same select on their converted memrefs.
+struct SelectSharedLowering : OpConversionPattern<arith::SelectOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(arith::SelectOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    if (!isa<SharedTileType>(op.getType()))
+      return failure();
+    rw.replaceOpWithNewOp<arith::SelectOp>(op, a.getCondition(), a.getTrueValue(),
+                                           a.getFalseValue());
     return success();
   }
 };
@@ -270,9 +301,9 @@ struct StoreVecLowering : OpConversionPattern<StoreVecOp> {
 } // namespace
 
 void populateMemoryPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<AllocSharedLowering, LoadSharedLowering, StoreSharedLowering, StoreTileLowering,
-               LoadTileLowering, LoadVecLowering, StoreVecLowering>(converter,
-                                                                     patterns.getContext());
+  patterns.add<AllocSharedLowering, LoadSharedLowering, WaitSharedLowering, SelectSharedLowering,
+               StoreSharedLowering, StoreTileLowering, LoadTileLowering, LoadVecLowering,
+               StoreVecLowering>(converter, patterns.getContext());
 }
 
 } // namespace flashbob::bob::lowering

@@ -99,16 +99,16 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block
 // -----
 
 // stages 0
-// expected-error @+1 {{stages 0 must be in [1, 4]}}
+// expected-error @+1 {{stages 0 must be 1 (synchronous copies) or 2}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 0, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
   bob.return
 }
 
 // -----
 
-// stages 5
-// expected-error @+1 {{stages 5 must be in [1, 4]}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 5, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+// stages 3
+// expected-error @+1 {{stages 3 must be 1 (synchronous copies) or 2}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 3, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
   bob.return
 }
 

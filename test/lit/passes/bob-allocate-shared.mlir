@@ -1,5 +1,6 @@
 // bob-allocate-shared (sm_80: padded layout): shared tiles are placed one after another in program order, each at a
-// 128-byte aligned offset, rows padded by 8 elements (16 bytes): size = rows * (cols + 8) * 2.
+// 128-byte aligned offset, rows padded by 8 elements (16 bytes): size = rows * (cols + 8) * 2
+// (sm_90a swizzled tiles: the last case).
 // The total goes into the kernel's bob.shared_bytes.
 // RUN: flashbob-opt %s -split-input-file --pass-pipeline='builtin.module(bob.kernel(bob-allocate-shared))' | FileCheck %s
 // The flag form nests the pass on bob.kernel implicitly.
@@ -78,5 +79,27 @@ bob.kernel @first() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, bloc
 }
 bob.kernel @second() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_80">} {
   %a = bob.alloc_shared : !bob.smem<128x64xbf16>
+  bob.return
+}
+
+// -----
+
+// sm_90a: tiles take the wgmma swizzle (SharedLayout.h): no padding, 1024-byte aligned.
+// 64x64 bf16 = 8192 bytes at 0; 16x96 bf16 (three 64-byte column blocks) = 3072 at 8192;
+// 32x128 f16 = 8192 at 11264 (already a multiple of 1024); total 19456. Alignment shows when
+// 16x16 bf16 (one 32-byte block: 512 bytes) is followed by anything: 19456 + 512 -> 20480.
+// CHECK-LABEL: bob.kernel @swizzled
+// CHECK-SAME: bob.shared_bytes = 21504 : i64
+// CHECK: bob.alloc_shared {offset = 0 : i64} : <64x64xbf16>
+// CHECK: bob.alloc_shared {offset = 8192 : i64} : <16x96xbf16>
+// CHECK: bob.alloc_shared {offset = 11264 : i64} : <32x128xf16>
+// CHECK: bob.alloc_shared {offset = 19456 : i64} : <16x16xbf16>
+// CHECK: bob.alloc_shared {offset = 20480 : i64} : <16x32xbf16>
+bob.kernel @swizzled() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %a = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %b = bob.alloc_shared : !bob.smem<16x96xbf16>
+  %c = bob.alloc_shared : !bob.smem<32x128xf16>
+  %d = bob.alloc_shared : !bob.smem<16x16xbf16>
+  %e = bob.alloc_shared : !bob.smem<16x32xbf16>
   bob.return
 }

@@ -1,0 +1,107 @@
+// bob-pipeline-loads: with stages = 2 a loop's tile loads become double-buffered: the first
+// iteration's copies start before the loop, each iteration waits for its own copies and then
+// starts the next iteration's into the other buffers, and reads its buffer by parity.
+// RUN: flashbob-opt %s -split-input-file --bob-pipeline-loads | FileCheck %s
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// CHECK-LABEL: bob.kernel @double_buffered
+// CHECK-SAME: (%[[Q:.+]]: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>, %[[K:.+]]: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>)
+// The loop's tile gets a second buffer next to the first; the tile loaded before the loop none.
+// CHECK:      %[[QS:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: %[[K0:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: %[[K1:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: bob.load_shared %[[Q]]{{.*}} into %[[QS]] :
+// Prologue: if the loop runs, iteration 0's rows (0 * 64) start loading into the first buffer.
+// CHECK:      %[[RUNS:.+]] = arith.cmpi slt, %[[LB:.+]], %[[UB:.+]] : index
+// CHECK-NEXT: scf.if %[[RUNS]] {
+// CHECK-NEXT:   %[[ROW0:.+]] = arith.muli %[[LB]], %{{.+}} : index
+// CHECK-NEXT:   bob.load_shared %[[K]][%{{.+}}, %{{.+}}, %[[ROW0]]] bound %{{.+}} into %[[K0]] {async}
+// CHECK-NEXT: }
+// CHECK:      scf.for %[[I:.+]] = %[[LB]] to %[[UB]] step %[[STEP:.+]] iter_args
+// Buffers by parity of (i - lb) / step.
+// CHECK:        %[[EVEN:.+]] = arith.cmpi eq
+// CHECK-NEXT:   %[[CUR:.+]] = arith.select %[[EVEN]], %[[K0]], %[[K1]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT:   %[[NXT:.+]] = arith.select %[[EVEN]], %[[K1]], %[[K0]] : !bob.smem<64x64xbf16>
+// Where the load was: wait, then the next iteration's rows into the other buffer.
+// CHECK:        bob.wait_shared
+// CHECK-NEXT:   %[[NEXTI:.+]] = arith.addi %[[I]], %[[STEP]] : index
+// CHECK-NEXT:   %[[HASNEXT:.+]] = arith.cmpi slt, %[[NEXTI]], %[[UB]] : index
+// CHECK-NEXT:   scf.if %[[HASNEXT]] {
+// CHECK-NEXT:     %[[ROWN:.+]] = arith.muli %[[NEXTI]], %{{.+}} : index
+// CHECK-NEXT:     bob.load_shared %[[K]][%{{.+}}, %{{.+}}, %[[ROWN]]] bound %{{.+}} into %[[NXT]] {async}
+// CHECK-NEXT:   }
+// The body reads the current buffer; no synchronous load is left in the loop.
+// CHECK-NOT:    bob.load_shared
+// CHECK:        bob.mma %[[QS]], %[[CUR]], %{{.+}} {transpose_b}
+// CHECK:        scf.yield
+bob.kernel @double_buffered(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %n = memref.dim %q, %c2 : !T
+  %blocks = arith.divui %n, %c64 : index
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  bob.load_shared %q[%c0, %c0, %c0] bound %n into %qs : !T, !bob.smem<64x64xbf16>
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %r = scf.for %i = %c0 to %blocks step %c1 iter_args(%acc = %zero) -> (!bob.rtile<64x64xf32>) {
+    %row = arith.muli %i, %c64 : index
+    bob.load_shared %k[%c0, %c0, %row] bound %n into %ks : !T, !bob.smem<64x64xbf16>
+    %s = bob.mma %qs, %ks, %acc {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+    scf.yield %s : !bob.rtile<64x64xf32>
+  }
+  bob.return
+}
+
+// -----
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// stages = 1: unchanged.
+// CHECK-LABEL: bob.kernel @synchronous
+// CHECK-NOT: bob.wait_shared
+// CHECK-NOT: {async}
+// CHECK: scf.for
+// CHECK-NEXT: arith.muli
+// CHECK-NEXT: bob.load_shared
+bob.kernel @synchronous(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %row = arith.muli %i, %c64 : index
+    bob.load_shared %k[%c0, %c0, %row] bound %c64 into %ks : !T, !bob.smem<64x64xbf16>
+  }
+  bob.return
+}
+
+// -----
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// A load whose row is not computed from the induction variable by pure ops of the body (here
+// it comes out of an scf.if) is left synchronous, and so is the whole loop.
+// CHECK-LABEL: bob.kernel @not_pipelined
+// CHECK-NOT: bob.wait_shared
+// CHECK-NOT: {async}
+bob.kernel @not_pipelined(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %flag = arith.cmpi eq, %i, %c0 : index
+    %row = scf.if %flag -> index {
+      scf.yield %i : index
+    } else {
+      scf.yield %c0 : index
+    }
+    bob.load_shared %k[%c0, %c0, %row] bound %c64 into %ks : !T, !bob.smem<64x64xbf16>
+  }
+  bob.return
+}
