@@ -61,8 +61,9 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   FLASHBOB_CU(driver, cuDeviceGetAttribute(&sharedLimit,
                                            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
 
-  // Candidates, pruned before anything is compiled: by the compiler's verifier, then by the
-  // device's shared memory per block (exact bytes from the IR, no lowering).
+  // Candidates, pruned before anything is compiled: by the compiler's verifier, by registers
+  // (accumulators that cannot stay in a thread's registers), then by the device's shared memory
+  // per block (exact bytes from the IR, no lowering).
   std::vector<compiler::KernelSpec> specs;
   std::vector<std::string> names;
   mlir::MLIRContext ctx;
@@ -73,6 +74,10 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
     s.warps = t.warps;
     s.stages = t.stages;
     if (llvm::Error e = compiler::validate(s, &ctx)) {
+      llvm::consumeError(std::move(e));
+      continue;
+    }
+    if (llvm::Error e = kernels::checkRegisterFootprint(s)) {
       llvm::consumeError(std::move(e));
       continue;
     }

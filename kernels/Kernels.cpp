@@ -1,4 +1,5 @@
 #include "kernels/Kernels.h"
+#include "kernels/TileTable.h"
 #include "kernels/common/KernelBuilder.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/pipeline/Pipeline.h"
@@ -16,6 +17,8 @@ namespace flashbob::kernels {
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext &ctx,
                                                              const compiler::KernelSpec &spec) {
   if (llvm::Error e = compiler::validate(spec, &ctx))
+    return std::move(e);
+  if (llvm::Error e = checkRegisterFootprint(spec))
     return std::move(e);
   KernelBuilder kb(&ctx, spec);
   switch (spec.kind) {

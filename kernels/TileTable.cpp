@@ -56,7 +56,46 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim) {
 
 std::string tileName(const TileConfig &t) {
   return "m" + std::to_string(t.blockM) + "_n" + std::to_string(t.blockN) + "_w" +
-         std::to_string(t.warps);
+         std::to_string(t.warps) + "_s" + std::to_string(t.stages);
+}
+
+namespace {
+int64_t accumulatorCount(bob::KernelKind kind) {
+  switch (kind) {
+  case bob::KernelKind::fwd: return 1;
+  case bob::KernelKind::bwd_q: return 1;
+  case bob::KernelKind::bwd_kv: return 2;
+  case bob::KernelKind::bob_q: return 4;
+  case bob::KernelKind::bob_kv: return 2;
+  }
+  return 1;
+}
+bool keyMajor(bob::KernelKind kind) {
+  return kind == bob::KernelKind::bwd_kv || kind == bob::KernelKind::bob_kv;
+}
+} // namespace
+
+int64_t accumulatorFloatsPerThread(const compiler::KernelSpec &spec) {
+  const int64_t own = keyMajor(spec.kind) ? spec.blockN : spec.blockM;
+  return accumulatorCount(spec.kind) * own * spec.headDim / (32 * spec.warps);
+}
+
+llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec) {
+  const int64_t floats = accumulatorFloatsPerThread(spec);
+  const int64_t own = keyMajor(spec.kind) ? spec.blockN : spec.blockM;
+  // 16 rows a warp is the least a warp can own (one mma fragment): at that point the state is
+  // the kernel's minimum for this head dim (bob_q at d = 256 still spills, and runs).
+  if (floats <= kMaxAccumulatorFloatsPerThread || own / spec.warps <= 16)
+    return llvm::Error::success();
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "%s keeps %lld accumulator(s) of %lldx%lld f32 over %lld threads = %lld floats per thread; "
+      "more than %lld cannot stay in a thread's 255 registers: use a smaller %s or more warps",
+      bob::stringifyKernelKind(spec.kind).str().c_str(),
+      static_cast<long long>(accumulatorCount(spec.kind)), static_cast<long long>(own),
+      static_cast<long long>(spec.headDim), static_cast<long long>(32 * spec.warps),
+      static_cast<long long>(floats), static_cast<long long>(kMaxAccumulatorFloatsPerThread),
+      keyMajor(spec.kind) ? "block_n" : "block_m");
 }
 
 } // namespace flashbob::kernels

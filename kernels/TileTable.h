@@ -4,6 +4,8 @@
 
 #include "compiler/KernelSpec.h"
 
+#include "llvm/Support/Error.h"
+
 #include <string>
 #include <vector>
 
@@ -13,15 +15,25 @@ struct TileConfig {
   int64_t blockM, blockN, warps, stages;
 };
 
-// The default tiles for `kind` at `headDim` on the mma.sync path.
+// The default tiles for `kind` at `headDim`.
 TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim);
+
+// f32 values each thread keeps in its loop-carried accumulators: own rows x head_dim per
+// accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV), spread over
+// the block's threads. A thread has 255 registers: past one register file of accumulator state
+// a kernel lives in local memory, so buildKernel rejects it unless its warps already own the
+// fewest rows they can (16), i.e. no tile choice would fit.
+int64_t accumulatorFloatsPerThread(const compiler::KernelSpec &spec);
+inline constexpr int64_t kMaxAccumulatorFloatsPerThread = 256;
+// One clear line when `spec` keeps more than that, else success.
+llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec);
 
 // The autotuner's space for `kind` at `headDim`: the default first, then neighbours (block
 // sizes halved/doubled, 8 warps). Specs the compiler or the device cannot run are pruned by the
 // caller (the compiler's verifier, shared memory per block), never here.
 std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim);
 
-// "m64_n32_w4": how a configuration is named in tuning records and logs.
+// "m64_n32_w4_s2": how a configuration is named in tuning records and logs.
 std::string tileName(const TileConfig &t);
 
 } // namespace flashbob::kernels
