@@ -10,6 +10,8 @@
 #include "llvm/Support/Path.h"
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <cstdlib>
 
 namespace flashbob::api {
@@ -55,6 +57,23 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   runtime::CudaDriver &driver = cache.driver();
   CUdevice dev;
   FLASHBOB_CU(driver, cuCtxGetDevice(&dev));
+  // After the first call for a kernel, problem bucket and device, the decision comes from
+  // memory: pruning builds every candidate's IR, which would cost milliseconds per launch.
+  const std::string memoKey = base.name() + " seq<=" +
+                              std::to_string(nextPowerOfTwo(std::max(p.seqQ, p.seqK))) +
+                              " device=" + std::to_string(dev) + " dir=" + tuningDir();
+  static std::mutex memoMutex;
+  static std::map<std::string, compiler::KernelSpec> memo;
+  {
+    std::lock_guard<std::mutex> lock(memoMutex);
+    if (auto it = memo.find(memoKey); it != memo.end())
+      return it->second;
+  }
+  auto remember = [&](const compiler::KernelSpec &chosen) {
+    std::lock_guard<std::mutex> lock(memoMutex);
+    memo.emplace(memoKey, chosen);
+    return chosen;
+  };
   char gpu[128] = {};
   FLASHBOB_CU(driver, cuDeviceGetName(gpu, sizeof(gpu), dev));
   int sharedLimit = 0;
@@ -129,8 +148,8 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
     return result.takeError();
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == result->winner)
-      return specs[i];
-  return base;
+      return remember(specs[i]);
+  return remember(base);
 }
 
 } // namespace flashbob::api
