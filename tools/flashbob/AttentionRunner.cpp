@@ -60,13 +60,10 @@ private:
   size_t bytes_ = 0;
 };
 
-struct Flops {
-  static double perPair(Op op) { return op == Op::fwd ? 4 : op == Op::bwd ? 10 : 36; }
-};
+} // namespace
 
 const char *opName(Op op) { return op == Op::fwd ? "fwd" : op == Op::bwd ? "bwd" : "bob"; }
-
-} // namespace
+double flopsPerPair(Op op) { return op == Op::fwd ? 4 : op == Op::bwd ? 10 : 36; }
 
 llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream &os) {
   const AttentionProblem &p = opt.problem;
@@ -183,6 +180,12 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   FLASHBOB_CU(driver, cuCtxSynchronize());
   double firstMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                              firstStart).count();
+  report.firstMs = firstMs;
+  for (int i = 0; i < opt.warmup; ++i)
+    if (llvm::Error e = runOp())
+      return std::move(e);
+  if (opt.warmup > 0)
+    FLASHBOB_CU(driver, cuCtxSynchronize());
 
   // Host cost of one warm call (kernel cached, validation, argument packing, cuLaunchKernel):
   // many calls back to back without waiting, timed on the host.
@@ -205,7 +208,16 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   FLASHBOB_CU(driver, cuEventCreate(&start, CU_EVENT_DEFAULT));
   FLASHBOB_CU(driver, cuEventCreate(&stop, CU_EVENT_DEFAULT));
   std::vector<float> times;
-  for (int i = 0; i < std::max(1, opt.repeat); ++i) {
+  const int maxRuns = std::max(1, opt.repeat), minRuns = std::min(2, maxRuns);
+  auto loopStart = std::chrono::steady_clock::now();
+  for (int i = 0; i < maxRuns; ++i) {
+    if (opt.timeBudgetMs > 0 && i >= minRuns &&
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loopStart)
+                .count() >= opt.timeBudgetMs)
+      break;
+    if (opt.beforeTimedRun)
+      if (llvm::Error e = opt.beforeTimedRun())
+        return std::move(e);
     FLASHBOB_CU(driver, cuEventRecord(start, nullptr));
     if (llvm::Error e = runOp())
       return std::move(e);
@@ -217,10 +229,12 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   }
   cu.cuEventDestroy(start);
   cu.cuEventDestroy(stop);
+  report.timesMs = times;
   std::sort(times.begin(), times.end());
   report.medianMs = times[times.size() / 2];
   double pairs = static_cast<double>(p.seqQ) * p.seqK * (p.causal ? 0.5 : 1.0) * bh;
-  report.tflops = Flops::perPair(opt.op) * pairs * d / (report.medianMs * 1e-3) / 1e12;
+  report.flops = flopsPerPair(opt.op) * pairs * d;
+  report.tflops = report.flops / (report.medianMs * 1e-3) / 1e12;
   size_t free1 = 0;
   FLASHBOB_CU(driver, cuMemGetInfo(&free1, &total));
   report.deviceUsedBytes = static_cast<double>(free0) - static_cast<double>(free1);
@@ -229,7 +243,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
                       "runs, {10:F1} TFLOP/s ({11} N M d{12})\n",
                       opName(opt.op), p.batch, p.heads, p.seqQ, p.seqK, d,
                       p.dtype == DType::bf16 ? "bf16" : "fp16", p.causal ? " causal" : "",
-                      report.medianMs, times.size(), report.tflops, Flops::perPair(opt.op),
+                      report.medianMs, times.size(), report.tflops, flopsPerPair(opt.op),
                       p.causal ? " / 2" : "");
   os << llvm::formatv("first call (JIT compile or disk cache, then run): {0:F1} ms\n", firstMs);
   os << llvm::formatv("device memory: tensors {0:F3} GiB, O(N) workspace (L, D, c, b) {1:F2} MiB, "
@@ -274,6 +288,8 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
     sub.scale = *p.scale;
   oracle::Matrix q = hostRows(0, row0, r), k = hostRows(1, 0, p.seqK), v = hostRows(2, 0, p.seqK);
   const double tol = p.dtype == DType::bf16 ? 5e-3 : 1e-3;
+  report.checkBound = tol;
+  report.checkedRows = r;
   os << llvm::formatv("check vs float64 oracle, head (0,0), {0}: rel L2 (bound {1:E0})\n",
                       full ? "every row" : llvm::formatv("last {0} query rows", r).str(), tol);
   auto compare = [&](const char *name, llvm::Expected<std::vector<double>> got,
@@ -284,6 +300,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
     double e = stats.nonFinite ? std::numeric_limits<double>::infinity() : stats.relL2;
     bool ok = e <= tol;
     report.passed &= ok;
+    report.checks.push_back({name, e, ok});
     os << llvm::formatv("  {0,-4} {1:E2}{2}\n", name, e, ok ? "" : "  FAIL");
     return llvm::Error::success();
   };

@@ -8,11 +8,18 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace flashbob::tool {
 
 enum class Op { fwd, bwd, bob };
+
+const char *opName(Op op);
+// Canonical flops per head and unmasked (query, key) pair, in units of d (bob-math.md):
+// forward 4, backward 10 (S and dP recomputed, dQ, dK, dV), BoB 36.
+double flopsPerPair(Op op);
 
 struct RunOptions {
   Op op = Op::bob;
@@ -22,16 +29,34 @@ struct RunOptions {
   uint64_t seed = 1;
   int64_t checkRows = 64; // query rows checked when the problem is too large for a dense check
   bool launchOverhead = false; // also time the host side of many warm calls
+  int warmup = 0;         // untimed runs after the first call (which compiles or loads)
+  // When positive: stop timing once this much wall time has gone into the timed runs, after at
+  // least min(2, repeat) of them (`repeat` stays the upper bound).
+  double timeBudgetMs = 0;
+  // Called before each timed run, outside the timed interval (`flashbob bench` flushes the L2).
+  std::function<llvm::Error()> beforeTimedRun;
+};
+
+struct CheckedOutput {
+  std::string name;
+  double relL2 = 0; // +inf when the output holds a NaN or an infinity
+  bool passed = true;
 };
 
 struct RunReport {
   double medianMs = 0;
+  std::vector<float> timesMs; // every timed run, in order
+  double firstMs = 0;         // first call: JIT compile or disk-cache load, then one run
+  double flops = 0;           // canonical count for the whole problem (all heads)
   double tflops = 0;          // canonical flop count (bob-math.md) over the median time
   double tensorBytes = 0;     // inputs + outputs (N x d and M x d tensors)
   double workspaceBytes = 0;  // L, D, c, b: O(N)
   double deviceUsedBytes = 0; // device memory in use at the end, over the baseline (peak: the
                               // kernels allocate nothing themselves)
   bool checked = false, passed = true;
+  double checkBound = 0;               // relative L2 bound of the check
+  int64_t checkedRows = 0;             // query rows of head (0, 0) compared
+  std::vector<CheckedOutput> checks;   // one entry per compared output
 };
 
 // Prints a human-readable report to `os` as it goes; errors name the failing call.

@@ -16,6 +16,9 @@ extern llvm::cl::SubCommand runCommand;
 extern llvm::cl::SubCommand tuneCommand; // `run` with autotuning on and printed
 int runRun();
 
+extern llvm::cl::SubCommand benchCommand;
+int runBench();
+
 extern llvm::cl::SubCommand cacheCommand;
 int runCache();
 

@@ -23,6 +23,8 @@ int main(int argc, char **argv) {
     return runCompile();
   if (runCommand || tuneCommand)
     return runRun();
+  if (benchCommand)
+    return runBench();
   if (cacheCommand)
     return runCache();
   if (devicesCommand)
