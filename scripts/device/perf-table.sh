@@ -52,7 +52,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,tem
   --format=csv 2>&1 | sed 's/^/  /'
 F=.device/bin/flashbob
 [ -x "$F" ] || { stamp "no $F: run scripts/device/pack.sh here and carry .device"; exit 1; }
-GIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The device copy of the tree may carry a stale .git: the caller passes the commit.
+GIT=${FLASHBOB_GIT_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 python3 - "$WORK/env.json" "$GIT" <<'EOF'
 import json, sys, time
 json.dump({"date": time.strftime("%Y-%m-%d %H:%M"), "git": sys.argv[2],
