@@ -1,4 +1,5 @@
 #include "tools/flashbob/AttentionRunner.h"
+#include "tools/flashbob/DeviceBuffer.h"
 
 #include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"
@@ -39,27 +40,6 @@ double fromBits(uint16_t h, DType t) {
   return t == DType::bf16 ? runtime::bf16ToFloat(h) : runtime::halfToFloat(h);
 }
 
-class Buffer {
-public:
-  Buffer(CudaDriver &d) : driver_(d) {}
-  ~Buffer() {
-    if (ptr_)
-      driver_.api().cuMemFree(ptr_);
-  }
-  llvm::Error allocate(size_t bytes) {
-    bytes_ = bytes;
-    FLASHBOB_CU(driver_, cuMemAlloc(&ptr_, bytes));
-    return llvm::Error::success();
-  }
-  CUdeviceptr get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
-private:
-  CudaDriver &driver_;
-  CUdeviceptr ptr_ = 0;
-  size_t bytes_ = 0;
-};
-
 } // namespace
 
 const char *opName(Op op) { return op == Op::fwd ? "fwd" : op == Op::bwd ? "bwd" : "bob"; }
@@ -84,7 +64,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
 
   // Inputs: 0 Q, 1 K, 2 V, 3 dO, 4 uQ, 5 uK, 6 uV.
   const bool needGrad = opt.op != Op::fwd, needBob = opt.op == Op::bob;
-  std::vector<std::unique_ptr<Buffer>> inputs;
+  std::vector<std::unique_ptr<DeviceBuffer>> inputs;
   RunReport report;
   for (unsigned t = 0; t < 7; ++t) {
     if ((t == 3 && !needGrad) || (t >= 4 && !needBob)) {
@@ -103,15 +83,15 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
       });
     for (auto &th : pool)
       th.join();
-    auto buf = std::make_unique<Buffer>(driver);
+    auto buf = std::make_unique<DeviceBuffer>(driver);
     if (llvm::Error e = buf->allocate(n * 2))
       return std::move(e);
     FLASHBOB_CU(driver, cuMemcpyHtoD(buf->get(), host.data(), n * 2));
     report.tensorBytes += n * 2;
     inputs.push_back(std::move(buf));
   }
-  auto alloc = [&](size_t bytes, bool tensor) -> llvm::Expected<std::unique_ptr<Buffer>> {
-    auto buf = std::make_unique<Buffer>(driver);
+  auto alloc = [&](size_t bytes, bool tensor) -> llvm::Expected<std::unique_ptr<DeviceBuffer>> {
+    auto buf = std::make_unique<DeviceBuffer>(driver);
     if (llvm::Error e = buf->allocate(bytes))
       return std::move(e);
     // NaN everywhere: anything a kernel fails to write shows up in the check.
@@ -123,10 +103,10 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   auto name##Or = alloc(bytes, tensor);                                                           \
   if (!name##Or)                                                                                  \
     return name##Or.takeError();                                                                  \
-  std::unique_ptr<Buffer> name = std::move(*name##Or);
+  std::unique_ptr<DeviceBuffer> name = std::move(*name##Or);
   FLASHBOB_ALLOC(out, qElems * 2, true)
   FLASHBOB_ALLOC(lse, rowBytes, false)
-  std::unique_ptr<Buffer> dq, dk, dv, gq, gk, gv, gdo, dRow, cRow, bRow;
+  std::unique_ptr<DeviceBuffer> dq, dk, dv, gq, gk, gv, gdo, dRow, cRow, bRow;
   if (needGrad) {
     auto dRowOr = alloc(rowBytes, false);
     if (!dRowOr)
@@ -148,8 +128,8 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   }
 #undef FLASHBOB_ALLOC
 
-  auto Q = [&](const std::unique_ptr<Buffer> &b) { return p.contiguous(b->get(), p.seqQ); };
-  auto K = [&](const std::unique_ptr<Buffer> &b) { return p.contiguous(b->get(), p.seqK); };
+  auto Q = [&](const std::unique_ptr<DeviceBuffer> &b) { return p.contiguous(b->get(), p.seqQ); };
+  auto K = [&](const std::unique_ptr<DeviceBuffer> &b) { return p.contiguous(b->get(), p.seqK); };
   auto forward = [&] {
     return attentionForward(p, Q(inputs[0]), K(inputs[1]), K(inputs[2]), Q(out), {lse->get()});
   };
@@ -267,7 +247,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
       m.data[i] = fromBits(toBits(inputValue(opt.seed, tensor, (first * d) + i), p.dtype), p.dtype);
     return m;
   };
-  auto deviceRows = [&](const std::unique_ptr<Buffer> &b, int64_t first, int64_t rows)
+  auto deviceRows = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t first, int64_t rows)
       -> llvm::Expected<std::vector<double>> {
     std::vector<uint16_t> bits(static_cast<size_t>(rows * d));
     FLASHBOB_CU(driver, cuMemcpyDtoH(bits.data(), b->get() + first * d * 2, bits.size() * 2));
@@ -276,7 +256,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
       v[i] = fromBits(bits[i], p.dtype);
     return v;
   };
-  auto deviceVec = [&](const std::unique_ptr<Buffer> &b, int64_t first, int64_t rows)
+  auto deviceVec = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t first, int64_t rows)
       -> llvm::Expected<std::vector<double>> {
     std::vector<float> f(static_cast<size_t>(rows));
     FLASHBOB_CU(driver, cuMemcpyDtoH(f.data(), b->get() + first * 4, f.size() * 4));

@@ -7,6 +7,7 @@
 #include "runtime/driver/CudaDriver.h"
 #include "runtime/launch/Kernel.h"
 #include "tools/flashbob/AttentionRunner.h"
+#include "tools/flashbob/DeviceBuffer.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
 
@@ -86,29 +87,6 @@ constexpr int64_t kGemmSize = 8192;
 llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
-
-class DeviceBuffer {
-public:
-  explicit DeviceBuffer(CudaDriver &d) : driver_(d) {}
-  ~DeviceBuffer() {
-    if (ptr_)
-      driver_.api().cuMemFree(ptr_);
-  }
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  llvm::Error allocate(size_t bytes) {
-    FLASHBOB_CU(driver_, cuMemAlloc(&ptr_, bytes));
-    bytes_ = bytes;
-    return llvm::Error::success();
-  }
-  CUdeviceptr get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
-private:
-  CudaDriver &driver_;
-  CUdeviceptr ptr_ = 0;
-  size_t bytes_ = 0;
-};
 
 // Device events around work on the null stream (the stream the API calls and cuBLAS use here).
 class EventTimer {
