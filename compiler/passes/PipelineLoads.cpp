@@ -4,7 +4,7 @@
 //
 // For each scf.for whose body (at its top level) has bob.load_shared ops into tiles allocated
 // outside the loop, with every operand but the row defined outside the loop and the row computed
-// from the induction variable inside the body:
+// from the induction variable inside the body, each tile loaded once and read only in the loop:
 //   - each such tile gets a second buffer; iteration i reads buffer (i - lb) / step % 2;
 //   - before the loop: if it runs at all, the first iteration's loads start (async);
 //   - in the body, where the first load was: bob.wait_shared (this iteration's tiles are there,
@@ -20,6 +20,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace flashbob::bob {
 #define GEN_PASS_DEF_BOBPIPELINELOADS
@@ -78,8 +79,16 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
     if (loads.empty())
       return;
     llvm::DenseMap<LoadSharedOp, SmallVector<Operation *>> slices;
+    llvm::SmallPtrSet<Value, 8> tiles;
     for (LoadSharedOp load : loads) {
       Value tile = load.getDst();
+      // One load per tile, and nothing outside the loop reads it (after the loop the last
+      // iteration's data may sit in the second buffer).
+      if (!tiles.insert(tile).second)
+        return;
+      for (Operation *user : tile.getUsers())
+        if (!loop->isAncestor(user))
+          return;
       if (!definedOutside(loop, tile) || !tile.getDefiningOp<AllocSharedOp>() ||
           !definedOutside(loop, load.getSrc()) || !definedOutside(loop, load.getBatch()) ||
           !definedOutside(loop, load.getHead()) || !definedOutside(loop, load.getBound()))

@@ -49,7 +49,7 @@ cl::opt<int64_t> batch("batch", cl::desc("Batch size"), cl::sub(benchCommand), c
 cl::opt<int64_t> heads("heads", cl::desc("Heads"), cl::sub(benchCommand), cl::init(1));
 cl::opt<int64_t> seq("seq", cl::desc("Queries N"), cl::sub(benchCommand), cl::init(4096));
 // `run` and `tune` call it --seq-q: the same spelling works here.
-cl::alias seqQ("seq-q", cl::desc("Alias for --seq"), cl::aliasopt(seq), cl::sub(benchCommand));
+cl::alias seqQ("seq-q", cl::desc("Alias for --seq"), cl::aliasopt(seq));
 cl::opt<int64_t> seqK("seq-k", cl::desc("Keys M (default N)"), cl::sub(benchCommand), cl::init(0));
 cl::opt<int64_t> headDim("head-dim", cl::desc("Head dimension d"), cl::sub(benchCommand),
                          cl::init(64));

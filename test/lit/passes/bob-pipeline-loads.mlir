@@ -105,3 +105,26 @@ bob.kernel @not_pipelined(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_
   }
   bob.return
 }
+
+// -----
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// A tile read after the loop keeps its single buffer (the last block could sit in the other).
+// CHECK-LABEL: bob.kernel @read_after_loop
+// CHECK-NOT: bob.wait_shared
+// CHECK-NOT: {async}
+bob.kernel @read_after_loop(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %row = arith.muli %i, %c64 : index
+    bob.load_shared %k[%c0, %c0, %row] bound %c64 into %ks : !T, !bob.smem<64x64xbf16>
+  }
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %s = bob.mma %ks, %ks, %zero {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
