@@ -7,7 +7,9 @@
 // (a hand-written PTX string) is not something this compiler emits. So a product that otherwise
 // qualifies (WgmmaRules.h) stores the f32 tile into a scratch shared tile (rounded exactly as
 // bob.convert would) and reads A from there. One scratch tile per shape: stores and products run
-// in program order, with barriers from bob.store_shared, so one buffer serves them all.
+// in program order, with barriers from bob.store_shared, and each product has finished reading
+// (wgmma.wait_group 0 in WgmmaPattern) before the next store, so one buffer serves them all.
+// Keeping products in flight later means one buffer per product in flight.
 #include "compiler/passes/Passes.h"
 #include "compiler/passes/WgmmaRules.h"
 
