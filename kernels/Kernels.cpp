@@ -101,7 +101,7 @@ llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
 
 Grid gridFor(const compiler::KernelSpec &spec, int64_t batch, int64_t heads, int64_t seqQ,
              int64_t seqK) {
-  bool keyMajor = spec.kind == bob::KernelKind::bwd_kv || spec.kind == bob::KernelKind::bob_kv;
+  bool keyMajor = bob::isKeyMajor(spec.kind);
   int64_t rows = keyMajor ? seqK : seqQ;
   int64_t block = keyMajor ? spec.blockN : spec.blockM;
   Grid g;

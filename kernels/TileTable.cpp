@@ -39,7 +39,7 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim) {
 }
 
 std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim) {
-  const bool keyMajor = kind == bob::KernelKind::bwd_kv || kind == bob::KernelKind::bob_kv;
+  const bool keyMajor = bob::isKeyMajor(kind);
   TileConfig base = defaultTiles(kind, headDim);
   std::vector<TileConfig> out = {base};
   auto add = [&](TileConfig t) {
@@ -74,19 +74,16 @@ int64_t accumulatorCount(bob::KernelKind kind) {
   }
   return 1;
 }
-bool keyMajor(bob::KernelKind kind) {
-  return kind == bob::KernelKind::bwd_kv || kind == bob::KernelKind::bob_kv;
-}
 } // namespace
 
 int64_t accumulatorFloatsPerThread(const compiler::KernelSpec &spec) {
-  const int64_t own = keyMajor(spec.kind) ? spec.blockN : spec.blockM;
+  const int64_t own = bob::isKeyMajor(spec.kind) ? spec.blockN : spec.blockM;
   return accumulatorCount(spec.kind) * own * spec.headDim / (32 * spec.warps);
 }
 
 llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec) {
   const int64_t floats = accumulatorFloatsPerThread(spec);
-  const int64_t own = keyMajor(spec.kind) ? spec.blockN : spec.blockM;
+  const int64_t own = bob::isKeyMajor(spec.kind) ? spec.blockN : spec.blockM;
   // 16 rows a warp is the least a warp can own (one mma fragment): at that point the state is
   // the kernel's minimum for this head dim (bob_q at d = 256 still spills, and runs).
   if (floats <= kMaxAccumulatorFloatsPerThread || own / spec.warps <= 16)
@@ -99,7 +96,7 @@ llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec) {
       static_cast<long long>(accumulatorCount(spec.kind)), static_cast<long long>(own),
       static_cast<long long>(spec.headDim), static_cast<long long>(32 * spec.warps),
       static_cast<long long>(floats), static_cast<long long>(kMaxAccumulatorFloatsPerThread),
-      keyMajor(spec.kind) ? "block_n" : "block_m");
+      bob::isKeyMajor(spec.kind) ? "block_n" : "block_m");
 }
 
 } // namespace flashbob::kernels

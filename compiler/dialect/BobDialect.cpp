@@ -95,7 +95,7 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
     return emitError() << "warps " << warps << " must be 1, 2, 4 or 8";
   // The block owns the rows of its own sequence: query rows in query-major kernels, key rows
   // in key-major kernels; each warp owns a multiple of 16 of them (one mma row fragment).
-  bool keyMajor = kind == KernelKind::bwd_kv || kind == KernelKind::bob_kv;
+  bool keyMajor = isKeyMajor(kind);
   int64_t ownRows = keyMajor ? blockN : blockM;
   if (ownRows % (16 * warps) != 0)
     return emitError() << (keyMajor ? "block_n " : "block_m ") << ownRows

@@ -38,6 +38,12 @@ inline constexpr llvm::StringLiteral kSharedBytesAttrName = "bob.shared_bytes";
 // or null when there is none (e.g. a tile op outside any kernel, rejected by verifiers).
 SpecAttr getEnclosingSpec(mlir::Operation *op);
 
+// Key-major kinds (bwd_kv, bob_kv) own key rows and sweep query blocks; the others own query
+// rows and sweep key blocks. Decides which block size is a kernel's own and how its grid runs.
+inline bool isKeyMajor(KernelKind kind) {
+  return kind == KernelKind::bwd_kv || kind == KernelKind::bob_kv;
+}
+
 // Rows of a register tile owned by one warp, given the kernel's warp count.
 inline int64_t rowsPerWarp(RegTileType type, SpecAttr spec) {
   return type.getRows() / spec.getWarps();

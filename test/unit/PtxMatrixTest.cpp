@@ -21,9 +21,6 @@ const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKi
                                              bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
                                              bob::KernelKind::bob_kv};
 
-bool keyMajor(bob::KernelKind k) {
-  return k == bob::KernelKind::bwd_kv || k == bob::KernelKind::bob_kv;
-}
 
 // Two configurations per kind: the tile table's default (double-buffered loads), and 8 warps
 // over 128 own rows with synchronous loads.
@@ -32,7 +29,7 @@ Tiles tiles(bob::KernelKind kind, int64_t d, int which) {
     kernels::TileConfig t = kernels::defaultTiles(kind, d);
     return {t.blockM, t.blockN, t.warps, t.stages};
   }
-  return keyMajor(kind) ? Tiles{32, 128, 8, 1} : Tiles{128, 32, 8, 1};
+  return bob::isKeyMajor(kind) ? Tiles{32, 128, 8, 1} : Tiles{128, 32, 8, 1};
 }
 } // namespace
 
@@ -139,7 +136,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
           return (rows * (cols + 8) * 2 + 127) / 128 * 128;
         };
         int64_t q = tile(spec.blockM, d), k = tile(spec.blockN, d);
-        (keyMajor(kind) ? q : k) *= spec.stages;
+        (bob::isKeyMajor(kind) ? q : k) *= spec.stages;
         int64_t expected = 0;
         switch (kind) {
         case bob::KernelKind::fwd: expected = q + 2 * k; break;           // Q | K, V
