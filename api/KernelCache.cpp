@@ -46,6 +46,15 @@ llvm::Expected<KernelCache *> KernelCache::get() {
   return cache.get();
 }
 
+std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts &artifacts) {
+  std::vector<runtime::TensorMapSpec> maps;
+  for (const compiler::TensorMapArg &m : artifacts.tensorMaps)
+    maps.push_back({static_cast<unsigned>(m.tensor), static_cast<unsigned>(m.rowsOf),
+                    static_cast<unsigned>(m.boxRows), static_cast<unsigned>(m.boxCols),
+                    static_cast<unsigned>(m.swizzle), static_cast<unsigned>(m.elementBytes)});
+  return maps;
+}
+
 namespace {
 // Everything that can change the generated cubin, one field per line (the disk cache hashes it
 // and keeps it to compare on lookup).
@@ -60,6 +69,36 @@ std::string diskKeyText(const compiler::KernelSpec &spec) {
                        FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH, LLVM_VERSION_STRING,
                        compiler::ptxasVersion(), spec.arch)
       .str();
+}
+
+// Tensor maps in the cache entry's metadata: [[tensor, rows_of, box_rows, box_cols, swizzle,
+// element_bytes], ...]. An entry without the field, or with a malformed one, is a miss.
+llvm::json::Array tensorMapsToJson(const std::vector<runtime::TensorMapSpec> &maps) {
+  llvm::json::Array out;
+  for (const runtime::TensorMapSpec &m : maps)
+    out.push_back(llvm::json::Array{m.tensorArg, m.rowsArg, m.boxRows, m.boxCols, m.swizzleBytes,
+                                    m.elementBytes});
+  return out;
+}
+
+std::optional<std::vector<runtime::TensorMapSpec>> tensorMapsFromJson(const llvm::json::Array *json) {
+  if (!json)
+    return std::nullopt;
+  std::vector<runtime::TensorMapSpec> maps;
+  for (const llvm::json::Value &v : *json) {
+    const llvm::json::Array *fields = v.getAsArray();
+    if (!fields || fields->size() != 6)
+      return std::nullopt;
+    unsigned f[6];
+    for (size_t i = 0; i < 6; ++i) {
+      std::optional<int64_t> x = (*fields)[i].getAsInteger();
+      if (!x || *x < 0)
+        return std::nullopt;
+      f[i] = static_cast<unsigned>(*x);
+    }
+    maps.push_back({f[0], f[1], f[2], f[3], f[4], f[5]});
+  }
+  return maps;
 }
 
 runtime::DiskCache &diskCache() {
@@ -90,16 +129,19 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
   std::string keyText = diskKeyText(spec);
   std::string cubin, entryName;
   int64_t threads = 0, sharedBytes = 0;
+  std::vector<runtime::TensorMapSpec> tensorMaps;
   if (auto hit = diskCache().lookup(keyText)) {
     const std::string *bin = hit->file("kernel.cubin");
     auto entry = hit->metadata.getString("entry");
     auto t = hit->metadata.getInteger("threads");
     auto sb = hit->metadata.getInteger("shared_bytes");
-    if (bin && entry && t && sb) {
+    auto maps = tensorMapsFromJson(hit->metadata.getArray("tensor_maps"));
+    if (bin && entry && t && sb && maps) {
       cubin = *bin;
       entryName = entry->str();
       threads = *t;
       sharedBytes = *sb;
+      tensorMaps = std::move(*maps);
     }
   }
   if (cubin.empty()) {
@@ -110,6 +152,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     entryName = artifacts->entry;
     threads = artifacts->threads;
     sharedBytes = artifacts->sharedBytes;
+    tensorMaps = tensorMapsOf(*artifacts);
     std::vector<runtime::CacheFile> files = {
         {"kernel.bob.mlir", artifacts->bobIR}, {"kernel.lowered.mlir", artifacts->loweredIR},
         {"kernel.ll", artifacts->llvmIR},      {"kernel.ptx", artifacts->ptx},
@@ -118,13 +161,14 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
                                 {"entry", entryName},
                                 {"threads", threads},
                                 {"shared_bytes", sharedBytes},
+                                {"tensor_maps", tensorMapsToJson(tensorMaps)},
                                 {"registers", artifacts->registers},
                                 {"spill_bytes", artifacts->spillBytes}};
     if (llvm::Error e = diskCache().store(keyText, files, std::move(metadata)))
       llvm::consumeError(std::move(e)); // a cache that cannot store is not a failure
   }
   runtime::KernelImage image{cubin, false, entryName, static_cast<unsigned>(threads),
-                             static_cast<unsigned>(sharedBytes)};
+                             static_cast<unsigned>(sharedBytes), std::move(tensorMaps)};
   auto loaded = runtime::LoadedKernel::load(driver_, image);
   if (!loaded)
     return loaded.takeError();

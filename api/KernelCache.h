@@ -3,6 +3,7 @@
 #pragma once
 
 #include "compiler/KernelSpec.h"
+#include "compiler/pipeline/Pipeline.h"
 #include "runtime/launch/Kernel.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -11,6 +12,9 @@
 #include <mutex>
 
 namespace flashbob::api {
+
+// The tensor maps a compiled kernel takes, as the launcher builds them.
+std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts &artifacts);
 
 struct CachedKernel {
   compiler::KernelSpec spec;

@@ -1,4 +1,5 @@
 #include "kernels/Kernels.h"
+#include "compiler/passes/SharedLayout.h"
 #include "kernels/TileTable.h"
 #include "kernels/common/KernelBuilder.h"
 #include "compiler/passes/Passes.h"
@@ -95,7 +96,10 @@ llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "bob-allocate-shared failed for " + spec.name());
   int64_t bytes = 0;
-  (*module)->walk([&](bob::KernelOp k) { bytes = k.getSharedBytes(); });
+  (*module)->walk([&](bob::KernelOp k) {
+    // sm_90a kernels also hold their TMA mbarriers in static shared memory.
+    bytes = k.getSharedBytes() + (bob::shared::isHopper(k.getSpec()) ? bob::shared::kMbarrierReserve : 0);
+  });
   return bytes;
 }
 

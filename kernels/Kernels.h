@@ -23,7 +23,8 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext 
 llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
                                                       bool assemble);
 
-// Dynamic shared memory the kernel for `spec` needs, from its IR and bob-allocate-shared alone
+// Shared memory per block the kernel for `spec` needs (its dynamic tiles, plus on sm_90a the
+// static area of its TMA mbarriers), from its IR and bob-allocate-shared alone
 // (milliseconds, no lowering): lets the autotuner prune candidates before compiling them.
 llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec);
 

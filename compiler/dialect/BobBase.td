@@ -23,7 +23,8 @@ def Bob_Dialect : Dialect {
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
-                           "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect"];
+                           "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect"];
 }
 
 class Bob_Op<string mnemonic, list<Trait> traits = []> : Op<Bob_Dialect, mnemonic, traits>;

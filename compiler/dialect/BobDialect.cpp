@@ -174,9 +174,11 @@ void KernelOp::print(OpAsmPrinter &p) {
 LogicalResult KernelOp::verify() {
   if (!getResultTypes().empty())
     return emitOpError("kernels return nothing; outputs are memref arguments");
+  // Pointers are the tensor maps bob-use-tma adds for TMA loads.
   for (auto [i, t] : llvm::enumerate(getArgumentTypes()))
-    if (!isa<MemRefType>(t))
-      return emitOpError("argument #") << i << " is " << t << "; kernel arguments are memrefs";
+    if (!isa<MemRefType, LLVM::LLVMPointerType>(t))
+      return emitOpError("argument #")
+             << i << " is " << t << "; kernel arguments are memrefs (and tensor-map pointers)";
   return success();
 }
 

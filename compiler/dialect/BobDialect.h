@@ -6,6 +6,7 @@
 #include <limits>
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Dialect.h"
@@ -33,6 +34,14 @@ inline constexpr llvm::StringLiteral kSpecAttrName = "bob.spec";
 // Name of the attribute holding the dynamic shared memory size in bytes (set by
 // bob-allocate-shared on bob.kernel, carried onto the gpu.func).
 inline constexpr llvm::StringLiteral kSharedBytesAttrName = "bob.shared_bytes";
+// Name of the attribute listing the tensor maps a kernel takes (bob-use-tma, on bob.kernel and
+// carried onto the gpu.func): one dictionary per tensor-map argument, in argument order, with
+//   map:     index of the !llvm.ptr argument (a CUtensorMap in global memory)
+//   tensor:  index of the memref argument (batch, heads, seq, head_dim) it describes
+//   rows_of: index of the memref argument whose seq length bounds the rows (zero fill past it)
+//   box_rows, box_cols: the box one TMA copy moves; swizzle: 32, 64 or 128 (bytes)
+//   element_bytes: of the tensor's elements
+inline constexpr llvm::StringLiteral kTensorMapsAttrName = "bob.tensor_maps";
 
 // The spec of the kernel that encloses `op` (a bob.kernel, or a function carrying bob.spec),
 // or null when there is none (e.g. a tile op outside any kernel, rejected by verifiers).

@@ -9,6 +9,7 @@ include "compiler/dialect/BobTypes.td"
 include "mlir/Interfaces/FunctionInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Dialect/LLVMIR/LLVMOpBase.td"
 
 //===-- Kernel level ------------------------------------------------------------------------===//
 
@@ -68,13 +69,19 @@ def Bob_LoadSharedOp : Bob_Op<"load_shared"> {
     With `async` (placed by bob-pipeline-loads, not by kernel authors) the op only starts the
     copy: it completes at the next `bob.wait_shared`, and whoever issues it must know that
     nobody still reads the tile.
+
+    With `tma` (placed by bob-use-tma on sm_90a) the copy is one TMA box per column block of
+    the tile, described by the CUtensorMap at `tensor_map` (a kernel argument the runtime
+    fills): the tensor map's sequence length is `bound`, so TMA's own zero fill of rows past
+    the end gives the same tile.
   }];
   let arguments = (ins Arg<AnyMemRef, "", [MemRead]>:$src, Index:$batch, Index:$head,
                        Index:$row, Index:$bound,
-                       Arg<Bob_SharedTileType, "", [MemWrite]>:$dst, UnitAttr:$async);
+                       Arg<Bob_SharedTileType, "", [MemWrite]>:$dst,
+                       Optional<LLVM_AnyPointer>:$tensor_map, UnitAttr:$async);
   let assemblyFormat = [{
-    $src `[` $batch `,` $head `,` $row `]` `bound` $bound `into` $dst attr-dict
-    `:` type($src) `,` type($dst)
+    $src `[` $batch `,` $head `,` $row `]` `bound` $bound `into` $dst
+    (`tma` $tensor_map^)? attr-dict `:` type($src) `,` type($dst) (`,` type($tensor_map)^)?
   }];
   let hasVerifier = 1;
 }

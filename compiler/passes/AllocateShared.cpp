@@ -27,10 +27,17 @@ struct AllocateShared : impl::BobAllocateSharedBase<AllocateShared> {
       alloc.setOffsetAttr(b.getI64IntegerAttr(offset));
       offset += layout.bytes();
     });
-    const int64_t limit = maxBytes; // the option's storage type prints as a char otherwise
+    // On sm_90a, TMA-filled tiles complete on mbarriers that bob-lower-tiles places in static
+    // shared memory; the dynamic tiles then start at the next 1024-byte boundary after them.
+    const int64_t limit = maxBytes - (hopper ? shared::kMbarrierReserve : 0);
     if (offset > limit) {
-      kernel.emitError() << "shared tiles need " << offset << " bytes of shared memory, more than "
-                         << "the " << limit << " a block may use; use smaller block_m/block_n";
+      auto diag = kernel.emitError() << "shared tiles need " << offset
+                                     << " bytes of shared memory, more than the " << limit
+                                     << " a block may use";
+      if (limit != maxBytes)
+        diag << " (" << maxBytes.getValue() << " less " << shared::kMbarrierReserve
+             << " for TMA mbarriers)";
+      diag << "; use smaller block_m/block_n";
       return signalPassFailure();
     }
     kernel->setAttr(kSharedBytesAttrName, b.getI64IntegerAttr(offset));

@@ -40,6 +40,8 @@ struct LowerKernel : impl::BobLowerKernelBase<LowerKernel> {
       SpecAttr spec = kernel.getSpec();
       func->setAttr(kSpecAttrName, spec);
       func->setAttr(kSharedBytesAttrName, b.getI64IntegerAttr(kernel.getSharedBytes()));
+      if (auto maps = kernel->getAttr(kTensorMapsAttrName))
+        func->setAttr(kTensorMapsAttrName, maps);
       int32_t threads = static_cast<int32_t>(32 * spec.getWarps());
       func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({threads, 1, 1}));
 

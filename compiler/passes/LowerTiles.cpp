@@ -41,6 +41,9 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       if (!spec)
         continue;
       lowering::TileTypeConverter converter(ctx, spec.getWarps(), shared::isHopper(spec));
+      lowering::TmaBarriers tma;
+      if (failed(lowering::prepareTmaBarriers(func, tma)))
+        return signalPassFailure();
       ConversionTarget target(*ctx);
       target.addIllegalDialect<BobDialect>();
       // Selects between shared tiles (double buffers) are rewritten on converted memrefs.
@@ -49,8 +52,11 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       target.addLegalDialect<arith::ArithDialect, vector::VectorDialect, memref::MemRefDialect,
                              nvgpu::NVGPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
                              gpu::GPUDialect>();
+      // TMA loads cast their tensor-map pointer to an nvgpu descriptor (TmaPatterns.cpp).
+      target.addLegalOp<UnrealizedConversionCastOp>();
       RewritePatternSet patterns(ctx);
-      lowering::populateMemoryPatterns(converter, patterns);
+      lowering::populateMemoryPatterns(converter, tma, patterns);
+      lowering::populateTmaPatterns(converter, tma, patterns);
       lowering::populateMathPatterns(converter, patterns);
       lowering::populateMmaPatterns(converter, patterns);
       lowering::populateWgmmaPatterns(converter, patterns);

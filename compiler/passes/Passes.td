@@ -27,6 +27,17 @@ def BobStageOperands : Pass<"bob-stage-operands", "::flashbob::bob::KernelOp"> {
   }];
 }
 
+def BobUseTma : Pass<"bob-use-tma", "::flashbob::bob::KernelOp"> {
+  let summary = "On sm_90a, fill shared tiles from global memory with TMA";
+  let description = [{
+    Each bob.load_shared from a kernel argument into a swizzled tile, bounded by a tensor's
+    sequence length, gets `tma` and a tensor-map argument (an !llvm.ptr appended to the
+    kernel's arguments, one per distinct tensor, bound and box), described for the launcher in
+    the kernel's `bob.tensor_maps`. Other targets and other loads: no change (cp.async).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def BobAllocateShared : Pass<"bob-allocate-shared", "::flashbob::bob::KernelOp"> {
   let summary = "Place every bob.alloc_shared in the kernel's dynamic shared memory";
   let description = [{

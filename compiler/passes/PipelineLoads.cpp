@@ -122,7 +122,7 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
           ob.clone(*op, map);
         LoadSharedOp::create(ob, load.getLoc(), load.getSrc(), load.getBatch(), load.getHead(),
                              map.lookupOrDefault(load.getRow()), load.getBound(),
-                             tiles(load.getDst()), /*async=*/true);
+                             tiles(load.getDst()), load.getTensorMap(), /*async=*/true);
       }
     };
     auto ifThen = [&](OpBuilder &ob, Value cond, function_ref<void(OpBuilder &)> then) {

@@ -20,6 +20,9 @@ namespace flashbob::bob::shared {
 
 inline constexpr int64_t kAlignment = 128;
 inline constexpr int64_t kSwizzleAlignment = 1024;
+// Static shared memory ahead of the swizzled tiles on sm_90a: the TMA mbarriers (8 bytes each,
+// at most 32: TmaPatterns.cpp), padded to the tiles' alignment.
+inline constexpr int64_t kMbarrierReserve = kSwizzleAlignment;
 
 // wgmma, TMA and their swizzled layouts exist on sm_90a only.
 inline bool isHopper(SpecAttr spec) { return spec && spec.getArch().getValue() == "sm_90a"; }

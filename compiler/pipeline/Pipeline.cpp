@@ -25,6 +25,7 @@ void buildSharedMemoryPlan(OpPassManager &pm, int64_t maxBytes) {
 
 void buildBobPipeline(OpPassManager &pm) {
   buildSharedMemoryPlan(pm, bob::BobAllocateSharedOptions{}.maxBytes);
+  pm.addNestedPass<bob::KernelOp>(bob::createBobUseTma());
   pm.addPass(bob::createBobLowerKernel());
   pm.addNestedPass<gpu::GPUModuleOp>(bob::createBobLowerTiles());
   pm.addPass(createCanonicalizerPass());
@@ -108,9 +109,17 @@ llvm::Expected<KernelArtifacts> compileToPtx(ModuleOp module, const TargetOption
   module.walk([&](gpu::GPUModuleOp m) { gpuModule = m; });
   if (!gpuModule)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "compile: no gpu.module");
-  if (auto bytes = gpuModule.lookupSymbol(out.entry)->getAttrOfType<IntegerAttr>(
-          bob::kSharedBytesAttrName))
+  Operation *func = gpuModule.lookupSymbol(out.entry);
+  if (auto bytes = func->getAttrOfType<IntegerAttr>(bob::kSharedBytesAttrName))
     out.sharedBytes = bytes.getInt();
+  if (auto maps = func->getAttrOfType<ArrayAttr>(bob::kTensorMapsAttrName))
+    for (auto map : maps.getAsRange<DictionaryAttr>()) {
+      auto field = [&](llvm::StringRef name) {
+        return cast<IntegerAttr>(map.get(name)).getInt();
+      };
+      out.tensorMaps.push_back({field("tensor"), field("rows_of"), field("box_rows"),
+                                field("box_cols"), field("swizzle"), field("element_bytes")});
+    }
 
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =

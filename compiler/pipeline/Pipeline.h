@@ -1,6 +1,7 @@
 // The compiler's entry point: a module holding one bob.kernel -> PTX, keeping every stage.
 //
-//   bob IR --[bob-allocate-shared, bob-lower-kernel, bob-lower-tiles]--> lowered IR
+//   bob IR --[bob-pipeline-loads, bob-stage-operands, bob-allocate-shared, bob-use-tma,
+//             bob-lower-kernel, bob-lower-tiles]--> lowered IR
 //          (gpu, nvgpu, nvvm, vector, arith, memref, scf)
 //   --[upstream: nvgpu/vector/scf/arith/index/memref -> LLVM, gpu -> NVVM]--> LLVM dialect
 //   --[translate, LLVM O3 for NVPTX]--> LLVM IR --[NVPTX backend]--> PTX
@@ -13,6 +14,7 @@
 #include "llvm/Support/Error.h"
 
 #include <string>
+#include <vector>
 
 namespace flashbob::compiler {
 
@@ -24,11 +26,19 @@ struct TargetOptions {
   std::string ptxFeatures() const { return "+ptx80"; }
 };
 
+// A tensor-map argument the launcher must fill (bob.tensor_maps; runtime/launch/TensorMaps.h):
+// over memref argument `tensor`, sequence length of memref argument `rowsOf`, one TMA box of
+// boxRows x boxCols elements, swizzled over `swizzle` bytes. The maps follow the memrefs.
+struct TensorMapArg {
+  int64_t tensor = 0, rowsOf = 0, boxRows = 0, boxCols = 0, swizzle = 0, elementBytes = 0;
+};
+
 // Every stage of one kernel, like the files Triton keeps per kernel in its cache.
 struct KernelArtifacts {
   std::string entry;        // kernel symbol in PTX and cubin
   int64_t threads = 0;      // threads per block (grid: see the kernel family's launch plan)
   int64_t sharedBytes = 0;  // dynamic shared memory per block
+  std::vector<TensorMapArg> tensorMaps; // sm_90a TMA kernels: arguments after the memrefs
   std::string bobIR;        // input, in the bob dialect
   std::string loweredIR;    // after the bob passes (upstream dialects only)
   std::string llvmIR;       // optimized LLVM IR given to the NVPTX backend

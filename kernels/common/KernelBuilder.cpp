@@ -87,7 +87,8 @@ llvm::SmallVector<Value> KernelBuilder::allocShared(size_t count, int64_t rows) 
 void KernelBuilder::loadShared(llvm::ArrayRef<Value> tensors, llvm::ArrayRef<Value> tiles,
                                Value batch, Value head, Value row, Value bound) {
   for (auto [tensor, tile] : llvm::zip_equal(tensors, tiles))
-    bob::LoadSharedOp::create(b, tensor, batch, head, row, bound, tile);
+    bob::LoadSharedOp::create(b, tensor, batch, head, row, bound, tile, /*tensor_map=*/Value(),
+                              /*async=*/false);
 }
 
 } // namespace flashbob::kernels

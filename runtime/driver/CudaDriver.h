@@ -45,6 +45,7 @@ namespace flashbob::runtime {
   X(cuMemFree, 3020)                                                                              \
   X(cuMemGetInfo, 3020)                                                                           \
   X(cuMemcpyHtoD, 3020)                                                                           \
+  X(cuMemcpyHtoDAsync, 3020)                                                                      \
   X(cuMemcpyDtoH, 3020)                                                                           \
   X(cuMemcpyDtoD, 3020)                                                                           \
   X(cuMemsetD8, 3020)                                                                             \

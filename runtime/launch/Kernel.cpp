@@ -1,5 +1,7 @@
 #include "runtime/launch/Kernel.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <string>
 
 namespace flashbob::runtime {
@@ -40,6 +42,7 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(CudaDriver &dri
                                          static_cast<int>(image.sharedBytes)));
   k->threads_ = image.threads;
   k->sharedBytes_ = image.sharedBytes;
+  k->tensorMaps_ = image.tensorMaps;
   return k;
 }
 
@@ -57,6 +60,8 @@ void KernelArgs::addMemRef(CUdeviceptr base, llvm::ArrayRef<int64_t> sizes,
     values_.push_back(static_cast<uint64_t>(s));
   for (int64_t s : strides)
     values_.push_back(static_cast<uint64_t>(s));
+  memrefs_.push_back({base, std::vector<int64_t>(sizes.begin(), sizes.end()),
+                      std::vector<int64_t>(strides.begin(), strides.end())});
 }
 
 void KernelArgs::addI64(int64_t v) { values_.push_back(static_cast<uint64_t>(v)); }
@@ -73,6 +78,15 @@ std::vector<void *> KernelArgs::pointers() {
 llvm::Error launch(CudaDriver &driver, const LoadedKernel &kernel, GridDims grid, KernelArgs &args,
                    CUstream stream) {
   std::vector<void *> params = args.pointers();
+  llvm::SmallVector<CUdeviceptr, 8> maps;
+  for (const TensorMapSpec &spec : kernel.tensorMaps()) {
+    auto map = kernel.tensorMapPool().get(spec, args.memrefs(), stream);
+    if (!map)
+      return map.takeError();
+    maps.push_back(*map);
+  }
+  for (CUdeviceptr &map : maps)
+    params.push_back(&map);
   FLASHBOB_CU(driver, cuLaunchKernel(kernel.function(), grid.x, grid.y, grid.z, kernel.threads(),
                                      1, 1, kernel.sharedBytes(), stream, params.data(), nullptr));
   return llvm::Error::success();

@@ -2,9 +2,12 @@
 //
 // Argument packing follows the MLIR memref calling convention our kernels use: each memref
 // argument is (allocated ptr, aligned ptr, offset, sizes..., strides...) with 64-bit integers.
+// Kernels that read tiles with TMA take their tensor maps after those (TensorMaps.h); the launch
+// appends them.
 #pragma once
 
 #include "runtime/driver/CudaDriver.h"
+#include "runtime/launch/TensorMaps.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
@@ -24,6 +27,7 @@ struct KernelImage {
   llvm::StringRef entry;
   unsigned threads = 0;
   unsigned sharedBytes = 0;
+  std::vector<TensorMapSpec> tensorMaps; // in argument order, after the memrefs
 };
 
 class LoadedKernel {
@@ -37,10 +41,14 @@ public:
   CUfunction function() const { return function_; }
   unsigned threads() const { return threads_; }
   unsigned sharedBytes() const { return sharedBytes_; }
+  llvm::ArrayRef<TensorMapSpec> tensorMaps() const { return tensorMaps_; }
+  TensorMapPool &tensorMapPool() const { return *pool_; }
 
 private:
-  LoadedKernel(CudaDriver &driver) : driver_(driver) {}
+  LoadedKernel(CudaDriver &driver) : driver_(driver), pool_(std::make_unique<TensorMapPool>(driver)) {}
   CudaDriver &driver_;
+  std::vector<TensorMapSpec> tensorMaps_;
+  std::unique_ptr<TensorMapPool> pool_; // this context's copies of the maps
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
   unsigned threads_ = 0, sharedBytes_ = 0;
@@ -53,15 +61,19 @@ public:
   void addI64(int64_t v);
   void addPointer(CUdeviceptr p);
   std::vector<void *> pointers();
+  // The memref arguments, in order (what tensor maps are built from).
+  llvm::ArrayRef<MemRefArg> memrefs() const { return memrefs_; }
 
 private:
   std::vector<uint64_t> values_;
+  std::vector<MemRefArg> memrefs_;
 };
 
 struct GridDims {
   unsigned x = 1, y = 1, z = 1;
 };
 
+// Launches `kernel` with `args` followed by its tensor maps (built from args' memrefs).
 llvm::Error launch(CudaDriver &driver, const LoadedKernel &kernel, GridDims grid, KernelArgs &args,
                    CUstream stream = nullptr);
 

@@ -18,6 +18,10 @@ namespace {
 struct Case {
   int64_t batch, heads, n, m, d;
   bool causal, bf16;
+  // Tensors laid out (batch, seq, heads, head_dim) in memory, as PyTorch's q.transpose(1, 2) of
+  // a (batch, seq, heads, d) tensor: strides (seq * heads * d, d, heads * d, 1), heads closer
+  // than rows (not ordered by size, which TMA's tensor maps must accept).
+  bool seqMajor = false;
 };
 
 struct HostTensor {
@@ -49,9 +53,25 @@ void runCase(const Case &c) {
   HostTensor q = make(c.n), k = make(c.m), v = make(c.m), dO = make(c.n), uQ = make(c.n),
              uK = make(c.m), uV = make(c.m);
 
-  auto upload = [](const HostTensor &t) {
+  // Element (b, h, row, col) of a (batch, heads, rows, d) tensor: its place in memory.
+  auto place = [&](int64_t b, int64_t h, int64_t row, int64_t col, int64_t rows) {
+    if (c.seqMajor)
+      return ((b * rows + row) * c.heads + h) * c.d + col;
+    return ((b * c.heads + h) * rows + row) * c.d + col;
+  };
+  auto forEachElement = [&](int64_t rows, auto body) {
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t h = 0; h < c.heads; ++h)
+        for (int64_t row = 0; row < rows; ++row)
+          for (int64_t col = 0; col < c.d; ++col)
+            body(((b * c.heads + h) * rows + row) * c.d + col, place(b, h, row, col, rows));
+  };
+  auto upload = [&](const HostTensor &t) {
+    const int64_t rows = static_cast<int64_t>(t.bits.size()) / (bh * c.d);
+    std::vector<uint16_t> memory(t.bits.size());
+    forEachElement(rows, [&](int64_t logical, int64_t at) { memory[at] = t.bits[logical]; });
     auto buf = std::make_unique<DeviceBuffer>(t.bits.size() * 2);
-    buf->upload(t.bits.data());
+    buf->upload(memory.data());
     return buf;
   };
   auto output = [&](int64_t rows) {
@@ -71,7 +91,13 @@ void runCase(const Case &c) {
   auto gQ = output(c.n), gK = output(c.m), gV = output(c.m), gdO = output(c.n);
 
   auto T = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t rows) {
-    return p.contiguous(b->get(), rows);
+    Tensor t = p.contiguous(b->get(), rows);
+    if (c.seqMajor) {
+      t.stride[0] = rows * c.heads * c.d;
+      t.stride[1] = c.d;
+      t.stride[2] = c.heads * c.d;
+    }
+    return t;
   };
   GPU_CHECK(attentionForward(p, T(dq, c.n), T(dk, c.m), T(dv, c.m), T(dOut, c.n), {dLse->get()}));
   GPU_CHECK(attentionBackward(p, T(dq, c.n), T(dk, c.m), T(dv, c.m), T(dOut, c.n), T(ddO, c.n),
@@ -84,8 +110,9 @@ void runCase(const Case &c) {
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
   auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t rows) {
-    std::vector<uint16_t> bits(static_cast<size_t>(bh * rows * c.d));
-    b->download(bits.data());
+    std::vector<uint16_t> memory(static_cast<size_t>(bh * rows * c.d)), bits(memory.size());
+    b->download(memory.data());
+    forEachElement(rows, [&](int64_t logical, int64_t at) { bits[logical] = memory[at]; });
     return test::fromHalf(bits, c.bf16);
   };
   auto fetchRows = [&](const std::unique_ptr<DeviceBuffer> &b) {
@@ -134,8 +161,8 @@ void runCase(const Case &c) {
     append(refB, bb.b);
   }
   const double tol = c.bf16 ? 5e-3 : 1e-3;
-  std::printf("%s d=%ld N=%ld M=%ld %s:", c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n,
-              (long)c.m, c.causal ? "causal" : "full");
+  std::printf("%s d=%ld N=%ld M=%ld %s%s:", c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n,
+              (long)c.m, c.causal ? "causal" : "full", c.seqMajor ? " (b,s,h,d) layout" : "");
   const std::tuple<const char *, std::vector<double> *, std::vector<double> *> outputs[] = {
       {"O", &gotO, &refO},     {"L", &gotL, &refL},       {"dQ", &gotDQ, &refDQ},
       {"dK", &gotDK, &refDK},  {"dV", &gotDV, &refDV},    {"gQ", &gotGQ, &refGQ},
@@ -169,6 +196,15 @@ TEST_CASE("other head dims: 32, 96, 256", "[gpu][api]") {
   runCase({1, 2, 200, 333, 32, true, true});
   runCase({1, 2, 300, 200, 96, false, false});
   runCase({1, 2, 160, 160, 256, true, true});
+}
+
+TEST_CASE("tensors in (batch, seq, heads, d) layout", "[gpu][api]") {
+  for (int64_t d : {64, 128})
+    DYNAMIC_SECTION("d" << d) {
+      Case c{2, 3, 300, 200, d, true, true};
+      c.seqMajor = true;
+      runCase(c);
+    }
 }
 
 TEST_CASE("a second context gets its own modules", "[gpu][api]") {

@@ -3,6 +3,8 @@
 // O and L within the kernels issue's bounds (5e-3 bf16, 1e-3 fp16).
 #include "test/gpu/GpuTestUtil.h"
 
+#include "api/KernelCache.h"
+
 #include "kernels/Kernels.h"
 #include "kernels/oracle/Oracle.h"
 
@@ -36,7 +38,8 @@ void runCase(const Case &c) {
     FAIL(llvm::toString(artifacts.takeError()));
   runtime::KernelImage image{artifacts->cubin, false, artifacts->entry,
                              static_cast<unsigned>(artifacts->threads),
-                             static_cast<unsigned>(artifacts->sharedBytes)};
+                             static_cast<unsigned>(artifacts->sharedBytes),
+                             api::tensorMapsOf(*artifacts)};
   auto kernel = runtime::LoadedKernel::load(test::driver(), image);
   if (!kernel)
     FAIL(llvm::toString(kernel.takeError()));

@@ -1,5 +1,5 @@
 // bob-lower-tiles, memory side: shared tile placement, global <-> shared copies (cp.async with
-// zero fill past the sequence end), register tile and vector loads/stores. Barriers that make
+// zero fill past the sequence end; TMA copies are in TmaPatterns.cpp), register tile and vector loads/stores. Barriers that make
 // shared tiles safe to overwrite and to read are emitted here, so kernel authors never write one.
 #include "compiler/passes/SharedLayout.h"
 #include "compiler/passes/lower_tiles/TileLowering.h"
@@ -50,6 +50,8 @@ struct AllocSharedLowering : OpConversionPattern<AllocSharedOp> {
 struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(LoadSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    if (op.getTensorMap())
+      return rw.notifyMatchFailure(op, "TMA load: TmaPatterns.cpp");
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     SharedTileType tile = op.getDst().getType();
     shared::Layout layout = conv->layout(tile);
@@ -102,18 +104,25 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
   }
 };
 
-// All of this thread's copy groups complete, then visible to the block.
+// The TMA loads in flight and all of this thread's cp.async groups complete, then visible to
+// the block (TMA data is visible to each thread that waited on its mbarrier).
 struct WaitSharedLowering : OpConversionPattern<WaitSharedOp> {
-  using OpConversionPattern::OpConversionPattern;
+  WaitSharedLowering(TileTypeConverter &conv, const TmaBarriers &tma, MLIRContext *ctx)
+      : OpConversionPattern(conv, ctx), tma(tma) {}
   LogicalResult matchAndRewrite(WaitSharedOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     Emitter e(op.getLoc(), rw);
-    NVVM::CpAsyncWaitGroupOp::create(e.b, e.b.getI32IntegerAttr(0));
-    publishToAsyncProxy(e, *conv);
+    if (tma.count > 0)
+      waitPendingTmaLoads(e, tma);
+    if (tma.count == 0 || tma.cpAsync) {
+      NVVM::CpAsyncWaitGroupOp::create(e.b, e.b.getI32IntegerAttr(0));
+      publishToAsyncProxy(e, *conv);
+    }
     gpu::BarrierOp::create(e.b);
     rw.eraseOp(op);
     return success();
   }
+  const TmaBarriers &tma;
 };
 
 // arith.select between two shared tiles (bob-pipeline-loads picks this iteration's buffer):
@@ -300,10 +309,12 @@ struct StoreVecLowering : OpConversionPattern<StoreVecOp> {
 
 } // namespace
 
-void populateMemoryPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<AllocSharedLowering, LoadSharedLowering, WaitSharedLowering, SelectSharedLowering,
-               StoreSharedLowering, StoreTileLowering, LoadTileLowering, LoadVecLowering,
-               StoreVecLowering>(converter, patterns.getContext());
+void populateMemoryPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
+                            RewritePatternSet &patterns) {
+  patterns.add<AllocSharedLowering, LoadSharedLowering, SelectSharedLowering, StoreSharedLowering,
+               StoreTileLowering, LoadTileLowering, LoadVecLowering, StoreVecLowering>(
+      converter, patterns.getContext());
+  patterns.add<WaitSharedLowering>(converter, tma, patterns.getContext());
 }
 
 } // namespace flashbob::bob::lowering

@@ -6,6 +6,7 @@
 #include "compiler/passes/FragmentLayout.h"
 #include "compiler/passes/SharedLayout.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -70,7 +71,35 @@ public:
                                                mlir::Value col);
 };
 
-void populateMemoryPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+// The mbarriers of a kernel's TMA loads (TmaPatterns.cpp), made at its entry before the
+// conversion by prepareTmaBarriers; count == 0 when the kernel has no TMA loads. Loads issued
+// together (a batch) complete on one barrier: that of the batch's first destination tile.
+struct TmaBarriers {
+  struct Batch {
+    mlir::Value leaderTile; // the first load's destination: decides the barrier
+    int64_t bytes = 0;      // of all the batch's tiles
+    mlir::Operation *first = nullptr, *last = nullptr;
+  };
+  mlir::Value group;           // !nvgpu.mbarrier.group of `count` barriers
+  mlir::Value phases, pending; // memref<i32> per thread: bit b = parity to wait for on barrier
+                               // b next / an async load on barrier b is in flight
+  llvm::DenseMap<mlir::Value, int64_t> index;         // bob.alloc_shared result -> its barrier
+  llvm::DenseMap<mlir::Operation *, int64_t> batchOf; // TMA bob.load_shared -> its batch
+  llvm::SmallVector<Batch> batches;
+  int64_t count = 0;
+  uint32_t asyncTargets = 0; // bit b: some async load completes on barrier b
+  bool cpAsync = false;      // the kernel also has cp.async loads
+};
+mlir::LogicalResult prepareTmaBarriers(mlir::gpu::GPUFuncOp func, TmaBarriers &tma);
+// Wait for the load in flight on barrier `bar` (an index) to complete.
+void waitTmaBarrier(Emitter &e, const TmaBarriers &tma, mlir::Value bar);
+// Wait for every async TMA load in flight (bob.wait_shared).
+void waitPendingTmaLoads(Emitter &e, const TmaBarriers &tma);
+
+void populateMemoryPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
+                            mlir::RewritePatternSet &patterns);
+void populateTmaPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
+                         mlir::RewritePatternSet &patterns);
 void populateMathPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 void populateWgmmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);

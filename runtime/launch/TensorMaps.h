@@ -1,0 +1,64 @@
+// TMA tensor maps for kernel launches (sm_90a kernels read their tiles with TMA).
+//
+// A kernel that uses TMA takes, after its memref arguments, one pointer per tensor map: a
+// CUtensorMap in device memory describing one of its memref arguments (the compiler lists them
+// in the kernel's metadata, bob.tensor_maps). The launcher encodes each map from the memref the
+// caller passed (cuTensorMapEncodeTiled) and keeps one device copy per distinct map, so a launch
+// with tensors seen before costs one hash lookup per map and no copy.
+#pragma once
+
+#include "runtime/driver/CudaDriver.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace flashbob::runtime {
+
+// One tensor-map argument of a kernel. `tensorArg` and `rowsArg` index the kernel's memref
+// arguments: the map covers tensorArg (batch, heads, seq, head_dim), with rowsArg's sequence
+// length (rows past it read as zero); one TMA copy moves boxRows x boxCols elements into a
+// shared tile swizzled over swizzleBytes (32, 64 or 128).
+struct TensorMapSpec {
+  unsigned tensorArg = 0, rowsArg = 0;
+  unsigned boxRows = 0, boxCols = 0, swizzleBytes = 0, elementBytes = 0;
+};
+
+// A memref argument as the launcher passed it.
+struct MemRefArg {
+  CUdeviceptr base = 0;
+  std::vector<int64_t> sizes, strides; // elements
+};
+
+// Device copies of encoded tensor maps, for one CUDA context. Thread-safe.
+class TensorMapPool {
+public:
+  explicit TensorMapPool(CudaDriver &driver) : driver_(driver) {}
+  ~TensorMapPool();
+  TensorMapPool(const TensorMapPool &) = delete;
+  TensorMapPool &operator=(const TensorMapPool &) = delete;
+
+  // The device address of the map `spec` describes over `memrefs`, encoded and copied on first
+  // use. A new map is copied on `stream` and the stream synchronized before the address is
+  // shared, so a launch on any stream may use it. Errors name the call and the argument.
+  llvm::Expected<CUdeviceptr> get(const TensorMapSpec &spec, llvm::ArrayRef<MemRefArg> memrefs,
+                                  CUstream stream);
+
+private:
+  // Everything a map encodes: address, 4 sizes, 3 strides, box (2), swizzle, element bytes.
+  using Key = std::array<uint64_t, 12>;
+  struct KeyHash {
+    size_t operator()(const Key &k) const;
+  };
+  CudaDriver &driver_;
+  std::mutex mutex_;
+  std::unordered_map<Key, CUdeviceptr, KeyHash> maps_; // -> its device copy
+  std::vector<CUdeviceptr> slabs_;
+  size_t usedInSlab_ = 0;
+};
+
+} // namespace flashbob::runtime

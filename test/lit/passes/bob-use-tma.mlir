@@ -1,0 +1,73 @@
+// bob-use-tma: on sm_90a, loads from kernel arguments bounded by a tensor's sequence length
+// become TMA loads; each distinct (tensor, bound, box) gets one tensor-map argument appended to
+// the kernel and described in bob.tensor_maps for the launcher.
+// RUN: flashbob-opt %s -split-input-file --bob-use-tma | FileCheck %s
+
+!T = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>
+
+// Q's tile (64 rows) and K's tiles (32 rows, loaded twice: both loads share K's map) need
+// three maps; d = 128 bf16 rows are 256 bytes: boxes of 64 columns (one 128-byte block).
+// The bound of K's loads is Q's length: rows_of names the argument it comes from.
+// CHECK-LABEL: bob.kernel @maps
+// CHECK-SAME: (%[[Q:.+]]: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>, %[[K:.+]]: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>, %[[MQ:.+]]: !llvm.ptr, %[[MK:.+]]: !llvm.ptr, %[[MK2:.+]]: !llvm.ptr)
+// CHECK-SAME: bob.tensor_maps = [
+// CHECK-SAME: {box_cols = 64 : i64, box_rows = 64 : i64, element_bytes = 2 : i64, map = 2 : i64, rows_of = 0 : i64, swizzle = 128 : i64, tensor = 0 : i64},
+// CHECK-SAME: {box_cols = 64 : i64, box_rows = 32 : i64, element_bytes = 2 : i64, map = 3 : i64, rows_of = 1 : i64, swizzle = 128 : i64, tensor = 1 : i64},
+// CHECK-SAME: {box_cols = 64 : i64, box_rows = 32 : i64, element_bytes = 2 : i64, map = 4 : i64, rows_of = 0 : i64, swizzle = 128 : i64, tensor = 1 : i64}]
+// CHECK: bob.load_shared %[[Q]]{{.*}} tma %[[MQ]] :
+// CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK]] {async} :
+// CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK]] :
+// CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK2]] :
+bob.kernel @maps(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %q, %c2 : !T
+  %m = memref.dim %k, %c2 : !T
+  %qs = bob.alloc_shared : !bob.smem<64x128xbf16>
+  %ks = bob.alloc_shared : !bob.smem<32x128xbf16>
+  bob.load_shared %q[%c0, %c0, %c0] bound %n into %qs : !T, !bob.smem<64x128xbf16>
+  bob.load_shared %k[%c0, %c0, %c0] bound %m into %ks {async} : !T, !bob.smem<32x128xbf16>
+  bob.load_shared %k[%c0, %c0, %c0] bound %m into %ks : !T, !bob.smem<32x128xbf16>
+  bob.load_shared %k[%c0, %c0, %c0] bound %n into %ks : !T, !bob.smem<32x128xbf16>
+  bob.return
+}
+
+// -----
+
+!S = memref<?x?x?x64xf16, strided<[?, ?, ?, 1]>>
+
+// A bound that is not a tensor's sequence length cannot become TMA's zero fill: that load keeps
+// cp.async. A 64-column f16 tile takes a 128-byte box of 64 columns.
+// CHECK-LABEL: bob.kernel @kept
+// CHECK-SAME: (%[[A:.+]]: memref<?x?x?x64xf16, strided<[?, ?, ?, 1]>>, %{{.+}}: !llvm.ptr)
+// CHECK-SAME: bob.tensor_maps = [{box_cols = 64 : i64, box_rows = 16 : i64, element_bytes = 2 : i64, map = 1 : i64, rows_of = 0 : i64, swizzle = 128 : i64, tensor = 0 : i64}]
+// CHECK: bob.load_shared %[[A]]{{.*}} bound %c100 into %{{[0-9]+}} :
+// CHECK: bob.load_shared %[[A]]{{.*}} tma
+bob.kernel @kept(%a: !S) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c100 = arith.constant 100 : index
+  %n = memref.dim %a, %c2 : !S
+  %t16 = bob.alloc_shared : !bob.smem<16x64xf16>
+  bob.load_shared %a[%c0, %c0, %c0] bound %c100 into %t16 : !S, !bob.smem<16x64xf16>
+  bob.load_shared %a[%c0, %c0, %c0] bound %n into %t16 : !S, !bob.smem<16x64xf16>
+  bob.return
+}
+
+// -----
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// sm_80 has no TMA: nothing changes.
+// CHECK-LABEL: bob.kernel @ampere
+// CHECK-SAME: (%{{[^:]+}}: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>) attributes {spec
+// CHECK-NOT: tma
+// CHECK: bob.return
+bob.kernel @ampere(%a: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_80">} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %a, %c2 : !T
+  %t = bob.alloc_shared : !bob.smem<64x64xbf16>
+  bob.load_shared %a[%c0, %c0, %c0] bound %n into %t : !T, !bob.smem<64x64xbf16>
+  bob.return
+}
