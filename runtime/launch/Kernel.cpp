@@ -60,16 +60,15 @@ void KernelArgs::addMemRef(CUdeviceptr base, llvm::ArrayRef<int64_t> sizes,
     values_.push_back(static_cast<uint64_t>(s));
   for (int64_t s : strides)
     values_.push_back(static_cast<uint64_t>(s));
-  memrefs_.push_back({base, std::vector<int64_t>(sizes.begin(), sizes.end()),
-                      std::vector<int64_t>(strides.begin(), strides.end())});
+  memrefs_.push_back({base, llvm::SmallVector<int64_t, 4>(sizes),
+                      llvm::SmallVector<int64_t, 4>(strides)});
 }
 
 void KernelArgs::addI64(int64_t v) { values_.push_back(static_cast<uint64_t>(v)); }
 void KernelArgs::addPointer(CUdeviceptr p) { values_.push_back(p); }
 
-std::vector<void *> KernelArgs::pointers() {
-  std::vector<void *> out;
-  out.reserve(values_.size());
+llvm::SmallVector<void *, 160> KernelArgs::pointers() {
+  llvm::SmallVector<void *, 160> out;
   for (uint64_t &v : values_)
     out.push_back(&v);
   return out;
@@ -77,7 +76,7 @@ std::vector<void *> KernelArgs::pointers() {
 
 llvm::Error launch(CudaDriver &driver, const LoadedKernel &kernel, GridDims grid, KernelArgs &args,
                    CUstream stream) {
-  std::vector<void *> params = args.pointers();
+  llvm::SmallVector<void *, 160> params = args.pointers();
   llvm::SmallVector<CUdeviceptr, 8> maps;
   for (const TensorMapSpec &spec : kernel.tensorMaps()) {
     auto map = kernel.tensorMapPool().get(spec, args.memrefs(), stream);

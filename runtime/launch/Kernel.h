@@ -60,13 +60,15 @@ public:
   void addMemRef(CUdeviceptr base, llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<int64_t> strides);
   void addI64(int64_t v);
   void addPointer(CUdeviceptr p);
-  std::vector<void *> pointers();
+  llvm::SmallVector<void *, 160> pointers();
   // The memref arguments, in order (what tensor maps are built from).
   llvm::ArrayRef<MemRefArg> memrefs() const { return memrefs_; }
 
 private:
-  std::vector<uint64_t> values_;
-  std::vector<MemRefArg> memrefs_;
+  // Inline capacity for the largest kernel (BoB pass 1: 14 memrefs of up to 11 values), so that
+  // packing a launch allocates nothing.
+  llvm::SmallVector<uint64_t, 160> values_;
+  llvm::SmallVector<MemRefArg, 16> memrefs_;
 };
 
 struct GridDims {

@@ -10,6 +10,7 @@
 #include "runtime/driver/CudaDriver.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <array>
 #include <cstdint>
@@ -31,7 +32,7 @@ struct TensorMapSpec {
 // A memref argument as the launcher passed it.
 struct MemRefArg {
   CUdeviceptr base = 0;
-  std::vector<int64_t> sizes, strides; // elements
+  llvm::SmallVector<int64_t, 4> sizes, strides; // elements
 };
 
 // Device copies of encoded tensor maps, for one CUDA context. Thread-safe.

@@ -3,7 +3,7 @@
 // barrier with the tile's bytes and issuing one TMA box per 128-byte column block, then every
 // thread waiting on the barrier with the parity it tracks. Async loads (bob-pipeline-loads)
 // are waited for at bob.wait_shared, only where one is in flight. No cp.async is left.
-// RUN: flashbob-opt %s --pass-pipeline='builtin.module(bob.kernel(bob-pipeline-loads,bob-allocate-shared,bob-use-tma),bob-lower-kernel,gpu.module(bob-lower-tiles))' | FileCheck %s --implicit-check-not=nvgpu.device_async_copy
+// RUN: flashbob-opt %s -split-input-file --pass-pipeline='builtin.module(bob.kernel(bob-pipeline-loads,bob-allocate-shared,bob-use-tma),bob-lower-kernel,gpu.module(bob-lower-tiles))' | FileCheck %s --implicit-check-not=nvgpu.device_async_copy
 
 // Three barriers: Q's tile and K's two buffers. Per-thread parity and in-flight masks start 0.
 // CHECK-LABEL: gpu.func @tma(
@@ -69,5 +69,34 @@ bob.kernel @tma(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_di
     %s = bob.mma %qs, %ks, %acc {transpose_b} : !bob.smem<64x128xbf16>, !bob.smem<64x128xbf16>, !bob.rtile<64x64xf32>
     scf.yield %s : !bob.rtile<64x64xf32>
   }
+  bob.return
+}
+
+// -----
+
+// Loads issued together form one batch: K and V (consecutive, only pure ops between them) share
+// barrier 0, armed once with both tiles' bytes (2 x 64 x 64 x 2), and are waited for once. (A
+// group of one barrier prints without its count.)
+// CHECK-LABEL: gpu.func @batch(
+// CHECK: %[[BARS2:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>>
+// CHECK-COUNT-1: nvgpu.mbarrier.init
+// CHECK: nvgpu.mbarrier.arrive.expect_tx %[[BARS2]][%c0{{[_0-9]*}}], %c16384
+// CHECK: nvgpu.tma.async.load {{.*}}, %[[BARS2]][%c0{{[_0-9]*}}]
+// CHECK-NOT: nvgpu.mbarrier.arrive.expect_tx
+// CHECK-NOT: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.tma.async.load {{.*}}, %[[BARS2]][%c0{{[_0-9]*}}]
+// CHECK: nvgpu.mbarrier.try_wait.parity %[[BARS2]][%c0{{[_0-9]*}}]
+// CHECK-NOT: nvgpu.mbarrier.try_wait.parity
+// CHECK: gpu.return
+!U = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+bob.kernel @batch(%k: !U, %v: !U) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %m = memref.dim %k, %c2 : !U
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  bob.load_shared %k[%c0, %c0, %c0] bound %m into %ks : !U, !bob.smem<64x64xbf16>
+  %row = arith.addi %c0, %c0 : index
+  bob.load_shared %v[%c0, %c0, %row] bound %m into %vs : !U, !bob.smem<64x64xbf16>
   bob.return
 }
