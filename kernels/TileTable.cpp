@@ -14,14 +14,16 @@ struct Row {
 // (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each (one warpgroup: wgmma on sm_90a). Two stages:
 // the next block's tiles load while this one computes (bob-pipeline-loads). Rows marked "tuned"
 // follow the autotuner at 16 heads x N = 16K on the H200 (scripts/device/tune-table.sh, results
-// in bench/results/2026-11-30-h200-hopper-path.md); the others were its winners already.
+// in bench/results/2026-11-30-h200-hopper-path.md; bwd_kv d <= 64: at 64K with TMA loads,
+// scripts/device/tune-tma.sh, logs in 2026-11-30-h200-logs/tma/tune/); the others were its
+// winners already.
 const Row kTable[] = {
     {bob::KernelKind::fwd, 64, {64, 64, 4, 2}},
     {bob::KernelKind::fwd, 128, {128, 128, 8, 2}}, // tuned, H200: 5.97 vs 6.52 ms (64x64x4)
     {bob::KernelKind::fwd, 256, {64, 32, 4, 2}},
     {bob::KernelKind::bwd_q, 64, {64, 64, 4, 2}},
     {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}},
-    {bob::KernelKind::bwd_kv, 64, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_kv, 64, {32, 64, 4, 2}}, // tuned, H200 64K: 99.2 vs 115.0 ms (64x64x4)
     {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 2}},
     {bob::KernelKind::bob_q, 128, {64, 32, 4, 2}},
     {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}}, // two stages need 233 KB at d = 256

@@ -61,11 +61,13 @@ def BobLowerKernel : Pass<"bob-lower-kernel", "::mlir::ModuleOp"> {
 }
 
 def BobLowerTiles : Pass<"bob-lower-tiles", "::mlir::gpu::GPUModuleOp"> {
-  let summary = "Lower tile ops to per-thread vectors, nvvm mma.sync/ldmatrix and nvgpu cp.async";
+  let summary = "Lower tile ops to per-thread vectors, tensor-core products and async copies";
   let description = [{
     Register tiles become per-thread vectors in the m16n8k16 fragment layout; products become
-    nvvm.ldmatrix + nvvm.mma.sync; global->shared copies become nvgpu.device_async_copy with
-    zero fill past the sequence end; reductions use quad shuffles. Barriers are inserted here.
+    nvvm.wgmma.mma_async (sm_90a, whole warpgroups) or nvvm.ldmatrix + nvvm.mma.sync;
+    global->shared copies become nvgpu.tma.async.load on mbarriers (loads with a tensor map,
+    from bob-use-tma) or nvgpu.device_async_copy with zero fill past the sequence end;
+    reductions use quad shuffles. Barriers and mbarriers are inserted here.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::vector::VectorDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
