@@ -49,6 +49,10 @@ llvm::Expected<CUdeviceptr> TensorMapPool::get(const TensorMapSpec &spec,
     return invalid(llvm::formatv("tensor map over memref argument {0}: expected a rank-4 "
                                  "(batch, heads, seq, head_dim) tensor",
                                  spec.tensorArg));
+  if (rowsOf.sizes[2] > t.sizes[2])
+    return invalid(llvm::formatv("tensor map over memref argument {0}: bounded by {1} rows (of "
+                                 "argument {2}) but it has {3}",
+                                 spec.tensorArg, rowsOf.sizes[2], spec.rowsArg, t.sizes[2]));
   if (t.strides[3] != 1)
     return invalid(llvm::formatv("tensor map over memref argument {0}: head_dim stride is {1}, "
                                  "TMA needs 1",
