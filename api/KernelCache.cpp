@@ -71,36 +71,6 @@ std::string diskKeyText(const compiler::KernelSpec &spec) {
       .str();
 }
 
-// Tensor maps in the cache entry's metadata: [[tensor, rows_of, box_rows, box_cols, swizzle,
-// element_bytes], ...]. An entry without the field, or with a malformed one, is a miss.
-llvm::json::Array tensorMapsToJson(const std::vector<runtime::TensorMapSpec> &maps) {
-  llvm::json::Array out;
-  for (const runtime::TensorMapSpec &m : maps)
-    out.push_back(llvm::json::Array{m.tensorArg, m.rowsArg, m.boxRows, m.boxCols, m.swizzleBytes,
-                                    m.elementBytes});
-  return out;
-}
-
-std::optional<std::vector<runtime::TensorMapSpec>> tensorMapsFromJson(const llvm::json::Array *json) {
-  if (!json)
-    return std::nullopt;
-  std::vector<runtime::TensorMapSpec> maps;
-  for (const llvm::json::Value &v : *json) {
-    const llvm::json::Array *fields = v.getAsArray();
-    if (!fields || fields->size() != 6)
-      return std::nullopt;
-    unsigned f[6];
-    for (size_t i = 0; i < 6; ++i) {
-      std::optional<int64_t> x = (*fields)[i].getAsInteger();
-      if (!x || *x < 0)
-        return std::nullopt;
-      f[i] = static_cast<unsigned>(*x);
-    }
-    maps.push_back({f[0], f[1], f[2], f[3], f[4], f[5]});
-  }
-  return maps;
-}
-
 runtime::DiskCache &diskCache() {
   static runtime::DiskCache cache(runtime::DiskCache::defaultDirectory());
   return cache;
@@ -135,7 +105,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     auto entry = hit->metadata.getString("entry");
     auto t = hit->metadata.getInteger("threads");
     auto sb = hit->metadata.getInteger("shared_bytes");
-    auto maps = tensorMapsFromJson(hit->metadata.getArray("tensor_maps"));
+    auto maps = runtime::tensorMapsFromJson(hit->metadata.getArray("tensor_maps"));
     if (bin && entry && t && sb && maps) {
       cubin = *bin;
       entryName = entry->str();
@@ -161,7 +131,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
                                 {"entry", entryName},
                                 {"threads", threads},
                                 {"shared_bytes", sharedBytes},
-                                {"tensor_maps", tensorMapsToJson(tensorMaps)},
+                                {"tensor_maps", runtime::tensorMapsToJson(tensorMaps)},
                                 {"registers", artifacts->registers},
                                 {"spill_bytes", artifacts->spillBytes}};
     if (llvm::Error e = diskCache().store(keyText, files, std::move(metadata)))

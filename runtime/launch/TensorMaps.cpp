@@ -3,7 +3,7 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <array>
+#include <limits>
 
 namespace flashbob::runtime {
 namespace {
@@ -37,8 +37,8 @@ TensorMapPool::~TensorMapPool() {
     driver_.api().cuMemFree(slab);
 }
 
-llvm::Expected<CUdeviceptr> TensorMapPool::get(const TensorMapSpec &spec,
-                                               llvm::ArrayRef<MemRefArg> memrefs, CUstream stream) {
+llvm::Expected<TensorMapParams> tensorMapParams(const TensorMapSpec &spec,
+                                                llvm::ArrayRef<MemRefArg> memrefs) {
   if (spec.tensorArg >= memrefs.size() || spec.rowsArg >= memrefs.size())
     return invalid(llvm::formatv("tensor map over memref argument {0} (rows of {1}): the launch "
                                  "passed {2} memref arguments",
@@ -57,26 +57,71 @@ llvm::Expected<CUdeviceptr> TensorMapPool::get(const TensorMapSpec &spec,
     return invalid(llvm::formatv("tensor map over memref argument {0}: head_dim stride is {1}, "
                                  "TMA needs 1",
                                  spec.tensorArg, t.strides[3]));
-  // TMA's order is innermost first: (head_dim, seq, heads, batch).
+  TensorMapParams p;
   const uint64_t elem = spec.elementBytes;
-  cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.sizes[3]), static_cast<cuuint64_t>(rowsOf.sizes[2]),
-                        static_cast<cuuint64_t>(t.sizes[1]), static_cast<cuuint64_t>(t.sizes[0])};
-  cuuint64_t strides[3] = {t.strides[2] * elem, t.strides[1] * elem, t.strides[0] * elem};
-  cuuint32_t box[4] = {spec.boxCols, spec.boxRows, 1, 1};
+  p.address = t.base;
+  p.dims[0] = static_cast<cuuint64_t>(t.sizes[3]);
+  p.dims[1] = static_cast<cuuint64_t>(rowsOf.sizes[2]);
+  p.dims[2] = static_cast<cuuint64_t>(t.sizes[1]);
+  p.dims[3] = static_cast<cuuint64_t>(t.sizes[0]);
+  for (int i = 0; i < 3; ++i)
+    p.strides[i] = static_cast<cuuint64_t>(t.strides[2 - i]) * elem;
+  p.box[0] = spec.boxCols;
+  p.box[1] = spec.boxRows;
+  p.box[2] = p.box[3] = 1;
+  p.swizzleBytes = spec.swizzleBytes;
+  p.elementBytes = spec.elementBytes;
+  return p;
+}
 
-  const Key key = {t.base,     dims[0],    dims[1],    dims[2], dims[3],           strides[0],
-                   strides[1], strides[2], box[0],     box[1],  spec.swizzleBytes, elem};
+llvm::json::Array tensorMapsToJson(llvm::ArrayRef<TensorMapSpec> maps) {
+  llvm::json::Array out;
+  for (const TensorMapSpec &m : maps)
+    out.push_back(llvm::json::Array{m.tensorArg, m.rowsArg, m.boxRows, m.boxCols, m.swizzleBytes,
+                                    m.elementBytes});
+  return out;
+}
+
+std::optional<std::vector<TensorMapSpec>> tensorMapsFromJson(const llvm::json::Array *json) {
+  if (!json)
+    return std::nullopt;
+  std::vector<TensorMapSpec> maps;
+  for (const llvm::json::Value &v : *json) {
+    const llvm::json::Array *fields = v.getAsArray();
+    if (!fields || fields->size() != 6)
+      return std::nullopt;
+    unsigned f[6];
+    for (size_t i = 0; i < 6; ++i) {
+      std::optional<int64_t> x = (*fields)[i].getAsInteger();
+      if (!x || *x < 0 || *x > std::numeric_limits<unsigned>::max())
+        return std::nullopt;
+      f[i] = static_cast<unsigned>(*x);
+    }
+    maps.push_back({f[0], f[1], f[2], f[3], f[4], f[5]});
+  }
+  return maps;
+}
+
+llvm::Expected<CUdeviceptr> TensorMapPool::get(const TensorMapSpec &spec,
+                                               llvm::ArrayRef<MemRefArg> memrefs, CUstream stream) {
+  auto params = tensorMapParams(spec, memrefs);
+  if (!params)
+    return params.takeError();
+  const TensorMapParams &p = *params;
+  const Key key = {p.address,    p.dims[0],    p.dims[1], p.dims[2], p.dims[3],       p.strides[0],
+                   p.strides[1], p.strides[2], p.box[0],  p.box[1],  p.swizzleBytes, p.elementBytes};
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = maps_.find(key); it != maps_.end())
     return it->second;
 
   CUtensorMap map;
+  cuuint32_t elementStrides[4] = {1, 1, 1, 1};
   FLASHBOB_CU(driver_, cuTensorMapEncodeTiled(
-                           &map, elem == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                           4, reinterpret_cast<void *>(t.base), dims, strides, box,
-                           /*elementStrides=*/std::array<cuuint32_t, 4>{1, 1, 1, 1}.data(),
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzleMode(spec.swizzleBytes),
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+                           &map, p.elementBytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                           4, reinterpret_cast<void *>(p.address), p.dims, p.strides, p.box,
+                           elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                           swizzleMode(p.swizzleBytes), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   if (slabs_.empty() || usedInSlab_ + kMapBytes > kSlabBytes) {
     CUdeviceptr slab = 0;
     FLASHBOB_CU(driver_, cuMemAlloc(&slab, kSlabBytes));

@@ -11,10 +11,12 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/JSON.h"
 
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -34,6 +36,27 @@ struct MemRefArg {
   CUdeviceptr base = 0;
   llvm::SmallVector<int64_t, 4> sizes, strides; // elements
 };
+
+// What cuTensorMapEncodeTiled gets for one map: TMA's dimension order is innermost first,
+// (head_dim, seq, heads, batch), strides in bytes for the outer three.
+struct TensorMapParams {
+  CUdeviceptr address = 0;
+  cuuint64_t dims[4] = {};
+  cuuint64_t strides[3] = {};
+  cuuint32_t box[4] = {};
+  unsigned swizzleBytes = 0, elementBytes = 0;
+};
+
+// The parameters of `spec` over the memrefs a launch passed, or an error naming the argument
+// (index out of range, not rank 4, head_dim not contiguous, bound longer than the tensor).
+llvm::Expected<TensorMapParams> tensorMapParams(const TensorMapSpec &spec,
+                                                llvm::ArrayRef<MemRefArg> memrefs);
+
+// Tensor-map specs in a compiled kernel's metadata (the disk cache's metadata.json):
+// [[tensor, rows_of, box_rows, box_cols, swizzle, element_bytes], ...]. Reading gives nothing
+// for a missing or malformed field (the entry is then treated as a miss).
+llvm::json::Array tensorMapsToJson(llvm::ArrayRef<TensorMapSpec> maps);
+std::optional<std::vector<TensorMapSpec>> tensorMapsFromJson(const llvm::json::Array *json);
 
 // Device copies of encoded tensor maps, for one CUDA context. Thread-safe.
 class TensorMapPool {
