@@ -1,6 +1,7 @@
 // bob-lower-tiles, memory side: shared tile placement, global <-> shared copies (cp.async with
-// zero fill past the sequence end; TMA copies are in TmaPatterns.cpp), register tile and vector loads/stores. Barriers that make
-// shared tiles safe to overwrite and to read are emitted here, so kernel authors never write one.
+// zero fill past the sequence end; TMA copies are in TmaPatterns.cpp), register tile and vector
+// loads/stores. Barriers that make shared tiles safe to overwrite and to read are emitted here,
+// so kernel authors never write one.
 #include "compiler/passes/SharedLayout.h"
 #include "compiler/passes/lower_tiles/TileLowering.h"
 
