@@ -4,6 +4,7 @@
 #include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
 #include "runtime/cache/DiskCache.h"
+#include "runtime/launch/EventTimer.h"
 #include "runtime/tune/Autotuner.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -124,24 +125,10 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "needs %u B of shared memory, the device has %d",
                                      (*kernel)->loaded->sharedBytes(), sharedLimit);
-    CUevent start, stop;
-    FLASHBOB_CU(driver, cuEventCreate(&start, CU_EVENT_DEFAULT));
-    FLASHBOB_CU(driver, cuEventCreate(&stop, CU_EVENT_DEFAULT));
-    llvm::Error err = driver.check(driver.api().cuEventRecord(start, stream), "cuEventRecord");
-    if (!err)
-      err = launch(**kernel);
-    if (!err)
-      err = driver.check(driver.api().cuEventRecord(stop, stream), "cuEventRecord");
-    if (!err)
-      err = driver.check(driver.api().cuEventSynchronize(stop), "cuEventSynchronize");
-    float ms = 0;
-    if (!err)
-      err = driver.check(driver.api().cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
-    driver.api().cuEventDestroy(start);
-    driver.api().cuEventDestroy(stop);
-    if (err)
-      return std::move(err);
-    return static_cast<double>(ms);
+    auto timer = runtime::EventTimer::create(driver);
+    if (!timer)
+      return timer.takeError();
+    return timer->time(stream, [&] { return launch(**kernel); });
   };
   auto result = tuner.tune(key, names, measure);
   if (!result)

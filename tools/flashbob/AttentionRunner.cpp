@@ -4,6 +4,7 @@
 #include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"
 #include "runtime/driver/CudaDriver.h"
+#include "runtime/launch/EventTimer.h"
 #include "runtime/launch/Kernel.h"
 #include "runtime/support/HalfFloat.h"
 
@@ -53,7 +54,6 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   CudaDriver &driver = *driverOr;
   if (llvm::Error e = runtime::usePrimaryContext(driver))
     return std::move(e);
-  const auto &cu = driver.api();
 
   size_t free0 = 0, total = 0;
   FLASHBOB_CU(driver, cuMemGetInfo(&free0, &total));
@@ -184,9 +184,9 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
                         opt.op == Op::fwd ? 1 : 2);
   }
 
-  CUevent start, stop;
-  FLASHBOB_CU(driver, cuEventCreate(&start, CU_EVENT_DEFAULT));
-  FLASHBOB_CU(driver, cuEventCreate(&stop, CU_EVENT_DEFAULT));
+  auto timer = runtime::EventTimer::create(driver);
+  if (!timer)
+    return timer.takeError();
   std::vector<float> times;
   const int maxRuns = std::max(1, opt.repeat), minRuns = std::min(2, maxRuns);
   auto loopStart = std::chrono::steady_clock::now();
@@ -198,17 +198,11 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
     if (opt.beforeTimedRun)
       if (llvm::Error e = opt.beforeTimedRun())
         return std::move(e);
-    FLASHBOB_CU(driver, cuEventRecord(start, nullptr));
-    if (llvm::Error e = runOp())
-      return std::move(e);
-    FLASHBOB_CU(driver, cuEventRecord(stop, nullptr));
-    FLASHBOB_CU(driver, cuEventSynchronize(stop));
-    float ms = 0;
-    FLASHBOB_CU(driver, cuEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
+    auto ms = timer->time(nullptr, runOp);
+    if (!ms)
+      return ms.takeError();
+    times.push_back(static_cast<float>(*ms));
   }
-  cu.cuEventDestroy(start);
-  cu.cuEventDestroy(stop);
   report.timesMs = times;
   std::sort(times.begin(), times.end());
   report.medianMs = times[times.size() / 2];

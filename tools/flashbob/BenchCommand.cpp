@@ -5,6 +5,7 @@
 // device memory, optionally the float64 check; --json writes every figure as one object.
 //   flashbob bench --op bob --heads 16 --seq 16384 --head-dim 128 --causal --json bob.json
 #include "runtime/driver/CudaDriver.h"
+#include "runtime/launch/EventTimer.h"
 #include "runtime/launch/Kernel.h"
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/DeviceBuffer.h"
@@ -88,44 +89,22 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-// Device events around work on the null stream (the stream the API calls and cuBLAS use here).
-class EventTimer {
-public:
-  explicit EventTimer(CudaDriver &d) : driver_(d) {}
-  ~EventTimer() {
-    if (start_)
-      driver_.api().cuEventDestroy(start_);
-    if (stop_)
-      driver_.api().cuEventDestroy(stop_);
+// Best (smallest) device time of `runs` runs of `work` on the null stream (the stream the API
+// calls and cuBLAS use here), in ms, after `warm` untimed ones.
+llvm::Expected<double> bestTime(runtime::EventTimer &timer, int warm, int runs,
+                                llvm::function_ref<llvm::Error()> work) {
+  for (int i = 0; i < warm; ++i)
+    if (llvm::Error e = work())
+      return std::move(e);
+  double bestMs = INFINITY;
+  for (int i = 0; i < runs; ++i) {
+    auto ms = timer.time(nullptr, work);
+    if (!ms)
+      return ms.takeError();
+    bestMs = std::min(bestMs, *ms);
   }
-  llvm::Error create() {
-    FLASHBOB_CU(driver_, cuEventCreate(&start_, CU_EVENT_DEFAULT));
-    FLASHBOB_CU(driver_, cuEventCreate(&stop_, CU_EVENT_DEFAULT));
-    return llvm::Error::success();
-  }
-  // Best (smallest) time of `runs` runs of `work`, in ms, after `warm` untimed ones.
-  llvm::Expected<double> best(int warm, int runs, llvm::function_ref<llvm::Error()> work) {
-    for (int i = 0; i < warm; ++i)
-      if (llvm::Error e = work())
-        return std::move(e);
-    double bestMs = INFINITY;
-    for (int i = 0; i < runs; ++i) {
-      FLASHBOB_CU(driver_, cuEventRecord(start_, nullptr));
-      if (llvm::Error e = work())
-        return std::move(e);
-      FLASHBOB_CU(driver_, cuEventRecord(stop_, nullptr));
-      FLASHBOB_CU(driver_, cuEventSynchronize(stop_));
-      float ms = 0;
-      FLASHBOB_CU(driver_, cuEventElapsedTime(&ms, start_, stop_));
-      bestMs = std::min(bestMs, static_cast<double>(ms));
-    }
-    return bestMs;
-  }
-
-private:
-  CudaDriver &driver_;
-  CUevent start_ = nullptr, stop_ = nullptr;
-};
+  return bestMs;
+}
 
 // ---- cuBLAS through dlopen (never linked) ------------------------------------------------------
 // The few ABI values we pass; checked against the header where the toolkit has it.
@@ -268,9 +247,9 @@ llvm::Expected<Ceiling> measureCeiling(CudaDriver &driver) {
   cublas->getVersion(handle, &result.cublasVersion);
   const float alpha = 1.0f, beta = 0.0f;
   const int n = static_cast<int>(kGemmSize);
-  EventTimer timer(driver);
-  if (llvm::Error e = timer.create())
-    return std::move(e);
+  auto timer = runtime::EventTimer::create(driver);
+  if (!timer)
+    return timer.takeError();
   auto gemm = [&]() -> llvm::Error {
     return cublas->check(cublas->gemmEx(handle, kCublasOpN, kCublasOpN, n, n, n, &alpha,
                                         reinterpret_cast<void *>(a.get()), kCudaR16BF, n,
@@ -279,7 +258,7 @@ llvm::Expected<Ceiling> measureCeiling(CudaDriver &driver) {
                                         kCublasCompute32F, kCublasGemmDefault),
                          "cublasGemmEx");
   };
-  auto ms = timer.best(2, 5, gemm);
+  auto ms = bestTime(*timer, 2, 5, gemm);
   if (!ms)
     return ms.takeError();
   FLASHBOB_CU(driver, cuCtxSynchronize());
@@ -307,10 +286,10 @@ llvm::Expected<Copy> measureCopy(CudaDriver &driver) {
   if (llvm::Error e = dst.allocate(bytes))
     return std::move(e);
   FLASHBOB_CU(driver, cuMemsetD32(src.get(), 0x3F803F80u, bytes / 4));
-  EventTimer timer(driver);
-  if (llvm::Error e = timer.create())
-    return std::move(e);
-  auto ms = timer.best(1, 5, [&]() -> llvm::Error {
+  auto timer = runtime::EventTimer::create(driver);
+  if (!timer)
+    return timer.takeError();
+  auto ms = bestTime(*timer, 1, 5, [&]() -> llvm::Error {
     FLASHBOB_CU(driver, cuMemcpyDtoD(dst.get(), src.get(), bytes));
     return llvm::Error::success();
   });
