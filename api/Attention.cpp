@@ -82,11 +82,7 @@ compiler::KernelSpec specFor(const AttentionProblem &p, bob::KernelKind kind,
   compiler::KernelSpec s;
   s.kind = kind;
   s.headDim = p.headDim;
-  kernels::TileConfig tiles = kernels::defaultTiles(kind, p.headDim);
-  s.blockM = tiles.blockM;
-  s.blockN = tiles.blockN;
-  s.warps = tiles.warps;
-  s.stages = tiles.stages;
+  kernels::applyTiles(s, kernels::defaultTiles(kind, p.headDim));
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   s.causal = p.causal;
   s.scale = p.scale;

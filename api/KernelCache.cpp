@@ -8,6 +8,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -39,8 +40,19 @@ llvm::Expected<KernelCache *> KernelCache::get() {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "flashbob: the GPU is sm_" + std::to_string(major * 10 + minor) +
                                        "; the kernels need sm_80 or newer (mma.sync bf16)");
-  // Hopper gets the sm_90a target (wgmma/TMA-capable); others their own.
-  std::string arch = "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
+  // Hopper gets the sm_90a target (wgmma/TMA-capable); others their own. FLASHBOB_ARCH=sm_90
+  // on Hopper picks the generic target instead: the mma.sync + cp.async path that sm_80..sm_89
+  // GPUs run, checked on this GPU.
+  const std::string own = "sm_" + std::to_string(major) + std::to_string(minor);
+  std::string arch = own + (major == 9 ? "a" : "");
+  if (const char *forced = std::getenv("FLASHBOB_ARCH"); forced && *forced) {
+    if (forced != own && forced != arch)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "FLASHBOB_ARCH=" + std::string(forced) + ": this GPU is " + own +
+              " and runs cubins built for " + own + (arch != own ? " or " + arch : std::string()));
+    arch = forced;
+  }
   auto &cache = caches[context];
   cache.reset(new KernelCache(*driver, arch, context));
   return cache.get();
@@ -80,7 +92,7 @@ runtime::DiskCache &diskCache() {
 // The in-memory key: the spec's fields as raw bytes. Built on every launch, so no formatting.
 static std::string memoryKey(const compiler::KernelSpec &s) {
   const int64_t fields[] = {static_cast<int64_t>(s.kind), s.headDim, s.blockM, s.blockN, s.warps,
-                            s.stages, static_cast<int64_t>(s.dtype), s.causal};
+                            s.warpCols, s.stages, static_cast<int64_t>(s.dtype), s.causal};
   double scale = s.effectiveScale();
   std::string key(reinterpret_cast<const char *>(fields), sizeof(fields));
   key.append(reinterpret_cast<const char *>(&scale), sizeof(scale));

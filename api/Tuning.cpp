@@ -89,10 +89,7 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   mlir::MLIRContext ctx;
   for (const kernels::TileConfig &t : kernels::candidateTiles(base.kind, base.headDim)) {
     compiler::KernelSpec s = base;
-    s.blockM = t.blockM;
-    s.blockN = t.blockN;
-    s.warps = t.warps;
-    s.stages = t.stages;
+    kernels::applyTiles(s, t);
     if (llvm::Error e = compiler::validate(s, &ctx)) {
       llvm::consumeError(std::move(e));
       continue;

@@ -19,8 +19,11 @@ std::string KernelSpec::name() const {
   uint32_t scaleBits;
   std::memcpy(&scaleBits, &scale32, sizeof(scaleBits));
   std::string kindName = bob::stringifyKernelKind(kind).str();
+  std::string warpText = std::to_string(warps);
+  if (warpCols != 1)
+    warpText += "c" + std::to_string(warpCols);
   return llvm::formatv("{0}_d{1}_m{2}_n{3}_w{4}_s{5}_{6}{7}_sc{8:x-}_{9}", kindName, headDim,
-                       blockM, blockN, warps, stages, bob::stringifyElemType(dtype),
+                       blockM, blockN, warpText, stages, bob::stringifyElemType(dtype),
                        causal ? "_causal" : "", scaleBits, arch)
       .str();
 }
@@ -29,7 +32,7 @@ bob::SpecAttr KernelSpec::toAttr(mlir::MLIRContext *ctx) const {
   mlir::Builder b(ctx);
   return bob::SpecAttr::get(ctx, kind, headDim, blockM, blockN, warps, stages, dtype, causal,
                             b.getF32FloatAttr(static_cast<float>(effectiveScale())),
-                            b.getStringAttr(arch));
+                            b.getStringAttr(arch), warpCols);
 }
 
 llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
@@ -46,7 +49,7 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
                                          spec.blockN, spec.warps, spec.stages, spec.dtype,
                                          spec.causal,
                                          b.getF32FloatAttr(static_cast<float>(spec.effectiveScale())),
-                                         b.getStringAttr(spec.arch))))
+                                         b.getStringAttr(spec.arch), spec.warpCols)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid kernel spec: " + message);
   return llvm::Error::success();
 }

@@ -97,8 +97,10 @@ llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
                                    "bob-allocate-shared failed for " + spec.name());
   int64_t bytes = 0;
   (*module)->walk([&](bob::KernelOp k) {
-    // sm_90a kernels also hold their TMA mbarriers in static shared memory.
-    bytes = k.getSharedBytes() + (bob::shared::isHopper(k.getSpec()) ? bob::shared::kMbarrierReserve : 0);
+    // Plus what bob-lower-tiles adds in static shared memory (TMA mbarriers, row exchange).
+    bytes = k.getSharedBytes() +
+            bob::shared::staticReserve(bob::shared::isHopper(k.getSpec()),
+                                       bob::shared::rowExchangeBytes(k, k.getSpec()));
   });
   return bytes;
 }

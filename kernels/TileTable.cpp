@@ -11,24 +11,33 @@ struct Row {
 
 // Register pressure decides these: query-major kinds keep block_m x d accumulators (fwd: 1,
 // bwd_q: 1, bob_q: 4) plus block_m x block_n score tiles; key-major kinds keep block_n x d ones
-// (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each (one warpgroup: wgmma on sm_90a). Two stages:
+// (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each (one warpgroup: wgmma on sm_90a), or 8 warps
+// in two column groups (two warpgroups side by side, each with half the columns). Two stages:
 // the next block's tiles load while this one computes (bob-pipeline-loads). Rows marked "tuned"
 // follow the autotuner at 16 heads x N = 16K on the H200 (scripts/device/tune-table.sh, results
 // in bench/results/2026-11-30-h200-hopper-path.md; bwd_kv d <= 64: at 64K with TMA loads,
-// scripts/device/tune-tma.sh, logs in 2026-11-30-h200-logs/tma/tune/); the others were its
-// winners already.
+// scripts/device/tune-tma.sh, logs in 2026-11-30-h200-logs/tma/tune/; with column groups and
+// the d = 128 backward: scripts/device/column-groups*.sh, logs in
+// 2026-11-30-h200-logs/column-groups/); the others were its winners already.
 const Row kTable[] = {
     {bob::KernelKind::fwd, 64, {64, 64, 4, 2}},
     {bob::KernelKind::fwd, 128, {128, 128, 8, 2}}, // tuned, H200: 5.97 vs 6.52 ms (64x64x4)
     {bob::KernelKind::fwd, 256, {64, 32, 4, 2}},
-    {bob::KernelKind::bwd_q, 64, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_q, 128, {64, 64, 4, 2}}, // tuned, H200: d = 128 6.62 vs 7.36 ms (64x32x4)
     {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}},
     {bob::KernelKind::bwd_kv, 64, {32, 64, 4, 2}}, // tuned, H200 64K: 99.2 vs 115.0 ms (64x64x4)
+    {bob::KernelKind::bwd_kv, 128, {64, 64, 4, 2}}, // tuned, H200: 9.29 vs 11.90 ms (32x64x4)
     {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 2}},
-    {bob::KernelKind::bob_q, 128, {64, 32, 4, 2}},
+    {bob::KernelKind::bob_q, 64, {64, 32, 4, 2}},
+    // Two column groups: X1..X4 at d = 128 are 4 x 64 x 128 floats, 256 per thread over 4 warps
+    // (spills), 128 over 8 warps in two groups of 64 columns. Tuned, H200: 37.6 ms vs 81.2
+    // (64x32x4) and 51.6 (64x32, two groups).
+    {bob::KernelKind::bob_q, 128, {64, 64, 8, 2, 2}},
     {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}}, // two stages need 233 KB at d = 256
     {bob::KernelKind::bob_kv, 64, {32, 64, 4, 2}},
-    {bob::KernelKind::bob_kv, 128, {32, 128, 8, 2}}, // tuned, H200: 31.8 vs 37.3 ms (32x64x4)
+    // tuned, H200 (16 heads x 16K, scripts/device/column-groups.sh): 25.7 ms vs 26.4 (32x128x8,
+    // the earlier winner: 31.8 vs 37.3 ms for 32x64x4 before TMA).
+    {bob::KernelKind::bob_kv, 128, {64, 64, 8, 2, 2}},
     {bob::KernelKind::bob_kv, 256, {32, 64, 4, 1}},
 };
 } // namespace
@@ -46,23 +55,40 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim) {
   std::vector<TileConfig> out = {base};
   auto add = [&](TileConfig t) {
     for (const TileConfig &o : out)
-      if (o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps)
+      if (o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps &&
+          o.warpCols == t.warpCols)
         return;
-    // Each warp owns whole 16-row fragments of the block's own rows.
+    // Each warp owns whole 16-row fragments of the block's own rows (those of its group).
     int64_t own = keyMajor ? t.blockN : t.blockM;
-    if (own % (16 * t.warps) == 0 && t.blockM >= 16 && t.blockN >= 16)
+    if (own % (16 * (t.warps / t.warpCols)) == 0 && t.blockM >= 16 && t.blockN >= 16)
       out.push_back(t);
+  };
+  auto config = [&](int64_t own, int64_t other, int64_t warps, int64_t warpCols) {
+    return keyMajor ? TileConfig{other, own, warps, base.stages, warpCols}
+                    : TileConfig{own, other, warps, base.stages, warpCols};
   };
   for (int64_t own : {64, 128})
     for (int64_t other : {32, 64, 128})
       for (int64_t warps : {4, 8})
-        add(keyMajor ? TileConfig{other, own, warps, base.stages} : TileConfig{own, other, warps, base.stages});
+        add(config(own, other, warps, 1));
+  // Two warpgroups side by side over 64 own rows: half the per-thread state of 4 warps.
+  for (int64_t other : {32, 64, 128})
+    add(config(64, other, 8, 2));
   return out;
 }
 
 std::string tileName(const TileConfig &t) {
   return "m" + std::to_string(t.blockM) + "_n" + std::to_string(t.blockN) + "_w" +
-         std::to_string(t.warps) + "_s" + std::to_string(t.stages);
+         std::to_string(t.warps) + (t.warpCols != 1 ? "c" + std::to_string(t.warpCols) : "") +
+         "_s" + std::to_string(t.stages);
+}
+
+void applyTiles(compiler::KernelSpec &spec, const TileConfig &tiles) {
+  spec.blockM = tiles.blockM;
+  spec.blockN = tiles.blockN;
+  spec.warps = tiles.warps;
+  spec.warpCols = tiles.warpCols;
+  spec.stages = tiles.stages;
 }
 
 namespace {
@@ -88,7 +114,7 @@ llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec) {
   const int64_t own = bob::isKeyMajor(spec.kind) ? spec.blockN : spec.blockM;
   // 16 rows a warp is the least a warp can own (one mma fragment): at that point the state is
   // the kernel's minimum for this head dim (bob_q at d = 256 still spills, and runs).
-  if (floats <= kMaxAccumulatorFloatsPerThread || own / spec.warps <= 16)
+  if (floats <= kMaxAccumulatorFloatsPerThread || own / (spec.warps / spec.warpCols) <= 16)
     return llvm::Error::success();
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),

@@ -44,12 +44,14 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     "ElemType":$dtype,
     "bool":$causal,
     "::mlir::FloatAttr":$scale,
-    "::mlir::StringAttr":$arch
+    "::mlir::StringAttr":$arch,
+    DefaultValuedParameter<"int64_t", "1">:$warp_cols
   );
   let assemblyFormat = [{
     `<` `kind` `=` $kind `,` `head_dim` `=` $head_dim `,` `block_m` `=` $block_m `,`
         `block_n` `=` $block_n `,` `warps` `=` $warps `,` `stages` `=` $stages `,`
-        `dtype` `=` $dtype `,` `causal` `=` $causal `,` `scale` `=` $scale `,` `arch` `=` $arch `>`
+        `dtype` `=` $dtype `,` `causal` `=` $causal `,` `scale` `=` $scale `,` `arch` `=` $arch
+        (`,` `warp_cols` `=` $warp_cols^)? `>`
   }];
   let genVerifyDecl = 1;
 }

@@ -83,7 +83,8 @@ static bool isSupportedArch(StringRef arch) {
 
 LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
-                               int64_t stages, ElemType, bool, FloatAttr scale, StringAttr arch) {
+                               int64_t stages, ElemType, bool, FloatAttr scale, StringAttr arch,
+                               int64_t warpCols) {
   if (headDim <= 0 || headDim % 16 != 0 || headDim > 256)
     return emitError() << "head_dim " << headDim
                        << " is unsupported: it must be a multiple of 16 in [16, 256]";
@@ -93,14 +94,27 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
     return emitError() << "block_n " << blockN << " must be a positive multiple of 16";
   if (warps != 1 && warps != 2 && warps != 4 && warps != 8)
     return emitError() << "warps " << warps << " must be 1, 2, 4 or 8";
+  if (warpCols != 1 && warpCols != 2 && warpCols != 4)
+    return emitError() << "warp_cols " << warpCols << " must be 1, 2 or 4";
+  if (warps % warpCols != 0)
+    return emitError() << "warp_cols " << warpCols << " must divide warps " << warps;
   // The block owns the rows of its own sequence: query rows in query-major kernels, key rows
-  // in key-major kernels; each warp owns a multiple of 16 of them (one mma row fragment).
+  // in key-major kernels; each warp of a column group owns a multiple of 16 of them (one mma
+  // row fragment).
   bool keyMajor = isKeyMajor(kind);
   int64_t ownRows = keyMajor ? blockN : blockM;
-  if (ownRows % (16 * warps) != 0)
+  int64_t rowWarps = warps / warpCols;
+  if (ownRows % (16 * rowWarps) != 0)
     return emitError() << (keyMajor ? "block_n " : "block_m ") << ownRows
-                       << " must be a multiple of 16 * warps = " << 16 * warps
-                       << " (each warp owns whole 16-row mma fragments)";
+                       << " must be a multiple of 16 * warps" << (warpCols > 1 ? " / warp_cols" : "")
+                       << " = " << 16 * rowWarps << " (each warp owns whole 16-row mma fragments)";
+  // Every register tile's columns (head_dim for accumulators, the other block size for scores)
+  // split into whole 16-column operand fragments per group.
+  int64_t otherCols = keyMajor ? blockM : blockN;
+  if (warpCols > 1 && (headDim % (16 * warpCols) != 0 || otherCols % (16 * warpCols) != 0))
+    return emitError() << "warp_cols " << warpCols << " needs head_dim and "
+                       << (keyMajor ? "block_m" : "block_n") << " to be multiples of "
+                       << 16 * warpCols;
   if (stages < 1 || stages > 2)
     return emitError() << "stages " << stages
                        << " must be 1 (synchronous copies) or 2 (the next block's tiles load "
@@ -190,31 +204,42 @@ int64_t KernelOp::getSharedBytes() {
 
 //===-- Helpers shared by the tile op verifiers ---------------------------------------------===//
 
-// A register tile's rows are split across the kernel's warps in 16-row fragments.
+// A register tile's rows are split across the warps of a column group in 16-row fragments, its
+// columns across the column groups (FragmentLayout.h).
 static LogicalResult verifyRowsSplit(Operation *op, RegTileType type) {
   SpecAttr spec = getEnclosingSpec(op);
   if (!spec)
     return op->emitOpError("must be inside a bob.kernel (needs its spec)");
-  if (type.getRows() % (16 * spec.getWarps()) != 0)
+  const int64_t rowWarps = spec.getWarps() / spec.getWarpCols();
+  if (type.getRows() % (16 * rowWarps) != 0)
     return op->emitOpError("register tile ")
-           << type << " cannot be split across " << spec.getWarps()
-           << " warps: rows must be a multiple of " << 16 * spec.getWarps();
+           << type << " cannot be split across " << rowWarps
+           << " warps: rows must be a multiple of " << 16 * rowWarps;
+  const int64_t colMultiple = (type.getElementType().isF32() ? 8 : 16) * spec.getWarpCols();
+  if (type.getCols() % colMultiple != 0)
+    return op->emitOpError("register tile ")
+           << type << " cannot be split across " << spec.getWarpCols()
+           << " column groups: cols must be a multiple of " << colMultiple;
   return success();
 }
 
 static LogicalResult verifyRowsSplit(Operation *op, Type t) {
   if (auto tile = dyn_cast<RegTileType>(t))
     return verifyRowsSplit(op, tile);
+  if (!isa<RowVecType, ColVecType>(t))
+    return success();
+  SpecAttr spec = getEnclosingSpec(op);
+  if (!spec)
+    return op->emitOpError("must be inside a bob.kernel (needs its spec)");
   if (auto rows = dyn_cast<RowVecType>(t)) {
-    SpecAttr spec = getEnclosingSpec(op);
-    if (!spec)
-      return op->emitOpError("must be inside a bob.kernel (needs its spec)");
-    if (rows.getSize() % (16 * spec.getWarps()) != 0)
+    const int64_t rowWarps = spec.getWarps() / spec.getWarpCols();
+    if (rows.getSize() % (16 * rowWarps) != 0)
       return op->emitOpError("row vector of ")
-             << rows.getSize() << " cannot be split across " << spec.getWarps() << " warps";
+             << rows.getSize() << " cannot be split across " << rowWarps << " warps";
   }
-  if (auto cols = dyn_cast<ColVecType>(t); cols && cols.getSize() % 8 != 0)
-    return op->emitOpError("column vector size ") << cols.getSize() << " must be a multiple of 8";
+  if (auto cols = dyn_cast<ColVecType>(t); cols && cols.getSize() % (8 * spec.getWarpCols()) != 0)
+    return op->emitOpError("column vector size ")
+           << cols.getSize() << " must be a multiple of " << 8 * spec.getWarpCols();
   return success();
 }
 

@@ -53,9 +53,4 @@ inline bool isKeyMajor(KernelKind kind) {
   return kind == KernelKind::bwd_kv || kind == KernelKind::bob_kv;
 }
 
-// Rows of a register tile owned by one warp, given the kernel's warp count.
-inline int64_t rowsPerWarp(RegTileType type, SpecAttr spec) {
-  return type.getRows() / spec.getWarps();
-}
-
 } // namespace flashbob::bob

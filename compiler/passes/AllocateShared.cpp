@@ -27,16 +27,19 @@ struct AllocateShared : impl::BobAllocateSharedBase<AllocateShared> {
       alloc.setOffsetAttr(b.getI64IntegerAttr(offset));
       offset += layout.bytes();
     });
-    // On sm_90a, TMA-filled tiles complete on mbarriers that bob-lower-tiles places in static
-    // shared memory; the dynamic tiles then start at the next 1024-byte boundary after them.
-    const int64_t limit = maxBytes - (hopper ? shared::kMbarrierReserve : 0);
+    // Static shared memory (TMA mbarriers on sm_90a, the column groups' row exchange) comes
+    // out of the same budget; on sm_90a the dynamic tiles start at a 1024-byte boundary after it.
+    const int64_t exchange = shared::rowExchangeBytes(kernel, kernel.getSpec());
+    const int64_t reserve = shared::staticReserve(hopper, exchange);
+    const int64_t limit = maxBytes - reserve;
     if (offset > limit) {
       auto diag = kernel.emitError() << "shared tiles need " << offset
                                      << " bytes of shared memory, more than the " << limit
                                      << " a block may use";
-      if (limit != maxBytes)
-        diag << " (" << maxBytes.getValue() << " less " << shared::kMbarrierReserve
-             << " for TMA mbarriers)";
+      if (reserve != 0)
+        diag << " (" << maxBytes.getValue() << " less " << reserve << " for "
+             << (hopper ? "TMA mbarriers" : "") << (hopper && exchange ? " and " : "")
+             << (exchange ? "the column groups' row exchange" : "") << ")";
       diag << "; use smaller block_m/block_n";
       return signalPassFailure();
     }

@@ -5,6 +5,12 @@
 // [w*R/W, (w+1)*R/W), i.e. MF = R/(16W) fragments of 16 rows. Within a warp, lane l has
 // g = l/4 ("group", 0..7) and t = l%4 ("thread in group").
 //
+// With G column groups (spec warp_cols = G > 1) the W warps form G groups of W' = W/G
+// consecutive warps: warp w is row warp w % W' of column group w / W', owns rows
+// [(w%W')*R/W', ...) and columns [(w/W')*C/G, ...): MF = R/(16W'), NF = C/(8G). Everything
+// below then describes the warp's own R/W' x C/G part (column offsets are relative to its
+// first column). Row vectors are held, identical, by every group.
+//
 // f32 tile (accumulator layout, PTX "C/D fragment" of m16n8): NF = C/8 column fragments;
 // thread holds 4 values per (mi, ni):
 //   e = 0: (row g,     col 2t)    e = 1: (row g,     col 2t+1)
@@ -26,12 +32,14 @@
 namespace flashbob::bob::layout {
 
 struct TileShape {
-  int64_t rows, cols, warps;
+  int64_t rows, cols, warps, warpCols = 1;
 
-  int64_t rowsPerWarp() const { return rows / warps; }
-  int64_t mFrags() const { return rows / (16 * warps); }
-  int64_t nFrags() const { return cols / 8; }
-  int64_t kFrags() const { return cols / 16; }
+  int64_t rowWarps() const { return warps / warpCols; }
+  int64_t rowsPerWarp() const { return rows / rowWarps(); }
+  int64_t colsPerWarp() const { return cols / warpCols; }
+  int64_t mFrags() const { return rowsPerWarp() / 16; }
+  int64_t nFrags() const { return colsPerWarp() / 8; }
+  int64_t kFrags() const { return colsPerWarp() / 16; }
 
   // Per-thread element counts of each representation.
   int64_t accSize() const { return mFrags() * nFrags() * 4; }     // f32 values

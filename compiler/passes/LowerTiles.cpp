@@ -35,12 +35,31 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
                                    hopper ? shared::kSwizzleAlignment : 16));
     }
 
-    // Each kernel is converted with its own warp count (it decides every per-thread layout).
+    // Column groups exchange partial row reductions through one static f32 buffer, sized for
+    // the largest need of the module's kernels (SharedLayout.h).
+    int64_t exchangeBytes = 0;
+    for (auto func : module.getOps<gpu::GPUFuncOp>())
+      exchangeBytes = std::max(exchangeBytes, shared::rowExchangeBytes(
+                                                  func, func->getAttrOfType<SpecAttr>(kSpecAttrName)));
+    if (exchangeBytes > 0 && !module.lookupSymbol(lowering::kRowExchangeSymbol)) {
+      OpBuilder b(ctx);
+      b.setInsertionPointToStart(module.getBody());
+      auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+      auto type = MemRefType::get({exchangeBytes / 4}, b.getF32Type(), MemRefLayoutAttrInterface(),
+                                  space);
+      memref::GlobalOp::create(b, module.getLoc(), lowering::kRowExchangeSymbol,
+                               /*sym_visibility=*/b.getStringAttr("private"), type,
+                               /*initial_value=*/Attribute(), /*constant=*/false,
+                               /*alignment=*/b.getI64IntegerAttr(16));
+    }
+
+    // Each kernel is converted with its own warp layout (it decides every per-thread layout).
     for (auto func : module.getOps<gpu::GPUFuncOp>()) {
       auto spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
       if (!spec)
         continue;
-      lowering::TileTypeConverter converter(ctx, spec.getWarps(), shared::isHopper(spec));
+      lowering::TileTypeConverter converter(ctx, spec.getWarps(), spec.getWarpCols(),
+                                            shared::isHopper(spec));
       lowering::TmaBarriers tma;
       if (failed(lowering::prepareTmaBarriers(func, tma)))
         return signalPassFailure();

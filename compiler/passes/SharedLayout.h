@@ -16,16 +16,39 @@
 
 #include "compiler/dialect/BobDialect.h"
 
+#include <algorithm>
+
 namespace flashbob::bob::shared {
 
 inline constexpr int64_t kAlignment = 128;
 inline constexpr int64_t kSwizzleAlignment = 1024;
-// Static shared memory ahead of the swizzled tiles on sm_90a: the TMA mbarriers (8 bytes each,
-// at most 32: TmaPatterns.cpp), padded to the tiles' alignment.
-inline constexpr int64_t kMbarrierReserve = kSwizzleAlignment;
+// TMA mbarriers: 8 bytes each, at most 32 (TmaPatterns.cpp).
+inline constexpr int64_t kMbarrierBytes = 32 * 8;
 
 // wgmma, TMA and their swizzled layouts exist on sm_90a only.
 inline bool isHopper(SpecAttr spec) { return spec && spec.getArch().getValue() == "sm_90a"; }
+
+// Row reductions of a kernel with column groups (spec warp_cols > 1) combine the groups'
+// partial sums through one f32 buffer of warp_cols x rows in static shared memory
+// (bob-lower-tiles, MathPatterns.cpp): its bytes for the largest reduction in `kernel`, 0
+// without groups.
+inline int64_t rowExchangeBytes(mlir::Operation *kernel, SpecAttr spec) {
+  if (!spec || spec.getWarpCols() == 1)
+    return 0;
+  int64_t rows = 0;
+  kernel->walk([&](ReduceOp op) { rows = std::max(rows, op.getType().getSize()); });
+  return spec.getWarpCols() * rows * 4;
+}
+
+// Static shared memory that bob-lower-tiles places beside the dynamic tiles: the row exchange,
+// and on sm_90a the TMA mbarriers, padded so that the swizzled dynamic tiles after them start
+// 1024-byte aligned. Launches and the shared-memory budget count it.
+inline int64_t staticReserve(bool hopper, int64_t exchangeBytes) {
+  if (!hopper)
+    return (exchangeBytes + kAlignment - 1) / kAlignment * kAlignment;
+  return (kMbarrierBytes + exchangeBytes + kSwizzleAlignment - 1) / kSwizzleAlignment *
+         kSwizzleAlignment;
+}
 
 inline int64_t elementBytes(SharedTileType t) {
   return t.getElementType().getIntOrFloatBitWidth() / 8;

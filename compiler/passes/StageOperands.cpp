@@ -1,5 +1,5 @@
 // bob-stage-operands: on sm_90a, route register A operands of products through shared memory so
-// that the product can run as wgmma.
+// that the product can run as wgmma; with column groups (warp_cols > 1), on every target.
 //
 // Kernels multiply converted register tiles (P, dS, ...) by shared tiles; on mma.sync the
 // register tile is the A fragment as is. wgmma can read A from registers too, but upstream
@@ -26,7 +26,10 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
   void runOnOperation() override {
     KernelOp kernel = getOperation();
     SpecAttr spec = kernel.getSpec();
-    if (!shared::isHopper(spec))
+    // With column groups a register tile is split by columns, which no warp can use as an A
+    // operand: those products read A from shared memory on every target (mma.sync: ldmatrix).
+    const bool split = spec.getWarpCols() > 1;
+    if (!shared::isHopper(spec) && !split)
       return;
     MLIRContext *ctx = &getContext();
     SmallVector<MmaOp> products;
@@ -40,8 +43,10 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
         continue;
       auto reg = cast<RegTileType>(op.getA().getType());
       auto tileType = SharedTileType::get(ctx, reg.getRows(), reg.getCols(), reg.getElementType());
-      if (!wgmma::accumulatorFits(op.getAcc().getType(), spec.getWarps(), true) ||
-          !wgmma::operandFits(tileType, true) || !wgmma::operandFits(op.getB().getType(), true))
+      const bool hopper = shared::isHopper(spec);
+      if (!split && (!wgmma::accumulatorFits(op.getAcc().getType(), spec) ||
+                     !wgmma::operandFits(tileType, hopper) ||
+                     !wgmma::operandFits(op.getB().getType(), hopper)))
         continue;
       Value &tile = scratch[tileType];
       if (!tile) {

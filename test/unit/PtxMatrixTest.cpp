@@ -13,23 +13,22 @@
 using namespace flashbob;
 
 namespace {
-struct Tiles {
-  int64_t blockM, blockN, warps, stages;
-};
+using Tiles = kernels::TileConfig;
 
 const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKind::bwd_q,
                                              bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
                                              bob::KernelKind::bob_kv};
 
 
-// Two configurations per kind: the tile table's default (double-buffered loads), and 8 warps
-// over 128 own rows with synchronous loads.
+// Three configurations per kind: the tile table's default (double-buffered loads), 8 warps
+// over 128 own rows with synchronous loads, and 8 warps in two column groups over 64 own rows.
+constexpr int kConfigurations = 3;
 Tiles tiles(bob::KernelKind kind, int64_t d, int which) {
-  if (which == 0) {
-    kernels::TileConfig t = kernels::defaultTiles(kind, d);
-    return {t.blockM, t.blockN, t.warps, t.stages};
-  }
-  return bob::isKeyMajor(kind) ? Tiles{32, 128, 8, 1} : Tiles{128, 32, 8, 1};
+  if (which == 0)
+    return kernels::defaultTiles(kind, d);
+  if (which == 1)
+    return bob::isKeyMajor(kind) ? Tiles{32, 128, 8, 1} : Tiles{128, 32, 8, 1};
+  return Tiles{64, 64, 8, 2, /*warpCols=*/2};
 }
 } // namespace
 
@@ -37,7 +36,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
   int variants = 0;
   for (bob::KernelKind kind : kImplementedKinds)
     for (int64_t d : {64, 128})
-      for (int which : {0, 1})
+      for (int which = 0; which < kConfigurations; ++which)
         for (bob::ElemType dtype : {bob::ElemType::bf16, bob::ElemType::f16})
           for (bool causal : {false, true})
             for (const char *arch : {"sm_80", "sm_90a"}) {
@@ -45,10 +44,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
               compiler::KernelSpec spec;
               spec.kind = kind;
               spec.headDim = d;
-              spec.blockM = t.blockM;
-              spec.blockN = t.blockN;
-              spec.warps = t.warps;
-              spec.stages = t.stages;
+              kernels::applyTiles(spec, t);
               spec.dtype = dtype;
               spec.causal = causal;
               spec.arch = arch;
@@ -82,6 +78,14 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
                 CHECK(ptx.find("wgmma") == std::string::npos);
                 CHECK(ptx.find(".extern .shared .align 16 .b8 flashbob_smem[]") != std::string::npos);
               }
+              // Column groups combine row sums through a static buffer of 2 x 64 f32 (bob_q
+              // reduces D, c and b; on sm_80 its products read A from shared via ldmatrix).
+              if (t.warpCols == 2 && kind == bob::KernelKind::bob_q) {
+                CHECK(ptx.find(".shared .align 16 .b8 flashbob_row_exchange[512]") !=
+                      std::string::npos);
+                if (!hopper)
+                  CHECK(ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
+              }
               CHECK(ptx.find(".target " + std::string(arch)) != std::string::npos);
               CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
               CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
@@ -92,7 +96,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
                           static_cast<long long>(artifacts->sharedBytes));
               ++variants;
             }
-  CHECK(variants == 32 * static_cast<int>(std::size(kImplementedKinds)));
+  CHECK(variants == 16 * kConfigurations * static_cast<int>(std::size(kImplementedKinds)));
 }
 
 TEST_CASE("specs the compiler cannot build are rejected before any compilation", "[compiler]") {
@@ -123,23 +127,24 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         spec.kind = kind;
         spec.headDim = d;
         spec.arch = arch;
-        Tiles t = tiles(kind, d, 0);
-        spec.blockM = t.blockM;
-        spec.blockN = t.blockN;
-        spec.warps = t.warps;
-        spec.stages = t.stages;
+        kernels::applyTiles(spec, tiles(kind, d, 0));
         INFO(spec.name());
         auto estimate = kernels::sharedBytesFor(spec);
         REQUIRE(static_cast<bool>(estimate));
         auto compiled = kernels::compileKernel(spec, /*assemble=*/false);
         REQUIRE(static_cast<bool>(compiled));
         const bool hopper = std::string(arch) == "sm_90a";
-        // sm_90a: the TMA mbarriers' static area (1024 bytes) comes on top of the tiles.
-        const int64_t barriers = hopper ? 1024 : 0;
+        // Static shared memory on top of the tiles: sm_90a, the TMA mbarriers' 1024-byte slot
+        // (which also holds a row exchange of 512 bytes); sm_80, the row exchange of a kernel
+        // with column groups that reduces rows (bob_q: 2 groups x 64 rows x 4 bytes).
+        const bool groups = spec.warpCols > 1;
+        const int64_t barriers =
+            hopper ? 1024 : (groups && kind == bob::KernelKind::bob_q ? 2 * 64 * 4 : 0);
         CHECK(*estimate == compiled->sharedBytes + barriers);
         // Independent count of the kernel's shared tiles. sm_80: rows padded by 16 bytes,
-        // 128-byte aligned. sm_90a: unpadded (swizzled), 1024-byte aligned, plus the one
-        // scratch tile (own rows x other rows) that register operands of wgmma go through.
+        // 128-byte aligned. sm_90a: unpadded (swizzled), 1024-byte aligned. Plus the one
+        // scratch tile (own rows x other rows) that register operands of wgmma (or, with column
+        // groups, of every product) go through.
         // Tiles loaded in the loop (the other sequence's) have one buffer per stage.
         auto tile = [&](int64_t rows, int64_t cols) -> int64_t {
           if (hopper)
@@ -156,8 +161,30 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         case bob::KernelKind::bob_q: expected = 3 * q + 4 * k; break;     // Q, dO, uQ | K, V, uK, uV
         case bob::KernelKind::bob_kv: expected = 4 * k + 3 * q; break;    // K, V, uK, uV | Q, dO, uQ
         }
-        if (hopper)
-          expected += tile(spec.blockM, spec.blockN);
+        if (hopper || groups) {
+          const bool keyMajor = bob::isKeyMajor(kind);
+          expected += keyMajor ? tile(spec.blockN, spec.blockM) : tile(spec.blockM, spec.blockN);
+        }
         CHECK(*estimate == expected + barriers);
       }
+}
+
+TEST_CASE("column groups: the row exchange is counted in the shared-memory estimate",
+          "[compiler]") {
+  // bob_q reduces rows (D, c, b): 2 groups x 64 rows x 4 bytes in static shared memory. sm_80:
+  // that alone (128-byte aligned); sm_90a: with the mbarriers (256 bytes) within one 1024-byte
+  // slot ahead of the swizzled tiles.
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    compiler::KernelSpec spec;
+    spec.kind = bob::KernelKind::bob_q;
+    spec.headDim = 128;
+    spec.arch = arch;
+    kernels::applyTiles(spec, tiles(spec.kind, spec.headDim, 2));
+    INFO(spec.name());
+    auto estimate = kernels::sharedBytesFor(spec);
+    REQUIRE(static_cast<bool>(estimate));
+    auto compiled = kernels::compileKernel(spec, /*assemble=*/false);
+    REQUIRE(static_cast<bool>(compiled));
+    CHECK(*estimate == compiled->sharedBytes + (std::string(arch) == "sm_90a" ? 1024 : 512));
+  }
 }

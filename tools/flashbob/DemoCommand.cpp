@@ -78,10 +78,7 @@ bool showKernelsWithoutGpu() {
     compiler::KernelSpec spec;
     spec.kind = kind;
     spec.causal = true;
-    kernels::TileConfig t = kernels::defaultTiles(kind, spec.headDim);
-    spec.blockM = t.blockM;
-    spec.blockN = t.blockN;
-    spec.warps = t.warps;
+    kernels::applyTiles(spec, kernels::defaultTiles(kind, spec.headDim));
     auto a = kernels::compileKernel(spec, /*assemble=*/true);
     if (!a) {
       llvm::outs() << "  " << spec.name() << ": " << llvm::toString(a.takeError()) << "\n";

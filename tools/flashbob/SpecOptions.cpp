@@ -12,6 +12,10 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
       blockM("block-m", cl::desc("Query rows per tile"), cl::sub(sub), cl::init(64)),
       blockN("block-n", cl::desc("Key rows per tile"), cl::sub(sub), cl::init(64)),
       warps("warps", cl::desc("Warps per block"), cl::sub(sub), cl::init(4)),
+      warpCols("warp-cols",
+               cl::desc("Column groups the warps form: each register tile's columns are split "
+                        "among them (1, 2, 4)"),
+               cl::sub(sub), cl::init(1)),
       stages("stages", cl::desc("Global->shared pipeline depth"), cl::sub(sub), cl::init(1)),
       dtype("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(sub), cl::init("bf16")),
       causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(sub)),
@@ -37,6 +41,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.blockM = blockM;
   s.blockN = blockN;
   s.warps = warps;
+  s.warpCols = warpCols;
   s.stages = stages;
   s.causal = causal;
   if (scale.getNumOccurrences())

@@ -12,7 +12,7 @@ struct SpecOptions {
   explicit SpecOptions(llvm::cl::SubCommand &sub);
 
   llvm::cl::opt<std::string> kernel;
-  llvm::cl::opt<int64_t> headDim, blockM, blockN, warps, stages;
+  llvm::cl::opt<int64_t> headDim, blockM, blockN, warps, warpCols, stages;
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;
   llvm::cl::opt<double> scale;

@@ -1,10 +1,12 @@
 // bob-lower-tiles, arithmetic side: element-wise math on per-thread vectors, broadcasting of
-// row/column vectors (one vector.shuffle each), masks, quad-shuffle row reductions.
+// row/column vectors (one vector.shuffle each), masks, quad-shuffle row reductions (combined
+// across column groups through shared memory).
 #include "compiler/passes/lower_tiles/TileLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
@@ -117,7 +119,7 @@ struct MaskLowering : OpConversionPattern<MaskOp> {
     auto vecType = cast<VectorType>(a.getSource().getType());
     auto intVec = VectorType::get(vecType.getShape(), rw.getI32Type());
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
+    ThreadCoords c = e.coords(conv);
     auto toI32 = [&](Value v) { return arith::IndexCastOp::create(e.b, rw.getI32Type(), v).getResult(); };
     auto bcast = [&](Value v) { return vector::BroadcastOp::create(e.b, intVec, v).getResult(); };
 
@@ -135,7 +137,7 @@ struct MaskLowering : OpConversionPattern<MaskOp> {
     Value rows = arith::AddIOp::create(
         e.b, bcast(toI32(e.add(a.getRow(), e.threadRowBase(c, s)))), constVec(rowOffsets));
     Value cols = arith::AddIOp::create(
-        e.b, bcast(toI32(e.add(a.getCol(), e.threadColBase(c)))), constVec(colOffsets));
+        e.b, bcast(toI32(e.add(a.getCol(), e.threadColBase(c, s)))), constVec(colOffsets));
     Value queries = op.getKeysOnRows() ? cols : rows;
     Value keys = op.getKeysOnRows() ? rows : cols;
 
@@ -184,8 +186,51 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
         }
         result = e.insert(acc, result, layout::TileShape::rowVecIndex(mi, h));
       }
+    if (conv->warpCols() > 1) {
+      auto exchange = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+          op, StringAttr::get(op.getContext(), kRowExchangeSymbol));
+      if (!exchange || exchange.getType().getNumElements() < conv->warpCols() * s.rows)
+        return rw.notifyMatchFailure(op, "no row exchange buffer of warp_cols x rows f32");
+      result = combineColumnGroups(e, *conv, s, exchange, result, combine);
+    }
     rw.replaceOp(op, result);
     return success();
+  }
+
+  // Each column group reduced its own columns; the groups exchange their partial rows through
+  // the static buffer kRowExchangeSymbol (warp_cols x rows f32) and every thread combines them
+  // in group order, so all groups hold the same, deterministic result. The first barrier keeps
+  // the previous reduction's readers ahead of these writes.
+  template <typename Combine>
+  static Value combineColumnGroups(Emitter &e, const TileTypeConverter &conv,
+                                   const layout::TileShape &s, memref::GlobalOp exchange,
+                                   Value partial, Combine combine) {
+    Value buffer = memref::GetGlobalOp::create(e.b, exchange.getType(), kRowExchangeSymbol);
+    ThreadCoords c = e.coords(&conv);
+    Value base = e.threadRowBase(c, s);
+    auto slot = [&](Value group, int64_t mi, int64_t h) {
+      return e.add(e.mul(group, e.index(s.rows)), e.addConst(base, mi * 16 + 8 * h));
+    };
+    gpu::BarrierOp::create(e.b);
+    Value writer = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.t, e.index(0));
+    e.ifThen(writer, [&] {
+      for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+        for (int64_t h = 0; h < 2; ++h)
+          memref::StoreOp::create(e.b, e.extract(partial, layout::TileShape::rowVecIndex(mi, h)),
+                                  buffer, ValueRange{slot(c.colGroup, mi, h)});
+    });
+    gpu::BarrierOp::create(e.b);
+    Value result = partial;
+    for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value acc;
+        for (int64_t g = 0; g < conv.warpCols(); ++g) {
+          Value v = memref::LoadOp::create(e.b, buffer, ValueRange{slot(e.index(g), mi, h)});
+          acc = acc ? combine(acc, v) : v;
+        }
+        result = e.insert(acc, result, layout::TileShape::rowVecIndex(mi, h));
+      }
+    return result;
   }
 };
 

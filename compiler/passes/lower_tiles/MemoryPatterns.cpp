@@ -168,8 +168,8 @@ struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
     Type elem = op.getDst().getType().getElementType();
     shared::Layout layout = conv->layout(op.getDst().getType());
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
-    Value colBase = e.threadColBase(c);
+    ThreadCoords c = e.coords(conv);
+    Value colBase = e.threadColBase(c, s);
     gpu::BarrierOp::create(e.b);
     forEachOwnedRow(e, c, s, [&](Value row, int64_t mi, int64_t h) {
       for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
@@ -193,8 +193,8 @@ struct StoreTileLowering : OpConversionPattern<StoreTileOp> {
     layout::TileShape s = conv->shape(op.getValue().getType());
     Type elem = cast<MemRefType>(op.getDst().getType()).getElementType();
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
-    Value colBase = e.threadColBase(c);
+    ThreadCoords c = e.coords(conv);
+    Value colBase = e.threadColBase(c, s);
     forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
       Value row = e.add(a.getRow(), tileRow);
       e.ifThen(e.less(row, a.getBound()), [&] {
@@ -222,8 +222,8 @@ struct LoadTileLowering : OpConversionPattern<LoadTileOp> {
     auto resultType = cast<VectorType>(conv->convertType(op.getResult().getType()));
     auto pairType = VectorType::get({2}, rw.getF32Type());
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
-    Value colBase = e.threadColBase(c);
+    ThreadCoords c = e.coords(conv);
+    Value colBase = e.threadColBase(c, s);
     Value result = e.splat(resultType, 0.0);
     forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
       Value row = e.add(a.getRow(), tileRow);
@@ -253,7 +253,7 @@ struct LoadVecLowering : OpConversionPattern<LoadVecOp> {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     auto resultType = cast<VectorType>(conv->convertType(op.getResult().getType()));
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
+    ThreadCoords c = e.coords(conv);
     Value result = e.splat(resultType, 0.0);
     Value padding = e.f32(op.getPadding().convertToDouble());
     auto load = [&](Value pos, int64_t slot) {
@@ -274,7 +274,7 @@ struct LoadVecLowering : OpConversionPattern<LoadVecOp> {
           load(e.addConst(base, mi * 16 + 8 * h), layout::TileShape::rowVecIndex(mi, h));
     } else {
       layout::TileShape s = conv->shape(cast<ColVecType>(op.getResult().getType()));
-      Value base = e.add(a.getRow(), e.threadColBase(c));
+      Value base = e.add(a.getRow(), e.threadColBase(c, s));
       for (int64_t ni = 0; ni < s.nFrags(); ++ni)
         for (int64_t k = 0; k < 2; ++k)
           load(e.addConst(base, ni * 8 + k), layout::TileShape::colVecIndex(ni, k));
@@ -290,9 +290,13 @@ struct StoreVecLowering : OpConversionPattern<StoreVecOp> {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     layout::TileShape s = conv->shape(op.getValue().getType());
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
-    // The 4 threads of a group hold the same row values: the first one writes.
+    ThreadCoords c = e.coords(conv);
+    // The 4 threads of a group (and every column group) hold the same row values: the first
+    // one writes.
     Value writer = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.t, e.index(0));
+    if (c.colGroup)
+      writer = arith::AndIOp::create(
+          e.b, writer, arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.colGroup, e.index(0)));
     Value base = e.add(a.getRow(), e.threadRowBase(c, s));
     for (int64_t mi = 0; mi < s.mFrags(); ++mi)
       for (int64_t h = 0; h < 2; ++h) {

@@ -1,6 +1,6 @@
 // bob-lower-tiles, tensor cores: bob.mma -> ldmatrix + mma.sync.m16n8k16 (f32 accumulation).
 //
-// Each warp computes its own rows of the result. Per 16-wide slice kf of the inner dimension:
+// Each warp computes its own rows of the result (and, with column groups, its group's columns). Per 16-wide slice kf of the inner dimension:
 // the warp's A fragments come from registers (a converted tile) or from shared memory through
 // ldmatrix x4; B fragments for every pair of 8-column fragments come through one ldmatrix x4;
 // then one mma.sync per (mi, ni).
@@ -51,15 +51,20 @@ struct MmaLowering : OpConversionPattern<MmaOp> {
     const int64_t inner = transB ? bType.getCols() : bType.getRows();
     const int64_t kFrags = inner / 16;
 
+    if (isa<RegTileType>(op.getA().getType()) && conv->warpCols() > 1)
+      return rw.notifyMatchFailure(
+          op, "register A operand split across column groups: bob-stage-operands moves it to shared");
+
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
+    ThreadCoords c = e.coords(conv);
     // ldmatrix lane roles: matrix j = lane / 8, row r = lane % 8.
     Value j = arith::DivUIOp::create(e.b, c.lane, e.index(8));
     Value r = arith::RemUIOp::create(e.b, c.lane, e.index(8));
     Value jLow = arith::RemUIOp::create(e.b, j, e.index(2));  // j % 2
     Value jHigh = arith::DivUIOp::create(e.b, j, e.index(2)); // j / 2
     Value eightJLow = e.mul(jLow, e.index(8)), eightJHigh = e.mul(jHigh, e.index(8));
-    Value warpRow = e.mul(c.warp, e.index(s.rowsPerWarp()));
+    Value warpRow = e.mul(c.rowWarp, e.index(s.rowsPerWarp()));
+    Value groupCol = s.warpCols > 1 ? e.groupColBase(c, s) : Value(); // its B columns
 
     // A: registers, or shared memory (A = tile, or A = tile^T).
     auto aFragments = [&](int64_t mi, int64_t kf) -> SmallVector<Value> {
@@ -81,7 +86,8 @@ struct MmaLowering : OpConversionPattern<MmaOp> {
     };
     // B for column fragments 2np and 2np+1: {b0, b1} of each.
     auto bFragments = [&](int64_t np, int64_t kf) -> SmallVector<Value> {
-      Value n0 = e.index(np * 16), k0 = e.index(kf * 16);
+      Value n0 = groupCol ? e.addConst(groupCol, np * 16) : e.index(np * 16);
+      Value k0 = e.index(kf * 16);
       if (transB) // tile is [n][k] (B = tile^T): matrix j covers n +8(j/2), k +8(j%2)
         return ldmatrix(e, a.getB(), bLayout, e.add(e.add(n0, r), eightJHigh),
                         e.add(k0, eightJLow), false, elem);

@@ -10,8 +10,8 @@ using namespace mlir;
 
 namespace flashbob::bob::lowering {
 
-TileTypeConverter::TileTypeConverter(MLIRContext *ctx, int64_t warps, bool hopper)
-    : warps_(warps), hopper_(hopper) {
+TileTypeConverter::TileTypeConverter(MLIRContext *ctx, int64_t warps, int64_t warpCols, bool hopper)
+    : warps_(warps), warpCols_(warpCols), hopper_(hopper) {
   addConversion([](Type t) { return t; });
   addConversion([this, ctx](RegTileType t) -> Type {
     layout::TileShape s = shape(t);
@@ -87,21 +87,38 @@ Value Emitter::ifElse(Type type, Value cond, llvm::function_ref<Value()> then,
   return ifOp.getResult(0);
 }
 
-ThreadCoords Emitter::coords() {
+ThreadCoords Emitter::coords(const TileTypeConverter *conv) {
   ThreadCoords c;
   c.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   c.warp = arith::DivUIOp::create(b, c.tid, index(32));
   c.lane = arith::RemUIOp::create(b, c.tid, index(32));
   c.g = arith::DivUIOp::create(b, c.lane, index(4));
   c.t = arith::RemUIOp::create(b, c.lane, index(4));
+  c.rowWarp = c.warp;
+  if (conv && conv->warpCols() > 1) {
+    Value groupWarps = index(conv->warps() / conv->warpCols());
+    c.rowWarp = arith::RemUIOp::create(b, c.warp, groupWarps);
+    c.colGroup = arith::DivUIOp::create(b, c.warp, groupWarps);
+  }
   return c;
 }
 
 Value Emitter::threadRowBase(const ThreadCoords &c, const layout::TileShape &s) {
-  return add(mul(c.warp, index(s.rowsPerWarp())), c.g);
+  return add(mul(c.rowWarp, index(s.rowsPerWarp())), c.g);
 }
 
-Value Emitter::threadColBase(const ThreadCoords &c) { return mul(c.t, index(2)); }
+Value Emitter::groupColBase(const ThreadCoords &c, const layout::TileShape &s) {
+  if (s.warpCols == 1)
+    return index(0);
+  return mul(c.colGroup, index(s.colsPerWarp()));
+}
+
+Value Emitter::threadColBase(const ThreadCoords &c, const layout::TileShape &s) {
+  Value col = mul(c.t, index(2));
+  if (s.warpCols == 1)
+    return col;
+  return add(groupColBase(c, s), col);
+}
 
 SmallVector<Value> Emitter::sharedIndices(const shared::Layout &l, Value row, Value col) {
   if (!l.swizzled())

@@ -16,23 +16,31 @@ namespace flashbob::bob::lowering {
 // layout for the target (padded, or swizzled on sm_90a: SharedLayout.h).
 class TileTypeConverter : public mlir::TypeConverter {
 public:
-  TileTypeConverter(mlir::MLIRContext *ctx, int64_t warps, bool hopper);
+  TileTypeConverter(mlir::MLIRContext *ctx, int64_t warps, int64_t warpCols, bool hopper);
   int64_t warps() const { return warps_; }
+  int64_t warpCols() const { return warpCols_; }
   bool hopper() const { return hopper_; }
   shared::Layout layout(SharedTileType t) const { return shared::layoutFor(t, hopper_); }
 
-  layout::TileShape shape(RegTileType t) const { return {t.getRows(), t.getCols(), warps_}; }
-  layout::TileShape shape(RowVecType t) const { return {t.getSize(), 8, warps_}; }
-  layout::TileShape shape(ColVecType t) const { return {16 * warps_, t.getSize(), warps_}; }
+  layout::TileShape shape(RegTileType t) const {
+    return {t.getRows(), t.getCols(), warps_, warpCols_};
+  }
+  layout::TileShape shape(RowVecType t) const { return {t.getSize(), 8 * warpCols_, warps_, warpCols_}; }
+  layout::TileShape shape(ColVecType t) const {
+    return {16 * (warps_ / warpCols_), t.getSize(), warps_, warpCols_};
+  }
 
 private:
-  int64_t warps_;
+  int64_t warps_, warpCols_;
   bool hopper_;
 };
 
-// Where the calling thread sits: warp index, and g = lane / 4, t = lane % 4 of the mma layout.
+// Where the calling thread sits: warp index, and g = lane / 4, t = lane % 4 of the mma layout;
+// with column groups (FragmentLayout.h) also the warp's row warp and column group (else
+// rowWarp = warp and colGroup = null).
 struct ThreadCoords {
   mlir::Value tid, warp, lane, g, t;
+  mlir::Value rowWarp, colGroup;
 };
 
 // Thin helpers over ImplicitLocOpBuilder so the patterns read like the math they implement.
@@ -54,7 +62,8 @@ public:
   mlir::Value mul(mlir::Value a, mlir::Value c);
   mlir::Value addConst(mlir::Value a, int64_t c) { return c == 0 ? a : add(a, index(c)); }
   mlir::Value less(mlir::Value a, mlir::Value c); // unsigned index compare
-  ThreadCoords coords();
+  // With column groups in `conv`, also the row warp and column group of the calling warp.
+  ThreadCoords coords(const TileTypeConverter *conv = nullptr);
   // `if (cond) { then(); }` as an scf.if; the builder is back after it afterwards.
   void ifThen(mlir::Value cond, llvm::function_ref<void()> then);
   // `cond ? then() : otherwise()` as an scf.if yielding `type`; each branch's ops are built in
@@ -63,8 +72,10 @@ public:
                      llvm::function_ref<mlir::Value()> otherwise);
   // First row of the tile owned by the calling thread's warp, plus g: the row of element e=0.
   mlir::Value threadRowBase(const ThreadCoords &c, const layout::TileShape &s);
-  // Column of element (ni = 0, e = 0): 2t.
-  mlir::Value threadColBase(const ThreadCoords &c);
+  // Column of element (ni = 0, e = 0): the column group's first column, plus 2t.
+  mlir::Value threadColBase(const ThreadCoords &c, const layout::TileShape &s);
+  // First column of the calling warp's column group (0 without groups).
+  mlir::Value groupColBase(const ThreadCoords &c, const layout::TileShape &s);
   // Memref indices of element (row, col) of a shared tile in layout `l`. Any 16-byte aligned run
   // of 16 bytes in a row stays contiguous, so ldmatrix rows and cp.async chunks use it as is.
   llvm::SmallVector<mlir::Value> sharedIndices(const shared::Layout &l, mlir::Value row,
@@ -108,5 +119,8 @@ void populateWgmmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet
 // `[0 x i8]` external so PTX says `.extern .shared .align 16 .b8 flashbob_smem[];` (a zero-size
 // internal global would print as a 1-byte array and be overrun).
 inline constexpr llvm::StringLiteral kSharedMemorySymbol = "flashbob_smem";
+// Static f32 buffer where column groups exchange partial row reductions (SharedLayout.h,
+// rowExchangeBytes); declared by the driver when some kernel needs it.
+inline constexpr llvm::StringLiteral kRowExchangeSymbol = "flashbob_row_exchange";
 
 } // namespace flashbob::bob::lowering

@@ -1,7 +1,7 @@
 // bob-lower-tiles, Hopper tensor cores: bob.mma with both operands in shared memory and whole
 // warpgroups of accumulator rows (WgmmaRules.h) -> wgmma.mma_async m64nNk16, one per 16-wide
-// slice of the inner dimension, issued by every warpgroup for its own 64 rows, then committed
-// and waited for. Otherwise MmaPattern's mma.sync applies (this pattern has the higher benefit).
+// slice of the inner dimension, issued by every warpgroup for its own 64 rows (and its column
+// group's columns), then committed and waited for. Otherwise MmaPattern's mma.sync applies (this pattern has the higher benefit).
 //
 // Operands are read through 64-bit matrix descriptors (PTX ISA, "matrix descriptor"): start
 // address, leading and stride byte offsets (LBO, SBO), swizzle mode. With the swizzled layout of
@@ -79,20 +79,21 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
 
   LogicalResult matchAndRewrite(MmaOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
-    if (!wgmma::applies(op, conv->warps(), conv->hopper()))
+    if (!wgmma::applies(op, getEnclosingSpec(op)))
       return rw.notifyMatchFailure(op, "not a wgmma product (see WgmmaRules.h)");
     auto aType = cast<SharedTileType>(op.getA().getType());
     SharedTileType bType = op.getB().getType();
     RegTileType accType = op.getAcc().getType();
     shared::Layout la = conv->layout(aType), lb = conv->layout(bType);
     const bool aKMajor = !op.getTransposeA(), bKMajor = op.getTransposeB();
-    const int64_t n = accType.getCols();
+    layout::TileShape s = conv->shape(accType);
+    const int64_t n = s.colsPerWarp(); // this column group's columns
     const int64_t inner = bKMajor ? bType.getCols() : bType.getRows();
     MLIRContext *ctx = rw.getContext();
 
     Emitter e(op.getLoc(), rw);
-    ThreadCoords c = e.coords();
-    Value firstRow = e.mul(arith::DivUIOp::create(e.b, c.warp, e.index(4)), e.index(64));
+    ThreadCoords c = e.coords(conv);
+    Value firstRow = e.mul(arith::DivUIOp::create(e.b, c.rowWarp, e.index(4)), e.index(64));
     Descriptor da = describe(e, a.getA(), la, aKMajor), db = describe(e, a.getB(), lb, bKMajor);
 
     // The accumulator: this thread's N/2 values, in wgmma's register order (= accIndex order).
@@ -109,7 +110,7 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
     NVVM::WgmmaFenceAlignedOp::create(e.b);
     for (int64_t k0 = 0; k0 < inner; k0 += 16) {
       Value descA = da.at(e, sliceOffset(e, la, aKMajor, k0, firstRow));
-      Value descB = db.at(e, sliceOffset(e, lb, bKMajor, k0, e.index(0)));
+      Value descB = db.at(e, sliceOffset(e, lb, bKMajor, k0, e.groupColBase(c, s)));
       acc = NVVM::WgmmaMmaAsyncOp::create(
           e.b, structType, acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
           NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,

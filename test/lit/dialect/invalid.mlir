@@ -98,6 +98,38 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block
 
 // -----
 
+// warp_cols 3
+// expected-error @+1 {{warp_cols 3 must be 1, 2 or 4}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 3>} {
+  bob.return
+}
+
+// -----
+
+// warp_cols must divide the warps
+// expected-error @+1 {{warp_cols 4 must divide warps 2}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 2, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 4>} {
+  bob.return
+}
+
+// -----
+
+// with column groups, the own rows split over the warps of one group
+// expected-error @+1 {{block_m 32 must be a multiple of 16 * warps / warp_cols = 64 (each warp owns whole 16-row mma fragments)}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 32, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 2>} {
+  bob.return
+}
+
+// -----
+
+// ... and the columns into whole operand fragments per group
+// expected-error @+1 {{warp_cols 2 needs head_dim and block_n to be multiples of 32}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 16, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 2>} {
+  bob.return
+}
+
+// -----
+
 // stages 0
 // expected-error @+1 {{stages 0 must be 1 (synchronous copies) or 2}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 0, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
@@ -298,6 +330,15 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
   // expected-error @+1 {{register tile '!bob.rtile<64x64xf32>' cannot be split across 8 warps: rows must be a multiple of 128}}
   %a = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// register tile columns must split across the column groups
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 2>} {
+  // expected-error @+1 {{register tile '!bob.rtile<64x8xf32>' cannot be split across 2 column groups: cols must be a multiple of 16}}
+  %a = bob.splat 0.0 : !bob.rtile<64x8xf32>
   bob.return
 }
 

@@ -133,3 +133,9 @@ bob.kernel @kinds_bob_q() attributes {spec = #bob.spec<kind = bob_q, head_dim = 
 bob.kernel @kinds_bob_kv() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 128, block_m = 16, block_n = 128, warps = 8, stages = 2, dtype = bf16, causal = true, scale = 1.0 : f32, arch = "sm_90">} {
   bob.return
 }
+// Column groups: warp_cols is printed when it is not 1.
+// CHECK-LABEL: bob.kernel @column_groups
+// CHECK-SAME: warps = 8, {{.*}} arch = "sm_90a", warp_cols = 2>
+bob.kernel @column_groups() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 2>} {
+  bob.return
+}

@@ -68,3 +68,21 @@ bob.kernel @sm80() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block
   %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
   bob.return
 }
+
+// -----
+
+// With column groups (warp_cols = 2) a register tile is split by columns, so no warp holds a
+// whole A operand: the product reads A from shared memory on every target, sm_80 included.
+// CHECK-LABEL: bob.kernel @column_groups_sm80
+// CHECK:      %[[SCRATCH:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK:      bob.store_shared %{{.+}} into %[[SCRATCH]] : <64x64xf32>, <64x64xbf16>
+// CHECK-NEXT: bob.mma %[[SCRATCH]], %{{.+}}, %{{.+}} : !bob.smem<64x64xbf16>
+// CHECK-NOT:  bob.convert
+bob.kernel @column_groups_sm80() attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_80", warp_cols = 2>} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
