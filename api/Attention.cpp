@@ -82,7 +82,7 @@ compiler::KernelSpec specFor(const AttentionProblem &p, bob::KernelKind kind,
   compiler::KernelSpec s;
   s.kind = kind;
   s.headDim = p.headDim;
-  kernels::applyTiles(s, kernels::defaultTiles(kind, p.headDim));
+  kernels::applyTiles(s, kernels::defaultTiles(kind, p.headDim, arch));
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   s.causal = p.causal;
   s.scale = p.scale;

@@ -87,7 +87,7 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   std::vector<compiler::KernelSpec> specs;
   std::vector<std::string> names;
   mlir::MLIRContext ctx;
-  for (const kernels::TileConfig &t : kernels::candidateTiles(base.kind, base.headDim)) {
+  for (const kernels::TileConfig &t : kernels::candidateTiles(base.kind, base.headDim, base.arch)) {
     compiler::KernelSpec s = base;
     kernels::applyTiles(s, t);
     if (llvm::Error e = compiler::validate(s, &ctx)) {

@@ -5,8 +5,9 @@ namespace flashbob::kernels {
 namespace {
 struct Row {
   bob::KernelKind kind;
-  int64_t maxHeadDim; // applies to head dims up to this
-  TileConfig tiles;
+  int64_t maxHeadDim;    // applies to head dims up to this
+  TileConfig hopper;     // sm_90a: wgmma, TMA, swizzled tiles, up to 227 KB of shared memory
+  TileConfig generic;    // sm_80 .. sm_90: mma.sync, padded tiles, within sm_80's 163 KB
 };
 
 // Register pressure decides these: query-major kinds keep block_m x d accumulators (fwd: 1,
@@ -18,40 +19,48 @@ struct Row {
 // in bench/results/2026-11-30-h200-hopper-path.md; bwd_kv d <= 64: at 64K with TMA loads,
 // scripts/device/tune-tma.sh, logs in 2026-11-30-h200-logs/tma/tune/; with column groups and
 // the d = 128 backward: scripts/device/column-groups*.sh, logs in
-// 2026-11-30-h200-logs/column-groups/); the others were its winners already.
+// 2026-11-30-h200-logs/column-groups/); the others were its winners already. The generic
+// column keeps every kernel within sm_80's shared memory (padded tiles are larger, and the
+// scratch tiles of column groups come on top): test/unit/PtxMatrixTest.cpp checks both budgets.
 const Row kTable[] = {
-    {bob::KernelKind::fwd, 64, {64, 64, 4, 2}},
-    {bob::KernelKind::fwd, 128, {128, 128, 8, 2}}, // tuned, H200: 5.97 vs 6.52 ms (64x64x4)
-    {bob::KernelKind::fwd, 256, {64, 32, 4, 2}},
-    {bob::KernelKind::bwd_q, 128, {64, 64, 4, 2}}, // tuned, H200: d = 128 6.62 vs 7.36 ms (64x32x4)
-    {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}},
-    {bob::KernelKind::bwd_kv, 64, {32, 64, 4, 2}}, // tuned, H200 64K: 99.2 vs 115.0 ms (64x64x4)
-    {bob::KernelKind::bwd_kv, 128, {64, 64, 4, 2}}, // tuned, H200: 9.29 vs 11.90 ms (32x64x4)
-    {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 2}},
-    {bob::KernelKind::bob_q, 64, {64, 32, 4, 2}},
+    {bob::KernelKind::fwd, 64, {64, 64, 4, 2}, {64, 64, 4, 2}},
+    {bob::KernelKind::fwd, 128, {128, 128, 8, 2}, {64, 64, 4, 2}}, // tuned: 5.97 vs 6.52 ms (64x64x4)
+    {bob::KernelKind::fwd, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
+    // tuned: d = 128 6.62 vs 7.36 ms (64x32x4)
+    {bob::KernelKind::bwd_q, 128, {64, 64, 4, 2}, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
+    // tuned: at 64K, 99.2 vs 115.0 ms (64x64x4)
+    {bob::KernelKind::bwd_kv, 64, {32, 64, 4, 2}, {32, 64, 4, 2}},
+    // tuned: 9.29 vs 11.90 ms (32x64x4)
+    {bob::KernelKind::bwd_kv, 128, {64, 64, 4, 2}, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 2}, {32, 64, 4, 2}},
+    {bob::KernelKind::bob_q, 64, {64, 32, 4, 2}, {64, 32, 4, 2}},
     // Two column groups: X1..X4 at d = 128 are 4 x 64 x 128 floats, 256 per thread over 4 warps
-    // (spills), 128 over 8 warps in two groups of 64 columns. Tuned, H200: 37.6 ms vs 81.2
-    // (64x32x4) and 51.6 (64x32, two groups).
-    {bob::KernelKind::bob_q, 128, {64, 64, 8, 2, 2}},
-    {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}}, // two stages need 233 KB at d = 256
-    {bob::KernelKind::bob_kv, 64, {32, 64, 4, 2}},
-    // tuned, H200 (16 heads x 16K, scripts/device/column-groups.sh): 25.7 ms vs 26.4 (32x128x8,
-    // the earlier winner: 31.8 vs 37.3 ms for 32x64x4 before TMA).
-    {bob::KernelKind::bob_kv, 128, {64, 64, 8, 2, 2}},
-    {bob::KernelKind::bob_kv, 256, {32, 64, 4, 1}},
+    // (spills), 128 over 8 warps in two groups of 64 columns. Tuned: 37.6 ms vs 81.2 (64x32x4)
+    // and 51.6 (64x32, two groups). On sm_80 the same tiles need 232 KB: 4 warps, spilling.
+    {bob::KernelKind::bob_q, 128, {64, 64, 8, 2, 2}, {64, 32, 4, 2}},
+    // Two stages need 233 KB at d = 256; sm_80 fits 64x16.
+    {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}, {64, 16, 4, 1}},
+    {bob::KernelKind::bob_kv, 64, {32, 64, 4, 2}, {32, 64, 4, 2}},
+    // tuned: 25.7 ms vs 26.4 (32x128x8, the earlier winner: 31.8 vs 37.3 ms for 32x64x4 before
+    // TMA, which sm_80 keeps: 32x128x8 needs 191 KB there).
+    {bob::KernelKind::bob_kv, 128, {64, 64, 8, 2, 2}, {32, 64, 4, 2}},
+    {bob::KernelKind::bob_kv, 256, {32, 64, 4, 1}, {16, 64, 4, 1}},
 };
 } // namespace
 
-TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim) {
+TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef arch) {
+  const bool hopper = arch == "sm_90a";
   for (const Row &row : kTable)
     if (row.kind == kind && headDim <= row.maxHeadDim)
-      return row.tiles;
+      return hopper ? row.hopper : row.generic;
   return {64, 64, 4, 2};
 }
 
-std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim) {
+std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
+                                       llvm::StringRef arch) {
   const bool keyMajor = bob::isKeyMajor(kind);
-  TileConfig base = defaultTiles(kind, headDim);
+  TileConfig base = defaultTiles(kind, headDim, arch);
   std::vector<TileConfig> out = {base};
   auto add = [&](TileConfig t) {
     for (const TileConfig &o : out)

@@ -19,8 +19,8 @@ struct TileConfig {
 // Sets the tile fields of `spec` (block sizes, warps, column groups, stages) from `tiles`.
 void applyTiles(compiler::KernelSpec &spec, const TileConfig &tiles);
 
-// The default tiles for `kind` at `headDim`.
-TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim);
+// The default tiles for `kind` at `headDim` on target `arch` (sm_90a has its own column).
+TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef arch);
 
 // f32 values each thread keeps in its loop-carried accumulators: own rows x head_dim per
 // accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV), spread over
@@ -35,7 +35,8 @@ llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec);
 // The autotuner's space for `kind` at `headDim`: the default first, then neighbours (block
 // sizes halved/doubled, 8 warps, 8 warps in two column groups). Specs the compiler or the device cannot run are pruned by the
 // caller (the compiler's verifier, shared memory per block), never here.
-std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim);
+std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
+                                       llvm::StringRef arch);
 
 // "m64_n32_w4_s2" ("m64_n32_w8c2_s2" with 2 column groups): how a configuration is named in
 // tuning records and logs.

@@ -424,6 +424,8 @@ LogicalResult Log2Op::verify() { return verifyElementwise(*this, getType()); }
 LogicalResult ReplaceOp::verify() { return verifyElementwise(*this, getType()); }
 LogicalResult MaskOp::verify() { return verifyElementwise(*this, getType()); }
 
+LogicalResult CombineGroupsOp::verify() { return verifyRowsSplit(*this, getSource().getType()); }
+
 LogicalResult ReduceOp::verify() {
   auto tile = getSource().getType();
   if (!tile.getElementType().isF32())

@@ -272,9 +272,30 @@ def Bob_MaskOp : Bob_Op<"mask", [Pure, AllTypesMatch<["source", "result"]>]> {
 
 def Bob_ReduceOp : Bob_Op<"reduce", [Pure]> {
   let summary = "Reduce each row of an f32 register tile (sum or max) to a row vector";
-  let arguments = (ins Bob_RegTileType:$source, Bob_ReduceKindAttr:$kind);
+  let description = [{
+    With column groups (spec warp_cols > 1) each group holds some of the columns: the groups
+    combine their partial results through shared memory (two block barriers). `within_group`
+    stops at the group's own columns, leaving a partial row vector per group that
+    bob.combine_groups finishes: a loop that accumulates row sums pays for the exchange once,
+    after the loop. Without column groups `within_group` changes nothing.
+  }];
+  let arguments = (ins Bob_RegTileType:$source, Bob_ReduceKindAttr:$kind, UnitAttr:$within_group);
   let results = (outs Bob_RowVecType:$result);
-  let assemblyFormat = "$kind $source attr-dict `:` type($source) `->` type($result)";
+  let assemblyFormat = [{
+    $kind $source (`within_group` $within_group^)? attr-dict `:` type($source) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_CombineGroupsOp : Bob_Op<"combine_groups", [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "Finish row reductions made `within_group`: combine the column groups' parts";
+  let description = [{
+    Sums (or takes the max of) the column groups' partial row vectors, giving every group the
+    full result, through shared memory. The identity without column groups.
+  }];
+  let arguments = (ins Bob_RowVecType:$source, Bob_ReduceKindAttr:$kind);
+  let results = (outs Bob_RowVecType:$result);
+  let assemblyFormat = "$kind $source attr-dict `:` type($source)";
   let hasVerifier = 1;
 }
 

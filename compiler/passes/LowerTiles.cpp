@@ -73,12 +73,14 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
                              gpu::GPUDialect>();
       // TMA loads cast their tensor-map pointer to an nvgpu descriptor (TmaPatterns.cpp).
       target.addLegalOp<UnrealizedConversionCastOp>();
+      lowering::StoreRuns runs = lowering::findStoreRuns(func);
       RewritePatternSet patterns(ctx);
-      lowering::populateMemoryPatterns(converter, tma, patterns);
+      lowering::populateMemoryPatterns(converter, tma, runs, patterns);
       lowering::populateTmaPatterns(converter, tma, patterns);
       lowering::populateMathPatterns(converter, patterns);
       lowering::populateMmaPatterns(converter, patterns);
-      lowering::populateWgmmaPatterns(converter, patterns);
+      lowering::ProductRuns productRuns = lowering::findProductRuns(func);
+      lowering::populateWgmmaPatterns(converter, productRuns, patterns);
       scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
       if (failed(applyPartialConversion(func, target, std::move(patterns))))
         return signalPassFailure();

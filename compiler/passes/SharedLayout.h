@@ -30,13 +30,19 @@ inline bool isHopper(SpecAttr spec) { return spec && spec.getArch().getValue() =
 
 // Row reductions of a kernel with column groups (spec warp_cols > 1) combine the groups'
 // partial sums through one f32 buffer of warp_cols x rows in static shared memory
-// (bob-lower-tiles, MathPatterns.cpp): its bytes for the largest reduction in `kernel`, 0
-// without groups.
+// (bob-lower-tiles, MathPatterns.cpp: bob.reduce not `within_group`, bob.combine_groups): its
+// bytes for the largest such reduction in `kernel`, 0 without groups.
 inline int64_t rowExchangeBytes(mlir::Operation *kernel, SpecAttr spec) {
   if (!spec || spec.getWarpCols() == 1)
     return 0;
   int64_t rows = 0;
-  kernel->walk([&](ReduceOp op) { rows = std::max(rows, op.getType().getSize()); });
+  kernel->walk([&](mlir::Operation *op) {
+    auto reduce = mlir::dyn_cast<ReduceOp>(op);
+    if (reduce && !reduce.getWithinGroup())
+      rows = std::max(rows, reduce.getType().getSize());
+    if (auto combine = mlir::dyn_cast<CombineGroupsOp>(op))
+      rows = std::max(rows, combine.getType().getSize());
+  });
   return spec.getWarpCols() * rows * 4;
 }
 

@@ -6,14 +6,21 @@
 // nvvm.wgmma.mma_async takes shared-memory descriptors for both operands, and the alternative
 // (a hand-written PTX string) is not something this compiler emits. So a product that otherwise
 // qualifies (WgmmaRules.h) stores the f32 tile into a scratch shared tile (rounded exactly as
-// bob.convert would) and reads A from there. One scratch tile per shape: stores and products run
-// in program order, with barriers from bob.store_shared, and each product has finished reading
-// (wgmma.wait_group 0 in WgmmaPattern) before the next store, so one buffer serves them all.
-// Keeping products in flight later means one buffer per product in flight.
+// bob.convert would) and reads A from there.
+//
+// Every staged value of a block gets its own scratch tile, stored once (P feeding two products
+// is stored once), and the stores of all values already computed at the block's first staged
+// product are issued together just before it: bob-lower-tiles puts one barrier before and one
+// after such a run of stores instead of two per store, and the values' registers are free
+// once stored. A value computed later is stored right before its product. Every store is still
+// preceded by a block barrier after the previous iteration's products read its tile.
 #include "compiler/passes/Passes.h"
 #include "compiler/passes/WgmmaRules.h"
 
+#include "mlir/IR/Dominance.h"
+
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace flashbob::bob {
 #define GEN_PASS_DEF_BOBSTAGEOPERANDS
@@ -32,32 +39,50 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
     if (!shared::isHopper(spec) && !split)
       return;
     MLIRContext *ctx = &getContext();
-    SmallVector<MmaOp> products;
-    kernel.walk([&](MmaOp op) { products.push_back(op); });
-
-    llvm::DenseMap<Type, Value> scratch; // shared tile type -> its one buffer
-    OpBuilder b(ctx);
-    for (MmaOp op : products) {
+    const bool hopper = shared::isHopper(spec);
+    auto staged = [&](MmaOp op) -> ConvertOp {
       auto convert = op.getA().getDefiningOp<ConvertOp>();
       if (!convert)
-        continue;
+        return nullptr;
+      if (split)
+        return convert;
       auto reg = cast<RegTileType>(op.getA().getType());
       auto tileType = SharedTileType::get(ctx, reg.getRows(), reg.getCols(), reg.getElementType());
-      const bool hopper = shared::isHopper(spec);
-      if (!split && (!wgmma::accumulatorFits(op.getAcc().getType(), spec) ||
-                     !wgmma::operandFits(tileType, hopper) ||
-                     !wgmma::operandFits(op.getB().getType(), hopper)))
-        continue;
-      Value &tile = scratch[tileType];
-      if (!tile) {
-        b.setInsertionPointToStart(&kernel.getBody().front());
-        tile = AllocSharedOp::create(b, kernel.getLoc(), tileType, IntegerAttr());
+      if (!wgmma::accumulatorFits(op.getAcc().getType(), spec) ||
+          !wgmma::operandFits(tileType, hopper) || !wgmma::operandFits(op.getB().getType(), hopper))
+        return nullptr;
+      return convert;
+    };
+    // The staged products of each block, in program order.
+    llvm::MapVector<Block *, SmallVector<MmaOp>> products;
+    kernel.walk([&](MmaOp op) {
+      if (staged(op))
+        products[op->getBlock()].push_back(op);
+    });
+
+    DominanceInfo dominance(kernel);
+    OpBuilder b(ctx);
+    for (auto &[block, ops] : products) {
+      Operation *first = ops.front();
+      llvm::DenseMap<Value, Value> tileOf; // staged f32 value -> its scratch tile
+      for (MmaOp op : ops) {
+        ConvertOp convert = staged(op);
+        Value value = convert.getSource();
+        Value &tile = tileOf[value];
+        if (!tile) {
+          auto reg = cast<RegTileType>(op.getA().getType());
+          auto tileType =
+              SharedTileType::get(ctx, reg.getRows(), reg.getCols(), reg.getElementType());
+          b.setInsertionPointToStart(&kernel.getBody().front());
+          tile = AllocSharedOp::create(b, kernel.getLoc(), tileType, IntegerAttr());
+          // With the run before the first product when the value exists there, else at its use.
+          b.setInsertionPoint(dominance.properlyDominates(value, first) ? first : op.getOperation());
+          StoreSharedOp::create(b, op.getLoc(), value, tile);
+        }
+        op.getAMutable().assign(tile);
+        if (convert->use_empty())
+          convert->erase();
       }
-      b.setInsertionPoint(op);
-      StoreSharedOp::create(b, op.getLoc(), convert.getSource(), tile);
-      op.getAMutable().assign(tile);
-      if (convert->use_empty())
-        convert->erase();
     }
   }
 };

@@ -51,21 +51,25 @@ void buildBobKeyValue(KernelBuilder &kb) {
     Value lseLog2 = lseToLog2(kb, column(lse));
     Value dCol = column(dRows), cCol = column(cRows), bCol = column(bRows);
 
-    Value pT = probabilitiesT(kb, ks, qs, lseLog2, key0, query0, n, m);
-    Value dPT = product(kb, vs, dOs, /*transposeB=*/true, bn, bm);
-    Value dST = bob::MulOp::create(b, pT, bob::SubOp::create(b, dPT, dCol));
+    // The independent products first (kept in flight together), then G^T's second one:
     // G^T = s (K uQ^T + uK Q^T), W^T = uV dO^T.
-    Value gT = bob::MmaOp::create(b, uKs, qs, product(kb, ks, uQs, true, bn, bm), false, true);
-    gT = bob::MulOp::create(b, gT, kb.f32(s.effectiveScale()));
+    Value scoresT = product(kb, ks, qs, /*transposeB=*/true, bn, bm);
+    Value dPT = product(kb, vs, dOs, /*transposeB=*/true, bn, bm);
+    Value gT = product(kb, ks, uQs, /*transposeB=*/true, bn, bm);
     Value wT = product(kb, uVs, dOs, /*transposeB=*/true, bn, bm);
+    gT = bob::MmaOp::create(b, uKs, qs, gT, false, true);
+    gT = bob::MulOp::create(b, gT, kb.f32(s.effectiveScale()));
+    Value pT = probabilitiesT(kb, scoresT, lseLog2, key0, query0, n, m);
+    Value dST = bob::MulOp::create(b, pT, bob::SubOp::create(b, dPT, dCol));
 
     Value dPbarT = bob::MulOp::create(b, pT, bob::SubOp::create(b, gT, cCol));
     Value sbarT = bob::AddOp::create(b, bob::MulOp::create(b, gT, dST), bob::MulOp::create(b, pT, wT));
     sbarT = bob::SubOp::create(b, sbarT, bob::MulOp::create(b, bob::MulOp::create(b, pT, dPT), cCol));
     sbarT = bob::SubOp::create(b, sbarT, bob::MulOp::create(b, pT, bCol));
 
-    Value gk = accumulate(kb, accumulate(kb, loop.getRegionIterArg(0), dST, uQs), sbarT, qs);
+    Value gk = accumulate(kb, loop.getRegionIterArg(0), dST, uQs);
     Value gv = accumulate(kb, loop.getRegionIterArg(1), dPbarT, dOs);
+    gk = accumulate(kb, gk, sbarT, qs);
     scf::YieldOp::create(b, ValueRange{gk, gv});
   }
   Value gk = bob::MulOp::create(b, loop.getResult(0), kb.f32(s.effectiveScale()));

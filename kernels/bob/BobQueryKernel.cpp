@@ -61,29 +61,43 @@ void buildBobQuery(KernelBuilder &kb) {
     Value col0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bn));
     kb.loadShared({k, v, uK, uV}, keyTiles, batch, head, col0, m);
 
-    Value p = probabilities(kb, qs, ks, lseLog2, row0, col0, n, m);
+    // The independent score products first (bob-lower-tiles keeps them in flight together),
+    // then G's second product into G's accumulator: G = s (uQ K^T + Q uK^T), W = dO uV^T.
+    Value scores = product(kb, qs, ks, /*transposeB=*/true, bm, bn);
     Value dP = product(kb, dOs, vs, /*transposeB=*/true, bm, bn);
-    Value dS = bob::MulOp::create(b, p, bob::SubOp::create(b, dP, dRow));
-    // G = s (uQ K^T + Q uK^T): both products into one accumulator.
-    Value g = bob::MmaOp::create(b, qs, uKs, product(kb, uQs, ks, true, bm, bn), false, true);
-    g = bob::MulOp::create(b, g, kb.f32(s.effectiveScale()));
+    Value g = product(kb, uQs, ks, /*transposeB=*/true, bm, bn);
     Value w = product(kb, dOs, uVs, /*transposeB=*/true, bm, bn);
+    g = bob::MmaOp::create(b, qs, uKs, g, false, true);
+    g = bob::MulOp::create(b, g, kb.f32(s.effectiveScale()));
+    Value p = probabilities(kb, scores, lseLog2, row0, col0, n, m);
+    Value dS = bob::MulOp::create(b, p, bob::SubOp::create(b, dP, dRow));
 
     Value gP = bob::MulOp::create(b, g, p);
     Value gdSPlusPW = bob::AddOp::create(b, bob::MulOp::create(b, g, dS), bob::MulOp::create(b, p, w));
-    Value cNew = bob::AddOp::create(b, cAcc, bob::ReduceOp::create(b, rows, gP, bob::ReduceKind::sum));
-    Value bNew = bob::AddOp::create(b, bAcc,
-                                    bob::ReduceOp::create(b, rows, gdSPlusPW, bob::ReduceKind::sum));
+    // Row sums of this block's terms, each column group over its own columns: the groups'
+    // parts are combined once, after the loop.
+    auto rowSum = [&](Value terms) -> Value {
+      return bob::ReduceOp::create(b, rows, terms, bob::ReduceKind::sum, /*within_group=*/true);
+    };
+    Value cNew = bob::AddOp::create(b, cAcc, rowSum(gP));
+    Value bNew = bob::AddOp::create(b, bAcc, rowSum(gdSPlusPW));
 
-    x1 = accumulate(kb, accumulate(kb, x1, dS, uKs), gdSPlusPW, ks);
-    x2 = accumulate(kb, x2, bob::MulOp::create(b, p, dP), ks);
+    // Every A operand first (bob-stage-operands stores them in one run), then the products:
+    // four independent ones, then the second halves of X1 and X4.
+    Value pdP = bob::MulOp::create(b, p, dP);
+    x1 = accumulate(kb, x1, dS, uKs);
+    x2 = accumulate(kb, x2, pdP, ks);
     x3 = accumulate(kb, x3, p, ks);
-    x4 = accumulate(kb, accumulate(kb, x4, p, uVs), gP, vs);
+    x4 = accumulate(kb, x4, p, uVs);
+    x1 = accumulate(kb, x1, gdSPlusPW, ks);
+    x4 = accumulate(kb, x4, gP, vs);
     scf::YieldOp::create(b, ValueRange{x1, x2, x3, x4, cNew, bNew});
   }
   Value x1 = loop.getResult(0), x2 = loop.getResult(1), x3 = loop.getResult(2),
-        x4 = loop.getResult(3), c = loop.getResult(4);
-  Value bRow = bob::SubOp::create(b, loop.getResult(5), bob::MulOp::create(b, c, dRow));
+        x4 = loop.getResult(3);
+  Value c = bob::CombineGroupsOp::create(b, rows, loop.getResult(4), bob::ReduceKind::sum);
+  Value bSum = bob::CombineGroupsOp::create(b, rows, loop.getResult(5), bob::ReduceKind::sum);
+  Value bRow = bob::SubOp::create(b, bSum, bob::MulOp::create(b, c, dRow));
 
   // gQ = s (X1 - c o X2 - b o X3);  gdO = X4 - c o O.
   Value gq = bob::SubOp::create(b, x1, bob::MulOp::create(b, x2, c));

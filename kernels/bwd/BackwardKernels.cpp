@@ -47,8 +47,10 @@ void buildBackwardQuery(KernelBuilder &kb) {
     b.setInsertionPointToStart(loop.getBody());
     Value col0 = arith::MulIOp::create(b, loop.getInductionVar(), kb.index(bn));
     kb.loadShared({k, v}, keyTiles, batch, head, col0, m);
-    Value p = probabilities(kb, qs, ks, lseLog2, row0, col0, n, m);
+    // Both products first: bob-lower-tiles keeps independent adjacent products in flight.
+    Value scores = product(kb, qs, ks, /*transposeB=*/true, bm, bn);
     Value dP = product(kb, dOs, vs, /*transposeB=*/true, bm, bn);
+    Value p = probabilities(kb, scores, lseLog2, row0, col0, n, m);
     Value dS = bob::MulOp::create(b, p, bob::SubOp::create(b, dP, dRow));
     scf::YieldOp::create(b, accumulate(kb, loop.getRegionIterArg(0), dS, ks));
   }
@@ -86,8 +88,9 @@ void buildBackwardKeyValue(KernelBuilder &kb) {
                                                          n, b.getF32FloatAttr(0)));
     Value dCol = bob::LoadVecOp::create(b, kb.colvec(bm), dRows, batch, head, query0, n,
                                         b.getF32FloatAttr(0));
-    Value pT = probabilitiesT(kb, ks, qs, lseLog2, key0, query0, n, m);
+    Value scoresT = product(kb, ks, qs, /*transposeB=*/true, bn, bm);
     Value dPT = product(kb, vs, dOs, /*transposeB=*/true, bn, bm);
+    Value pT = probabilitiesT(kb, scoresT, lseLog2, key0, query0, n, m);
     Value dST = bob::MulOp::create(b, pT, bob::SubOp::create(b, dPT, dCol));
     Value dv = accumulate(kb, loop.getRegionIterArg(1), pT, dOs);
     Value dk = accumulate(kb, loop.getRegionIterArg(0), dST, qs);

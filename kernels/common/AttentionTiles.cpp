@@ -45,20 +45,18 @@ Value accumulate(KernelBuilder &kb, Value acc, Value a, Value bShared) {
   return bob::MmaOp::create(kb.b, operand, bShared, acc, false, false);
 }
 
-Value probabilities(KernelBuilder &kb, Value qs, Value ks, Value lseLog2, Value row0, Value col0,
+Value probabilities(KernelBuilder &kb, Value scores, Value lseLog2, Value row0, Value col0,
                     Value n, Value m) {
   auto &b = kb.b;
-  Value s = product(kb, qs, ks, /*transposeB=*/true, kb.spec.blockM, kb.spec.blockN);
-  s = bob::MulOp::create(b, s, kb.f32(kb.spec.effectiveScale() * kLog2e));
+  Value s = bob::MulOp::create(b, scores, kb.f32(kb.spec.effectiveScale() * kLog2e));
   s = bob::MaskOp::create(b, s, row0, col0, n, m, kb.spec.causal, /*keysOnRows=*/false);
   return bob::Exp2Op::create(b, bob::SubOp::create(b, s, lseLog2));
 }
 
-Value probabilitiesT(KernelBuilder &kb, Value ks, Value qs, Value lseLog2, Value key0, Value query0,
+Value probabilitiesT(KernelBuilder &kb, Value scoresT, Value lseLog2, Value key0, Value query0,
                      Value n, Value m) {
   auto &b = kb.b;
-  Value s = product(kb, ks, qs, /*transposeB=*/true, kb.spec.blockN, kb.spec.blockM);
-  s = bob::MulOp::create(b, s, kb.f32(kb.spec.effectiveScale() * kLog2e));
+  Value s = bob::MulOp::create(b, scoresT, kb.f32(kb.spec.effectiveScale() * kLog2e));
   s = bob::MaskOp::create(b, s, key0, query0, n, m, kb.spec.causal, /*keysOnRows=*/true);
   return bob::Exp2Op::create(b, bob::SubOp::create(b, s, lseLog2));
 }

@@ -22,12 +22,14 @@ mlir::Value firstQueryBlock(KernelBuilder &kb, mlir::Value key0, mlir::Value n, 
 // column vectors.
 mlir::Value lseToLog2(KernelBuilder &kb, mlir::Value lse);
 
-// P = softmax(s Q K^T) recomputed for a (query block, key block): rows queries, cols keys.
+// P = softmax(s Q K^T) recomputed for a (query block, key block) from the raw scores Q K^T
+// (rows queries, cols keys; the caller issues that product, next to its other products).
 // `lseLog2` is a row vector from lseToLog2.
-mlir::Value probabilities(KernelBuilder &kb, mlir::Value qs, mlir::Value ks, mlir::Value lseLog2,
+mlir::Value probabilities(KernelBuilder &kb, mlir::Value scores, mlir::Value lseLog2,
                           mlir::Value row0, mlir::Value col0, mlir::Value n, mlir::Value m);
-// P^T for a (key block, query block): rows keys, cols queries; `lseLog2` a column vector.
-mlir::Value probabilitiesT(KernelBuilder &kb, mlir::Value ks, mlir::Value qs, mlir::Value lseLog2,
+// P^T for a (key block, query block) from K Q^T: rows keys, cols queries; `lseLog2` a column
+// vector.
+mlir::Value probabilitiesT(KernelBuilder &kb, mlir::Value scoresT, mlir::Value lseLog2,
                            mlir::Value key0, mlir::Value query0, mlir::Value n, mlir::Value m);
 
 // a * b^T or a * b of shared tiles into a fresh f32 tile.

@@ -21,14 +21,16 @@ const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKi
 
 
 // Three configurations per kind: the tile table's default (double-buffered loads), 8 warps
-// over 128 own rows with synchronous loads, and 8 warps in two column groups over 64 own rows.
+// over 128 own rows with synchronous loads, and 8 warps in two column groups over 64 own rows
+// (32 other rows: with sm_80's padded tiles, 64 would not fit).
 constexpr int kConfigurations = 3;
-Tiles tiles(bob::KernelKind kind, int64_t d, int which) {
+Tiles tiles(bob::KernelKind kind, int64_t d, int which, const char *arch) {
   if (which == 0)
-    return kernels::defaultTiles(kind, d);
+    return kernels::defaultTiles(kind, d, arch);
   if (which == 1)
     return bob::isKeyMajor(kind) ? Tiles{32, 128, 8, 1} : Tiles{128, 32, 8, 1};
-  return Tiles{64, 64, 8, 2, /*warpCols=*/2};
+  return bob::isKeyMajor(kind) ? Tiles{32, 64, 8, 2, /*warpCols=*/2}
+                               : Tiles{64, 32, 8, 2, /*warpCols=*/2};
 }
 } // namespace
 
@@ -40,7 +42,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
         for (bob::ElemType dtype : {bob::ElemType::bf16, bob::ElemType::f16})
           for (bool causal : {false, true})
             for (const char *arch : {"sm_80", "sm_90a"}) {
-              Tiles t = tiles(kind, d, which);
+              Tiles t = tiles(kind, d, which, arch);
               compiler::KernelSpec spec;
               spec.kind = kind;
               spec.headDim = d;
@@ -127,7 +129,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         spec.kind = kind;
         spec.headDim = d;
         spec.arch = arch;
-        kernels::applyTiles(spec, tiles(kind, d, 0));
+        kernels::applyTiles(spec, tiles(kind, d, 0, arch));
         INFO(spec.name());
         auto estimate = kernels::sharedBytesFor(spec);
         REQUIRE(static_cast<bool>(estimate));
@@ -142,8 +144,8 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
             hopper ? 1024 : (groups && kind == bob::KernelKind::bob_q ? 2 * 64 * 4 : 0);
         CHECK(*estimate == compiled->sharedBytes + barriers);
         // Independent count of the kernel's shared tiles. sm_80: rows padded by 16 bytes,
-        // 128-byte aligned. sm_90a: unpadded (swizzled), 1024-byte aligned. Plus the one
-        // scratch tile (own rows x other rows) that register operands of wgmma (or, with column
+        // 128-byte aligned. sm_90a: unpadded (swizzled), 1024-byte aligned. Plus the scratch
+        // tiles (own rows x other rows) that register operands of wgmma (or, with column
         // groups, of every product) go through.
         // Tiles loaded in the loop (the other sequence's) have one buffer per stage.
         auto tile = [&](int64_t rows, int64_t cols) -> int64_t {
@@ -162,8 +164,18 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         case bob::KernelKind::bob_kv: expected = 4 * k + 3 * q; break;    // K, V, uK, uV | Q, dO, uQ
         }
         if (hopper || groups) {
+          // One scratch tile per staged value: fwd P; bwd_q dS; bwd_kv P^T, dS^T; bob_q dS,
+          // G o dS + P o W, P o dP, P, G o P; bob_kv dS^T, the gK term, dPbar^T.
+          int64_t staged = 1;
+          switch (kind) {
+          case bob::KernelKind::bwd_kv: staged = 2; break;
+          case bob::KernelKind::bob_q: staged = 5; break;
+          case bob::KernelKind::bob_kv: staged = 3; break;
+          default: break;
+          }
           const bool keyMajor = bob::isKeyMajor(kind);
-          expected += keyMajor ? tile(spec.blockN, spec.blockM) : tile(spec.blockM, spec.blockN);
+          expected += staged * (keyMajor ? tile(spec.blockN, spec.blockM)
+                                         : tile(spec.blockM, spec.blockN));
         }
         CHECK(*estimate == expected + barriers);
       }
@@ -179,7 +191,7 @@ TEST_CASE("column groups: the row exchange is counted in the shared-memory estim
     spec.kind = bob::KernelKind::bob_q;
     spec.headDim = 128;
     spec.arch = arch;
-    kernels::applyTiles(spec, tiles(spec.kind, spec.headDim, 2));
+    kernels::applyTiles(spec, tiles(spec.kind, spec.headDim, 2, arch));
     INFO(spec.name());
     auto estimate = kernels::sharedBytesFor(spec);
     REQUIRE(static_cast<bool>(estimate));
@@ -187,4 +199,23 @@ TEST_CASE("column groups: the row exchange is counted in the shared-memory estim
     REQUIRE(static_cast<bool>(compiled));
     CHECK(*estimate == compiled->sharedBytes + (std::string(arch) == "sm_90a" ? 1024 : 512));
   }
+}
+
+TEST_CASE("the default tiles fit each target's shared memory", "[compiler]") {
+  // Opt-in shared memory per block: sm_80 (A100) 163 KB, sm_90a (H100/H200) 227 KB. The generic
+  // column of the tile table serves sm_80 .. sm_90 and must fit the smaller one.
+  const std::pair<const char *, int64_t> targets[] = {{"sm_80", 166912}, {"sm_90a", 232448}};
+  for (auto [arch, budget] : targets)
+    for (bob::KernelKind kind : kImplementedKinds)
+      for (int64_t d : {64, 128, 256}) {
+        compiler::KernelSpec spec;
+        spec.kind = kind;
+        spec.headDim = d;
+        spec.arch = arch;
+        kernels::applyTiles(spec, kernels::defaultTiles(kind, d, arch));
+        INFO(spec.name());
+        auto bytes = kernels::sharedBytesFor(spec);
+        REQUIRE(static_cast<bool>(bytes));
+        CHECK(*bytes <= budget);
+      }
 }

@@ -78,7 +78,7 @@ bool showKernelsWithoutGpu() {
     compiler::KernelSpec spec;
     spec.kind = kind;
     spec.causal = true;
-    kernels::applyTiles(spec, kernels::defaultTiles(kind, spec.headDim));
+    kernels::applyTiles(spec, kernels::defaultTiles(kind, spec.headDim, spec.arch));
     auto a = kernels::compileKernel(spec, /*assemble=*/true);
     if (!a) {
       llvm::outs() << "  " << spec.name() << ": " << llvm::toString(a.takeError()) << "\n";

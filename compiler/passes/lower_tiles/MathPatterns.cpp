@@ -156,19 +156,63 @@ struct MaskLowering : OpConversionPattern<MaskOp> {
   }
 };
 
+// Each column group reduced its own columns; the groups exchange their partial rows through
+// the static buffer kRowExchangeSymbol (warp_cols x rows f32) and every thread combines them
+// in group order, so all groups hold the same, deterministic result. The first barrier keeps
+// the previous reduction's readers ahead of these writes.
+Value combine(Emitter &e, ReduceKind kind, Value x, Value y) {
+  if (kind == ReduceKind::max)
+    return arith::MaxNumFOp::create(e.b, x, y);
+  return arith::AddFOp::create(e.b, x, y);
+}
+
+Value combineColumnGroups(Emitter &e, const TileTypeConverter &conv, const layout::TileShape &s,
+                          memref::GlobalOp exchange, Value partial, ReduceKind kind) {
+  Value buffer = memref::GetGlobalOp::create(e.b, exchange.getType(), kRowExchangeSymbol);
+  ThreadCoords c = e.coords(&conv);
+  Value base = e.threadRowBase(c, s);
+  auto slot = [&](Value group, int64_t mi, int64_t h) {
+    return e.add(e.mul(group, e.index(s.rows)), e.addConst(base, mi * 16 + 8 * h));
+  };
+  gpu::BarrierOp::create(e.b);
+  Value writer = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.t, e.index(0));
+  e.ifThen(writer, [&] {
+    for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+      for (int64_t h = 0; h < 2; ++h)
+        memref::StoreOp::create(e.b, e.extract(partial, layout::TileShape::rowVecIndex(mi, h)),
+                                buffer, ValueRange{slot(c.colGroup, mi, h)});
+  });
+  gpu::BarrierOp::create(e.b);
+  Value result = partial;
+  for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value acc;
+      for (int64_t g = 0; g < conv.warpCols(); ++g) {
+        Value v = memref::LoadOp::create(e.b, buffer, ValueRange{slot(e.index(g), mi, h)});
+        acc = acc ? combine(e, kind, acc, v) : v;
+      }
+      result = e.insert(acc, result, layout::TileShape::rowVecIndex(mi, h));
+    }
+  return result;
+}
+
+// The module's row exchange buffer (LowerTiles.cpp declares it), if it holds `floats`.
+memref::GlobalOp rowExchange(Operation *op, int64_t floats) {
+  auto exchange = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+      op, StringAttr::get(op->getContext(), kRowExchangeSymbol));
+  if (!exchange || exchange.getType().getNumElements() < floats)
+    return nullptr;
+  return exchange;
+}
+
 struct ReduceLowering : OpConversionPattern<ReduceOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(ReduceOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     layout::TileShape s = conv->shape(op.getSource().getType());
     auto resultType = cast<VectorType>(conv->convertType(op.getType()));
-    bool isMax = op.getKind() == ReduceKind::max;
+    const ReduceKind kind = op.getKind();
     Emitter e(op.getLoc(), rw);
-    auto combine = [&](Value x, Value y) -> Value {
-      if (isMax)
-        return arith::MaxNumFOp::create(e.b, x, y);
-      return arith::AddFOp::create(e.b, x, y);
-    };
     Value result = e.splat(resultType, 0.0);
     for (int64_t mi = 0; mi < s.mFrags(); ++mi)
       for (int64_t h = 0; h < 2; ++h) {
@@ -178,60 +222,42 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
         for (int64_t ni = 0; ni < s.nFrags(); ++ni)
           for (int64_t k = 0; k < 2; ++k)
             if (ni != 0 || k != 0)
-              acc = combine(acc, e.extract(a.getSource(), s.accIndex(mi, ni, 2 * h + k)));
+              acc = combine(e, kind, acc, e.extract(a.getSource(), s.accIndex(mi, ni, 2 * h + k)));
         for (int32_t offset : {1, 2}) {
           Value other = gpu::ShuffleOp::create(e.b, acc, offset, 32, gpu::ShuffleMode::XOR)
                             .getShuffleResult();
-          acc = combine(acc, other);
+          acc = combine(e, kind, acc, other);
         }
         result = e.insert(acc, result, layout::TileShape::rowVecIndex(mi, h));
       }
-    if (conv->warpCols() > 1) {
-      auto exchange = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
-          op, StringAttr::get(op.getContext(), kRowExchangeSymbol));
-      if (!exchange || exchange.getType().getNumElements() < conv->warpCols() * s.rows)
+    if (conv->warpCols() > 1 && !op.getWithinGroup()) {
+      auto exchange = rowExchange(op, conv->warpCols() * s.rows);
+      if (!exchange)
         return rw.notifyMatchFailure(op, "no row exchange buffer of warp_cols x rows f32");
-      result = combineColumnGroups(e, *conv, s, exchange, result, combine);
+      result = combineColumnGroups(e, *conv, s, exchange, result, kind);
     }
     rw.replaceOp(op, result);
     return success();
   }
+};
 
-  // Each column group reduced its own columns; the groups exchange their partial rows through
-  // the static buffer kRowExchangeSymbol (warp_cols x rows f32) and every thread combines them
-  // in group order, so all groups hold the same, deterministic result. The first barrier keeps
-  // the previous reduction's readers ahead of these writes.
-  template <typename Combine>
-  static Value combineColumnGroups(Emitter &e, const TileTypeConverter &conv,
-                                   const layout::TileShape &s, memref::GlobalOp exchange,
-                                   Value partial, Combine combine) {
-    Value buffer = memref::GetGlobalOp::create(e.b, exchange.getType(), kRowExchangeSymbol);
-    ThreadCoords c = e.coords(&conv);
-    Value base = e.threadRowBase(c, s);
-    auto slot = [&](Value group, int64_t mi, int64_t h) {
-      return e.add(e.mul(group, e.index(s.rows)), e.addConst(base, mi * 16 + 8 * h));
-    };
-    gpu::BarrierOp::create(e.b);
-    Value writer = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.t, e.index(0));
-    e.ifThen(writer, [&] {
-      for (int64_t mi = 0; mi < s.mFrags(); ++mi)
-        for (int64_t h = 0; h < 2; ++h)
-          memref::StoreOp::create(e.b, e.extract(partial, layout::TileShape::rowVecIndex(mi, h)),
-                                  buffer, ValueRange{slot(c.colGroup, mi, h)});
-    });
-    gpu::BarrierOp::create(e.b);
-    Value result = partial;
-    for (int64_t mi = 0; mi < s.mFrags(); ++mi)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value acc;
-        for (int64_t g = 0; g < conv.warpCols(); ++g) {
-          Value v = memref::LoadOp::create(e.b, buffer, ValueRange{slot(e.index(g), mi, h)});
-          acc = acc ? combine(acc, v) : v;
-        }
-        result = e.insert(acc, result, layout::TileShape::rowVecIndex(mi, h));
-      }
-    return result;
+struct CombineGroupsLowering : OpConversionPattern<CombineGroupsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(CombineGroupsOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    if (conv->warpCols() == 1) {
+      rw.replaceOp(op, a.getSource());
+      return success();
+    }
+    layout::TileShape s = conv->shape(op.getType());
+    auto exchange = rowExchange(op, conv->warpCols() * s.rows);
+    if (!exchange)
+      return rw.notifyMatchFailure(op, "no row exchange buffer of warp_cols x rows f32");
+    Emitter e(op.getLoc(), rw);
+    rw.replaceOp(op, combineColumnGroups(e, *conv, s, exchange, a.getSource(), op.getKind()));
+    return success();
   }
+
 };
 
 } // namespace
@@ -239,6 +265,7 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
 void populateMathPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<SplatLowering, ConvertLowering, ReplaceLowering, MaskLowering, ReduceLowering,
+               CombineGroupsLowering,
                BinaryLowering<AddOp, arith::AddFOp>, BinaryLowering<SubOp, arith::SubFOp>,
                BinaryLowering<MulOp, arith::MulFOp>, BinaryLowering<DivOp, arith::DivFOp>,
                BinaryLowering<MaxOp, arith::MaxNumFOp>>(converter, ctx);

@@ -160,8 +160,13 @@ Value truncPair(Emitter &e, Value pair, Type elem) {
   return arith::TruncFOp::create(e.b, VectorType::get({2}, elem), pair);
 }
 
+// Register tile -> shared tile. The barrier before keeps readers of the tile's previous contents
+// ahead of the writes; the one after publishes them. Inside a run of stores (StoreRuns) only
+// the run's first store waits before and its last one publishes.
 struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
-  using OpConversionPattern::OpConversionPattern;
+  StoreSharedLowering(TileTypeConverter &conv, const StoreRuns &runs, MLIRContext *ctx)
+      : OpConversionPattern(conv, ctx), runs(runs) {}
+  const StoreRuns &runs;
   LogicalResult matchAndRewrite(StoreSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     layout::TileShape s = conv->shape(op.getValue().getType());
@@ -170,7 +175,8 @@ struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
     Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     Value colBase = e.threadColBase(c, s);
-    gpu::BarrierOp::create(e.b);
+    if (!runs.continuing.contains(op))
+      gpu::BarrierOp::create(e.b);
     forEachOwnedRow(e, c, s, [&](Value row, int64_t mi, int64_t h) {
       for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
         Value pair = e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
@@ -179,8 +185,10 @@ struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
                                 pairAlignment(elem));
       }
     });
-    publishToAsyncProxy(e, *conv);
-    gpu::BarrierOp::create(e.b);
+    if (!runs.continued.contains(op)) {
+      publishToAsyncProxy(e, *conv);
+      gpu::BarrierOp::create(e.b);
+    }
     rw.eraseOp(op);
     return success();
   }
@@ -314,12 +322,24 @@ struct StoreVecLowering : OpConversionPattern<StoreVecOp> {
 
 } // namespace
 
+StoreRuns findStoreRuns(gpu::GPUFuncOp func) {
+  StoreRuns runs;
+  func.walk([&](StoreSharedOp op) {
+    if (isa_and_nonnull<StoreSharedOp>(op->getPrevNode()))
+      runs.continuing.insert(op);
+    if (isa_and_nonnull<StoreSharedOp>(op->getNextNode()))
+      runs.continued.insert(op);
+  });
+  return runs;
+}
+
 void populateMemoryPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
-                            RewritePatternSet &patterns) {
-  patterns.add<AllocSharedLowering, LoadSharedLowering, SelectSharedLowering, StoreSharedLowering,
-               StoreTileLowering, LoadTileLowering, LoadVecLowering, StoreVecLowering>(
-      converter, patterns.getContext());
+                            const StoreRuns &runs, RewritePatternSet &patterns) {
+  patterns.add<AllocSharedLowering, LoadSharedLowering, SelectSharedLowering, StoreTileLowering,
+               LoadTileLowering, LoadVecLowering, StoreVecLowering>(converter,
+                                                                    patterns.getContext());
   patterns.add<WaitSharedLowering>(converter, tma, patterns.getContext());
+  patterns.add<StoreSharedLowering>(converter, runs, patterns.getContext());
 }
 
 } // namespace flashbob::bob::lowering

@@ -107,13 +107,32 @@ void waitTmaBarrier(Emitter &e, const TmaBarriers &tma, mlir::Value bar);
 // Wait for every async TMA load in flight (bob.wait_shared).
 void waitPendingTmaLoads(Emitter &e, const TmaBarriers &tma);
 
+// Runs of adjacent bob.store_shared ops (bob-stage-operands issues a block's staged operands
+// together) share their barriers: one before the first store, one after the last. Found before
+// the conversion, which replaces the ops.
+struct StoreRuns {
+  llvm::DenseSet<mlir::Operation *> continuing; // the op before is a store_shared
+  llvm::DenseSet<mlir::Operation *> continued;  // the op after is a store_shared
+};
+StoreRuns findStoreRuns(mlir::gpu::GPUFuncOp func);
+
 void populateMemoryPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
-                            mlir::RewritePatternSet &patterns);
+                            const StoreRuns &runs, mlir::RewritePatternSet &patterns);
 void populateTmaPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
                          mlir::RewritePatternSet &patterns);
 void populateMathPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
-void populateWgmmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+
+// wgmma products left in flight (WgmmaPattern.cpp): a product followed, with only
+// side-effect-free ops in between, by another wgmma product that reads none of the results
+// still in flight does not wait for its own completion; the last product of such a run waits
+// for all of them (wgmma.wait_group 0). Found before the conversion.
+struct ProductRuns {
+  llvm::DenseSet<mlir::Operation *> inFlight; // products whose wait a later product does
+};
+ProductRuns findProductRuns(mlir::gpu::GPUFuncOp func);
+void populateWgmmaPatterns(TileTypeConverter &converter, const ProductRuns &runs,
+                           mlir::RewritePatternSet &patterns);
 
 // Name of the external shared-memory symbol every shared tile is carved from. It is declared
 // `[0 x i8]` external so PTX says `.extern .shared .align 16 .b8 flashbob_smem[];` (a zero-size

@@ -1,7 +1,8 @@
 // bob-lower-tiles, Hopper tensor cores: bob.mma with both operands in shared memory and whole
 // warpgroups of accumulator rows (WgmmaRules.h) -> wgmma.mma_async m64nNk16, one per 16-wide
 // slice of the inner dimension, issued by every warpgroup for its own 64 rows (and its column
-// group's columns), then committed and waited for. Otherwise MmaPattern's mma.sync applies (this pattern has the higher benefit).
+// group's columns), then committed and waited for, or left in flight while the next
+// independent products are issued (ProductRuns). Otherwise MmaPattern's mma.sync applies (this pattern has the higher benefit).
 //
 // Operands are read through 64-bit matrix descriptors (PTX ISA, "matrix descriptor"): start
 // address, leading and stride byte offsets (LBO, SBO), swizzle mode. With the swizzled layout of
@@ -19,6 +20,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 
@@ -74,8 +78,9 @@ Value sliceOffset(Emitter &e, const shared::Layout &l, bool kMajor, int64_t k0, 
 }
 
 struct WgmmaLowering : OpConversionPattern<MmaOp> {
-  WgmmaLowering(TypeConverter &conv, MLIRContext *ctx)
-      : OpConversionPattern<MmaOp>(conv, ctx, /*benefit=*/2) {}
+  WgmmaLowering(TypeConverter &conv, const ProductRuns &runs, MLIRContext *ctx)
+      : OpConversionPattern<MmaOp>(conv, ctx, /*benefit=*/2), runs(runs) {}
+  const ProductRuns &runs;
 
   LogicalResult matchAndRewrite(MmaOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
@@ -117,7 +122,8 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
           NVVM::WGMMAScaleIn::one, layoutA, layoutB, NVVM::MMAIntOverflowAttr());
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
-    NVVM::WgmmaWaitGroupSyncOp::create(e.b, e.b.getI64IntegerAttr(0));
+    if (!runs.inFlight.contains(op))
+      NVVM::WgmmaWaitGroupSyncOp::create(e.b, e.b.getI64IntegerAttr(0));
 
     Value result = a.getAcc();
     for (int64_t i = 0; i < n / 2; ++i)
@@ -129,8 +135,46 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
 
 } // namespace
 
-void populateWgmmaPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<WgmmaLowering>(converter, patterns.getContext());
+ProductRuns findProductRuns(gpu::GPUFuncOp func) {
+  ProductRuns runs;
+  SpecAttr spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
+  auto isWgmma = [&](Operation *op) {
+    auto mma = dyn_cast_or_null<MmaOp>(op);
+    return mma && wgmma::applies(mma, spec);
+  };
+  func.walk([&](Block *block) {
+    llvm::SmallPtrSet<Operation *, 8> run; // products of the current run, all in flight
+    auto readsRun = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(), [&](Value v) {
+        return v.getDefiningOp() && run.contains(v.getDefiningOp());
+      });
+    };
+    for (Operation &op : *block) {
+      if (isWgmma(&op) && !run.empty() && !readsRun(&op)) {
+        // The previous products stay in flight; this one joins them.
+        for (Operation *p : run)
+          runs.inFlight.insert(p);
+        run.insert(&op);
+        continue;
+      }
+      if (isWgmma(&op)) {
+        run.clear();
+        run.insert(&op);
+        continue;
+      }
+      // Pure ops that do not touch in-flight results (the next product's zero accumulator)
+      // may sit between products of a run; anything else ends it.
+      if (!isMemoryEffectFree(&op) || readsRun(&op) || op.getNumRegions() != 0)
+        run.clear();
+    }
+  });
+  // The last product of each run waits: it was never marked.
+  return runs;
+}
+
+void populateWgmmaPatterns(TileTypeConverter &converter, const ProductRuns &runs,
+                           RewritePatternSet &patterns) {
+  patterns.add<WgmmaLowering>(converter, runs, patterns.getContext());
 }
 
 } // namespace flashbob::bob::lowering

@@ -68,3 +68,41 @@ bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head
   %s = bob.mma %qs, %ks, %zero {transpose_b} : !bob.smem<128x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<128x64xf32>
   bob.return
 }
+
+// Runs. Two independent products: the first is committed and left in flight, the second waits
+// for both (wgmma.wait_group 0). The two staged operands are stored in one run: one barrier
+// before the first store, one proxy fence and barrier after the last. Then P2's product reads
+// O1, so O1's product waits before it starts.
+// CHECK-LABEL: gpu.func @runs(
+// CHECK:      nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK:      nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:      gpu.barrier
+// CHECK-COUNT-16: vector.store {{.*}} : memref<1x64x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK-NOT:  gpu.barrier
+// CHECK-COUNT-16: vector.store {{.*}} : memref<1x64x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK-NEXT: nvvm.fence.proxy
+// CHECK-NEXT: gpu.barrier
+// CHECK:      nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:      nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:      gpu.return
+bob.kernel @runs() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %z1 = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %s1 = bob.mma %qs, %ks, %z1 {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %z2 = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %s2 = bob.mma %ks, %qs, %z2 {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %p1 = bob.convert %s1 : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %p2 = bob.convert %s2 : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o1 = bob.mma %p1, %ks, %z1 : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %o2 = bob.mma %p2, %ks, %o1 : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}

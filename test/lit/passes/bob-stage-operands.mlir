@@ -1,17 +1,21 @@
 // bob-stage-operands: on sm_90a a product whose A operand is a converted register tile reads it
 // from a scratch shared tile instead (wgmma takes both operands from shared memory). The f32
-// tile is stored (bob.store_shared rounds it exactly as bob.convert did), one scratch tile per
-// shape serves every product, and the convert disappears when nothing else uses it.
+// tile is stored (bob.store_shared rounds it exactly as bob.convert did) into a tile of its
+// own, once however many products read it; the stores of the values that exist at a block's
+// first staged product form one run just before it (one barrier pair in bob-lower-tiles), a
+// value computed later is stored right before its product. The convert disappears when nothing
+// else uses it.
 // RUN: flashbob-opt %s -split-input-file --bob-stage-operands | FileCheck %s
 
 // CHECK-LABEL: bob.kernel @staged
-// CHECK:      %[[SCRATCH:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK:      %[[SO:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: %[[SP:.+]] = bob.alloc_shared : <64x64xbf16>
 // CHECK-NEXT: %[[VS:.+]] = bob.alloc_shared : <64x64xbf16>
 // CHECK:      %[[P:.+]] = bob.splat 1.000000e+00
-// CHECK:      bob.store_shared %[[P]] into %[[SCRATCH]] : <64x64xf32>, <64x64xbf16>
-// CHECK-NEXT: %[[O:.+]] = bob.mma %[[SCRATCH]], %[[VS]], %{{.+}} : !bob.smem<64x64xbf16>, <64x64xbf16>, <64x64xf32>
-// CHECK-NEXT: bob.store_shared %[[O]] into %[[SCRATCH]]
-// CHECK-NEXT: bob.mma %[[SCRATCH]], %[[VS]], %[[O]] : !bob.smem<64x64xbf16>
+// CHECK:      bob.store_shared %[[P]] into %[[SP]] : <64x64xf32>, <64x64xbf16>
+// CHECK-NEXT: %[[O:.+]] = bob.mma %[[SP]], %[[VS]], %{{.+}} : !bob.smem<64x64xbf16>, <64x64xbf16>, <64x64xf32>
+// CHECK-NEXT: bob.store_shared %[[O]] into %[[SO]]
+// CHECK-NEXT: bob.mma %[[SO]], %[[VS]], %[[O]] : !bob.smem<64x64xbf16>
 // CHECK-NOT:  bob.convert
 // CHECK-NOT:  bob.alloc_shared
 bob.kernel @staged() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
@@ -27,16 +31,40 @@ bob.kernel @staged() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 
 // -----
 
-// A converted tile used by a second product is stored again for it (the scratch tile was
-// overwritten in between); an accumulator of two fragments per warp (128 rows, 4 warps) is not
-// wgmma-shaped and keeps its register A.
+// Two values computed before the first product: their stores form one run ahead of it, each
+// product reads its own tile.
+// CHECK-LABEL: bob.kernel @run
+// CHECK:      %[[SB:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: %[[SA:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK:      %[[A:.+]] = bob.splat 1.000000e+00
+// CHECK-NEXT: %[[B:.+]] = bob.splat 2.000000e+00
+// CHECK:      bob.store_shared %[[A]] into %[[SA]]
+// CHECK-NEXT: bob.store_shared %[[B]] into %[[SB]]
+// CHECK-NEXT: %[[X:.+]] = bob.mma %[[SA]]
+// CHECK-NEXT: bob.mma %[[SB]], %{{.+}}, %[[X]]
+bob.kernel @run() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %a = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %b = bob.splat 2.0 : !bob.rtile<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %ab = bob.convert %a : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %bb = bob.convert %b : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %x = bob.mma %ab, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %y = bob.mma %bb, %vs, %x : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// A converted tile used by two products is stored once; an accumulator of two fragments per
+// warp (128 rows, 4 warps) is not wgmma-shaped and keeps its register A.
 // CHECK-LABEL: bob.kernel @kept
 // CHECK:      %[[P:.+]] = bob.splat 1.000000e+00 : !bob.rtile<64x64xf32>
 // CHECK-NOT:  bob.convert
 // CHECK:      bob.store_shared %[[P]]
 // CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.smem<64x64xbf16>
-// CHECK-NEXT: bob.store_shared %[[P]]
 // CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.smem<64x64xbf16>
+// CHECK-NOT:  bob.store_shared
 // CHECK:      bob.convert
 // CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.rtile<128x64xbf16>
 bob.kernel @kept() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# GPU machine: the overlap changes after column groups, one call per version (bench/NOTES.md):
+# staged operands stored in one run per block (bob-stage-operands: one scratch tile per value,
+# one barrier pair per run), then independent wgmma products kept in flight together. Every
+# GPU test, then the 16 heads x 16K benchmarks of BoB (d = 64, 128, causal and not), of the
+# backward and the forward at d = 128, each checked against float64.
+#   bash scripts/device/run-gpu.sh bash scripts/device/overlap-check.sh
+set -uo pipefail
+export FLASHBOB_CACHE_DIR=/tmp/flashbob-cache
+F=.device/bin/flashbob
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for t in gpu_attention_test gpu_forward_test; do
+  timeout 200 .device/bin/$t > $OUT/$t.log 2>&1; echo "$t rc=$?"; tail -2 $OUT/$t.log
+done
+while read -r op d causal; do
+  log=$OUT/bench-$op-16k-d$d${causal:+-causal}.log
+  $F bench --op $op --batch 1 --heads 16 --seq 16384 --head-dim $d $causal --warmup 2 --iters 10 \
+    --check --check-rows 64 > $log 2>&1
+  echo "bench $op d$d $causal rc=$?"; grep -E "median|check:" $log | head -3
+done <<'LIST'
+bob 128
+bob 128 --causal
+bob 64
+bob 64 --causal
+bwd 128
+fwd 128
+LIST
+cd $OUT && tar czf logs.tgz *.log
