@@ -17,13 +17,16 @@ def BobPipelineLoads : Pass<"bob-pipeline-loads", "::flashbob::bob::KernelOp"> {
 }
 
 def BobStageOperands : Pass<"bob-stage-operands", "::flashbob::bob::KernelOp"> {
-  let summary = "On sm_90a, move register A operands of wgmma-able products to shared memory";
+  let summary = "On sm_90a (or with column groups), move register A operands to shared memory";
   let description = [{
     A bob.mma whose A operand is a bob.convert of an f32 register tile, and which otherwise
     qualifies for wgmma (whole warpgroups of accumulator rows, swizzle-able shared operands),
-    gets a bob.store_shared of the f32 tile into a scratch shared tile (one per shape) and reads
-    A from it. Runs before bob-allocate-shared, which places the scratch tiles. Other targets:
-    no change.
+    gets a bob.store_shared of the f32 tile into a scratch shared tile and reads A from it.
+    With column groups (warp_cols > 1) every such product does, on every target. Each staged
+    value has its own tile, stored once; the stores of the values that exist at a block's
+    first staged product form one run just before it (bob-lower-tiles gives a run one barrier
+    pair). Runs before bob-allocate-shared, which places the scratch tiles. Other targets
+    without column groups: no change.
   }];
 }
 
@@ -67,7 +70,10 @@ def BobLowerTiles : Pass<"bob-lower-tiles", "::mlir::gpu::GPUModuleOp"> {
     nvvm.wgmma.mma_async (sm_90a, whole warpgroups) or nvvm.ldmatrix + nvvm.mma.sync;
     global->shared copies become nvgpu.tma.async.load on mbarriers (loads with a tensor map,
     from bob-use-tma) or nvgpu.device_async_copy with zero fill past the sequence end;
-    reductions use quad shuffles. Barriers and mbarriers are inserted here.
+    reductions use quad shuffles (and, with column groups, a static shared exchange between
+    groups). Barriers and mbarriers are inserted here: one pair per run of adjacent
+    bob.store_shared; adjacent independent wgmma products stay in flight together and the
+    last one waits for all.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::vector::VectorDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
