@@ -40,16 +40,19 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
       return;
     MLIRContext *ctx = &getContext();
     const bool hopper = shared::isHopper(spec);
+    // The shared tile a product's register A operand would be staged in.
+    auto scratchType = [&](MmaOp op) {
+      auto reg = cast<RegTileType>(op.getA().getType());
+      return SharedTileType::get(ctx, reg.getRows(), reg.getCols(), reg.getElementType());
+    };
+    // The convert whose source a product stages, or null when the product keeps its operands.
     auto staged = [&](MmaOp op) -> ConvertOp {
       auto convert = op.getA().getDefiningOp<ConvertOp>();
-      if (!convert)
-        return nullptr;
-      if (split)
+      if (!convert || split)
         return convert;
-      auto reg = cast<RegTileType>(op.getA().getType());
-      auto tileType = SharedTileType::get(ctx, reg.getRows(), reg.getCols(), reg.getElementType());
       if (!wgmma::accumulatorFits(op.getAcc().getType(), spec) ||
-          !wgmma::operandFits(tileType, hopper) || !wgmma::operandFits(op.getB().getType(), hopper))
+          !wgmma::operandFits(scratchType(op), hopper) ||
+          !wgmma::operandFits(op.getB().getType(), hopper))
         return nullptr;
       return convert;
     };
@@ -70,11 +73,8 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
         Value value = convert.getSource();
         Value &tile = tileOf[value];
         if (!tile) {
-          auto reg = cast<RegTileType>(op.getA().getType());
-          auto tileType =
-              SharedTileType::get(ctx, reg.getRows(), reg.getCols(), reg.getElementType());
           b.setInsertionPointToStart(&kernel.getBody().front());
-          tile = AllocSharedOp::create(b, kernel.getLoc(), tileType, IntegerAttr());
+          tile = AllocSharedOp::create(b, kernel.getLoc(), scratchType(op), IntegerAttr());
           // With the run before the first product when the value exists there, else at its use.
           b.setInsertionPoint(dominance.properlyDominates(value, first) ? first : op.getOperation());
           StoreSharedOp::create(b, op.getLoc(), value, tile);

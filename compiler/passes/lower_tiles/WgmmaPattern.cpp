@@ -2,7 +2,8 @@
 // warpgroups of accumulator rows (WgmmaRules.h) -> wgmma.mma_async m64nNk16, one per 16-wide
 // slice of the inner dimension, issued by every warpgroup for its own 64 rows (and its column
 // group's columns), then committed and waited for, or left in flight while the next
-// independent products are issued (ProductRuns). Otherwise MmaPattern's mma.sync applies (this pattern has the higher benefit).
+// independent products are issued (ProductRuns). Otherwise MmaPattern's mma.sync applies
+// (this pattern has the higher benefit).
 //
 // Operands are read through 64-bit matrix descriptors (PTX ISA, "matrix descriptor"): start
 // address, leading and stride byte offsets (LBO, SBO), swizzle mode. With the swizzled layout of
