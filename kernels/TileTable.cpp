@@ -52,8 +52,14 @@ const Row kTable[] = {
 TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef arch) {
   const bool hopper = arch == "sm_90a";
   for (const Row &row : kTable)
-    if (row.kind == kind && headDim <= row.maxHeadDim)
-      return hopper ? row.hopper : row.generic;
+    if (row.kind == kind && headDim <= row.maxHeadDim) {
+      // Column groups split head_dim into whole 16-column fragments per group (d = 80 or 112
+      // cannot be halved so): those head dims take the generic tiles, valid everywhere.
+      const TileConfig &tiles = hopper ? row.hopper : row.generic;
+      if (headDim % (16 * tiles.warpCols) != 0)
+        return row.generic;
+      return tiles;
+    }
   return {64, 64, 4, 2};
 }
 
