@@ -9,11 +9,11 @@
 // bob.convert would) and reads A from there.
 //
 // Every staged value of a block gets its own scratch tile, stored once (P feeding two products
-// is stored once), and the stores of all values already computed at the block's first staged
-// product are issued together just before it: bob-lower-tiles puts one barrier before and one
-// after such a run of stores instead of two per store, and the values' registers are free
-// once stored. A value computed later is stored right before its product. Every store is still
-// preceded by a block barrier after the previous iteration's products read its tile.
+// is stored once), just before the block's first staged product after the value's definition:
+// the values computed between two rounds of products are stored together, and bob-lower-tiles
+// puts one barrier before and one after such a run of stores instead of two per store. Every
+// store is still preceded by a block barrier after the previous iteration's products read its
+// tile.
 #include "compiler/passes/Passes.h"
 #include "compiler/passes/WgmmaRules.h"
 
@@ -66,7 +66,6 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
     DominanceInfo dominance(kernel);
     OpBuilder b(ctx);
     for (auto &[block, ops] : products) {
-      Operation *first = ops.front();
       llvm::DenseMap<Value, Value> tileOf; // staged f32 value -> its scratch tile
       for (MmaOp op : ops) {
         ConvertOp convert = staged(op);
@@ -75,8 +74,14 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
         if (!tile) {
           b.setInsertionPointToStart(&kernel.getBody().front());
           tile = AllocSharedOp::create(b, kernel.getLoc(), scratchType(op), IntegerAttr());
-          // With the run before the first product when the value exists there, else at its use.
-          b.setInsertionPoint(dominance.properlyDominates(value, first) ? first : op.getOperation());
+          // In the run before the block's first staged product after the value's definition.
+          Operation *at = op;
+          for (MmaOp candidate : ops)
+            if (dominance.properlyDominates(value, candidate)) {
+              at = candidate;
+              break;
+            }
+          b.setInsertionPoint(at);
           StoreSharedOp::create(b, op.getLoc(), value, tile);
         }
         op.getAMutable().assign(tile);
