@@ -1,10 +1,9 @@
 // bob-stage-operands: on sm_90a a product whose A operand is a converted register tile reads it
 // from a scratch shared tile instead (wgmma takes both operands from shared memory). The f32
 // tile is stored (bob.store_shared rounds it exactly as bob.convert did) into a tile of its
-// own, once however many products read it; the stores of the values that exist at a block's
-// first staged product form one run just before it (one barrier pair in bob-lower-tiles), a
-// value computed later is stored right before its product. The convert disappears when nothing
-// else uses it.
+// own, once however many products read it, just before the block's first staged product after
+// the value's definition: values computed between two products form one run of stores (one
+// barrier pair in bob-lower-tiles). The convert disappears when nothing else uses it.
 // RUN: flashbob-opt %s -split-input-file --bob-stage-operands | FileCheck %s
 
 // CHECK-LABEL: bob.kernel @staged
@@ -51,6 +50,34 @@ bob.kernel @run() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_
   %bb = bob.convert %b : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   %x = bob.mma %ab, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
   %y = bob.mma %bb, %vs, %x : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// Two rounds: B and C are computed after the first product, so they are stored together
+// (one run) before the first product that follows them.
+// CHECK-LABEL: bob.kernel @rounds
+// CHECK:      bob.store_shared %[[A:.+]] into
+// CHECK-NEXT: %[[X:.+]] = bob.mma
+// CHECK-NEXT: %[[B:.+]] = bob.splat 2.000000e+00
+// CHECK-NEXT: %[[C:.+]] = bob.splat 3.000000e+00
+// CHECK-NEXT: bob.store_shared %[[B]] into
+// CHECK-NEXT: bob.store_shared %[[C]] into
+// CHECK-NEXT: %[[Y:.+]] = bob.mma %{{.+}}, %{{.+}}, %[[X]]
+// CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %[[Y]]
+bob.kernel @rounds() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %a = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %ab = bob.convert %a : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %x = bob.mma %ab, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %b = bob.splat 2.0 : !bob.rtile<64x64xf32>
+  %c = bob.splat 3.0 : !bob.rtile<64x64xf32>
+  %bb = bob.convert %b : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %cb = bob.convert %c : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %y = bob.mma %bb, %vs, %x : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %z = bob.mma %cb, %vs, %y : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
   bob.return
 }
 
