@@ -33,8 +33,9 @@ inline constexpr int64_t kMaxAccumulatorFloatsPerThread = 256;
 llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec);
 
 // The autotuner's space for `kind` at `headDim`: the default first, then neighbours (block
-// sizes halved/doubled, 8 warps, 8 warps in two column groups). Specs the compiler or the device cannot run are pruned by the
-// caller (the compiler's verifier, shared memory per block), never here.
+// sizes halved/doubled, 8 warps, 8 warps in two column groups). Specs the compiler or the
+// device cannot run are pruned by the caller (the compiler's verifier, shared memory per
+// block), never here.
 std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
                                        llvm::StringRef arch);
 

@@ -12,6 +12,22 @@ namespace flashbob::bob {
 namespace {
 using namespace mlir;
 
+// A workgroup-memory global `name` of `count` elements at the start of `module`, unless one
+// exists: the static shared memory bob-lower-tiles' patterns refer to by name.
+void declareSharedGlobal(gpu::GPUModuleOp module, StringRef name, int64_t count, Type element,
+                         StringRef visibility, int64_t alignment) {
+  if (module.lookupSymbol(name))
+    return;
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(module.getBody());
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto type = MemRefType::get({count}, element, MemRefLayoutAttrInterface(), space);
+  memref::GlobalOp::create(b, module.getLoc(), name, b.getStringAttr(visibility), type,
+                           /*initial_value=*/Attribute(), /*constant=*/false,
+                           b.getI64IntegerAttr(alignment));
+}
+
 struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
   void runOnOperation() override {
     gpu::GPUModuleOp module = getOperation();
@@ -23,35 +39,21 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
     module.walk([&](AllocSharedOp) { usesShared = true; });
     for (auto func : module.getOps<gpu::GPUFuncOp>())
       hopper |= shared::isHopper(func->getAttrOfType<SpecAttr>(kSpecAttrName));
-    if (usesShared && !module.lookupSymbol(lowering::kSharedMemorySymbol)) {
-      OpBuilder b(ctx);
-      b.setInsertionPointToStart(module.getBody());
-      auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-      auto type = MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface(), space);
-      memref::GlobalOp::create(b, module.getLoc(), lowering::kSharedMemorySymbol,
-                               /*sym_visibility=*/b.getStringAttr("public"), type,
-                               /*initial_value=*/Attribute(), /*constant=*/false,
-                               /*alignment=*/b.getI64IntegerAttr(
-                                   hopper ? shared::kSwizzleAlignment : 16));
-    }
+    if (usesShared)
+      declareSharedGlobal(module, lowering::kSharedMemorySymbol, /*count=*/0,
+                          IntegerType::get(ctx, 8), "public",
+                          hopper ? shared::kSwizzleAlignment : 16);
 
     // Column groups exchange partial row reductions through one static f32 buffer, sized for
     // the largest need of the module's kernels (SharedLayout.h).
     int64_t exchangeBytes = 0;
-    for (auto func : module.getOps<gpu::GPUFuncOp>())
-      exchangeBytes = std::max(exchangeBytes, shared::rowExchangeBytes(
-                                                  func, func->getAttrOfType<SpecAttr>(kSpecAttrName)));
-    if (exchangeBytes > 0 && !module.lookupSymbol(lowering::kRowExchangeSymbol)) {
-      OpBuilder b(ctx);
-      b.setInsertionPointToStart(module.getBody());
-      auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-      auto type = MemRefType::get({exchangeBytes / 4}, b.getF32Type(), MemRefLayoutAttrInterface(),
-                                  space);
-      memref::GlobalOp::create(b, module.getLoc(), lowering::kRowExchangeSymbol,
-                               /*sym_visibility=*/b.getStringAttr("private"), type,
-                               /*initial_value=*/Attribute(), /*constant=*/false,
-                               /*alignment=*/b.getI64IntegerAttr(16));
+    for (auto func : module.getOps<gpu::GPUFuncOp>()) {
+      auto spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
+      exchangeBytes = std::max(exchangeBytes, shared::rowExchangeBytes(func, spec));
     }
+    if (exchangeBytes > 0)
+      declareSharedGlobal(module, lowering::kRowExchangeSymbol, exchangeBytes / 4,
+                          Float32Type::get(ctx), "private", 16);
 
     // Each kernel is converted with its own warp layout (it decides every per-thread layout).
     for (auto func : module.getOps<gpu::GPUFuncOp>()) {

@@ -16,6 +16,8 @@
 
 #include "compiler/dialect/BobDialect.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 
 namespace flashbob::bob::shared {
@@ -51,9 +53,8 @@ inline int64_t rowExchangeBytes(mlir::Operation *kernel, SpecAttr spec) {
 // 1024-byte aligned. Launches and the shared-memory budget count it.
 inline int64_t staticReserve(bool hopper, int64_t exchangeBytes) {
   if (!hopper)
-    return (exchangeBytes + kAlignment - 1) / kAlignment * kAlignment;
-  return (kMbarrierBytes + exchangeBytes + kSwizzleAlignment - 1) / kSwizzleAlignment *
-         kSwizzleAlignment;
+    return llvm::alignTo(exchangeBytes, kAlignment);
+  return llvm::alignTo(kMbarrierBytes + exchangeBytes, kSwizzleAlignment);
 }
 
 inline int64_t elementBytes(SharedTileType t) {

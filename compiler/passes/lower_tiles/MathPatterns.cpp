@@ -156,16 +156,17 @@ struct MaskLowering : OpConversionPattern<MaskOp> {
   }
 };
 
-// Each column group reduced its own columns; the groups exchange their partial rows through
-// the static buffer kRowExchangeSymbol (warp_cols x rows f32) and every thread combines them
-// in group order, so all groups hold the same, deterministic result. The first barrier keeps
-// the previous reduction's readers ahead of these writes.
+// x + y or max(x, y).
 Value combine(Emitter &e, ReduceKind kind, Value x, Value y) {
   if (kind == ReduceKind::max)
     return arith::MaxNumFOp::create(e.b, x, y);
   return arith::AddFOp::create(e.b, x, y);
 }
 
+// Each column group reduced its own columns; the groups exchange their partial rows through
+// the static buffer kRowExchangeSymbol (warp_cols x rows f32) and every thread combines them
+// in group order, so all groups hold the same, deterministic result. The first barrier keeps
+// the previous reduction's readers ahead of these writes.
 Value combineColumnGroups(Emitter &e, const TileTypeConverter &conv, const layout::TileShape &s,
                           memref::GlobalOp exchange, Value partial, ReduceKind kind) {
   Value buffer = memref::GetGlobalOp::create(e.b, exchange.getType(), kRowExchangeSymbol);

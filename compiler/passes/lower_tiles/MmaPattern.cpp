@@ -1,7 +1,7 @@
 // bob-lower-tiles, tensor cores: bob.mma -> ldmatrix + mma.sync.m16n8k16 (f32 accumulation).
 //
-// Each warp computes its own rows of the result (and, with column groups, its group's columns). Per 16-wide slice kf of the inner dimension:
-// the warp's A fragments come from registers (a converted tile) or from shared memory through
+// Each warp computes its own rows of the result (and, with column groups, its group's
+// columns). Per 16-wide slice kf of the inner dimension: the warp's A fragments come from registers (a converted tile) or from shared memory through
 // ldmatrix x4; B fragments for every pair of 8-column fragments come through one ldmatrix x4;
 // then one mma.sync per (mi, ni).
 //
