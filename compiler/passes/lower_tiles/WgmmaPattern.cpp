@@ -78,6 +78,12 @@ Value sliceOffset(Emitter &e, const shared::Layout &l, bool kMajor, int64_t k0, 
                             c(l.blockBytes())));
 }
 
+// Whether `op` accumulates into a splat of zeros.
+bool startsFromZero(MmaOp op) {
+  auto splat = op.getAcc().getDefiningOp<SplatOp>();
+  return splat && splat.getValue().isZero();
+}
+
 struct WgmmaLowering : OpConversionPattern<MmaOp> {
   WgmmaLowering(TypeConverter &conv, const ProductRuns &runs, MLIRContext *ctx)
       : OpConversionPattern<MmaOp>(conv, ctx, /*benefit=*/2), runs(runs) {}
@@ -103,11 +109,17 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
     Descriptor da = describe(e, a.getA(), la, aKMajor), db = describe(e, a.getB(), lb, bKMajor);
 
     // The accumulator: this thread's N/2 values, in wgmma's register order (= accIndex order).
+    // A product into zeros (a fresh score tile) does not move zeros into its registers: its
+    // first slice ignores them (scale-d = 0). Zeroing them after wgmma.fence, with earlier
+    // products in flight, made ptxas inject warpgroup.arrive and warpgroup.wait (C7517/C7519),
+    // which serialised the products meant to overlap.
     auto f32 = rw.getF32Type();
     auto structType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(n / 2, f32));
+    const bool fromZero = startsFromZero(op);
     Value acc = LLVM::UndefOp::create(e.b, structType);
-    for (int64_t i = 0; i < n / 2; ++i)
-      acc = LLVM::InsertValueOp::create(e.b, acc, e.extract(a.getAcc(), i), ArrayRef<int64_t>{i});
+    if (!fromZero)
+      for (int64_t i = 0; i < n / 2; ++i)
+        acc = LLVM::InsertValueOp::create(e.b, acc, e.extract(a.getAcc(), i), ArrayRef<int64_t>{i});
 
     auto type = bType.getElementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     // tnspA = (layoutA == col), tnspB = (layoutB == row): MN-major operands.
@@ -119,7 +131,9 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
       Value descB = db.at(e, sliceOffset(e, lb, bKMajor, k0, e.groupColBase(c, s)));
       acc = NVVM::WgmmaMmaAsyncOp::create(
           e.b, structType, acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
-          NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
+          NVVM::WGMMATypes::f32,
+          fromZero && k0 == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+          NVVM::WGMMAScaleIn::one,
           NVVM::WGMMAScaleIn::one, layoutA, layoutB, NVVM::MMAIntOverflowAttr());
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);

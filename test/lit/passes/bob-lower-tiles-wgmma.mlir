@@ -25,8 +25,13 @@
 // S = Q K^T: both operands K-major (A row, B col). Descriptor constants: LBO 16 B (field 1),
 // SBO 1024 B (field 64 at bit 32), 128-byte swizzle (1 at bit 62).
 // CHECK: arith.constant 4611686293305360384 : i64
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// A product into zeros moves no zeros into its registers: its first slice ignores them
+// (D scale <zero>), the others accumulate.
+// CHECK: llvm.mlir.undef
+// CHECK-NEXT: nvvm.wgmma.fence.aligned
+// CHECK-NOT: llvm.insertvalue
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // O = P V: P stored to its scratch tile (fenced), V read MN-major (B row) with LBO = one
@@ -34,7 +39,8 @@
 // CHECK: nvvm.fence.proxy
 // CHECK-NEXT: gpu.barrier
 // CHECK: arith.constant 4611686293338849280 : i64
-// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK: gpu.return
 bob.kernel @products(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
   %c0 = arith.constant 0 : index
@@ -90,7 +96,11 @@ bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head
 // CHECK-NEXT: gpu.barrier
 // CHECK:      nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK:      nvvm.wgmma.commit.group.sync.aligned
+// O2 accumulates into O1: O1's values go into its registers and every slice accumulates.
+// CHECK-COUNT-32: llvm.insertvalue
+// CHECK-NEXT: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, D[<f32>, <one>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:      gpu.return
 bob.kernel @runs() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a">} {
