@@ -11,12 +11,14 @@
 set -uo pipefail
 export FLASHBOB_CACHE_DIR=/tmp/flashbob-cache
 F=.device/bin/flashbob
+# Logs are kept in /tmp/logs and come back as one archive (the device returns few files).
+L=/tmp/logs; mkdir -p $L
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for t in gpu_attention_test gpu_forward_test; do
-  timeout 200 .device/bin/$t > $OUT/$t.log 2>&1; echo "$t rc=$?"; tail -2 $OUT/$t.log
+  timeout 200 .device/bin/$t > $L/$t.log 2>&1; echo "$t rc=$?"; tail -2 $L/$t.log
 done
 while read -r op d causal; do
-  log=$OUT/bench-$op-16k-d$d${causal:+-causal}.log
+  log=$L/bench-$op-16k-d$d${causal:+-causal}.log
   $F bench --op $op --batch 1 --heads 16 --seq 16384 --head-dim $d $causal --warmup 2 --iters 10 \
     --check --check-rows 64 > $log 2>&1
   echo "bench $op d$d $causal rc=$?"; grep -E "median|check:" $log | head -3
@@ -32,10 +34,10 @@ fwd 64
 LIST
 if [ "${TUNE:-0}" = 1 ]; then
   for d in 128 64; do
-    log=$OUT/tune-bob-d$d.log
+    log=$L/tune-bob-d$d.log
     FLASHBOB_PRINT_AUTOTUNING=1 timeout 150 $F tune --op bob --batch 1 --heads 16 --seq-q 16384 \
       --head-dim $d --repeat 3 > $log 2>&1
     echo "== tune bob d$d rc=$?"; grep -E "\] m|chose" $log | head -40
   done
 fi
-cd $OUT && tar czf logs.tgz *.log
+cd $L && tar czf $OUT/logs.tgz *.log
