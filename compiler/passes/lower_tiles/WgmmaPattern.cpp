@@ -51,30 +51,19 @@ struct Descriptor {
   }
 };
 
-// `value`, computed again where this is emitted. A product's descriptors depend only on its
-// tiles' addresses, so for a tile loaded once before a loop (Q in a key sweep) LLVM would hoist
-// all of them out of the loop: 8 slices x 2 registers per operand at d = 128, held across the
-// whole loop (bob_q d = 128 spilled 332 bytes with them, 160 without; bob_kv went from 255 to
-// 216 registers). An empty asm statement with side effects, its result tied to its operand,
-// emits no instruction but is opaque to LLVM, so the descriptors are formed next to their use.
-Value keepHere(Emitter &e, Value value) {
-  return LLVM::InlineAsmOp::create(e.b, value.getType(), ValueRange{value}, /*asm_string=*/"",
-                                   /*constraints=*/"=l,0", /*has_side_effects=*/true,
-                                   /*is_align_stack=*/false, LLVM::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
-      .getRes();
-}
-
 Descriptor describe(Emitter &e, Value tile, const shared::Layout &l, bool kMajor) {
   const int64_t lbo = kMajor ? 16 : l.blockBytes(), sbo = 8 * l.swizzleBytes;
   const uint64_t fields = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
                           (uint64_t(swizzleMode(l.swizzleBytes)) << 62);
   Value address = memref::ExtractAlignedPointerAsIndexOp::create(e.b, tile);
-  address = arith::IndexCastOp::create(e.b, e.b.getI64Type(), address);
+  // The tile's address is a constant (or a select between double buffers): re-formed here,
+  // a product's descriptors are not hoisted out of the loop (8 slices x 2 registers per
+  // operand at d = 128; bob_q d = 128 spilled 332 bytes with them, 80 without).
+  address = e.keepHere(arith::IndexCastOp::create(e.b, e.b.getI64Type(), address));
   Value start = arith::ShRUIOp::create(e.b, address, Descriptor::constant(e, 4));
   start = arith::AndIOp::create(e.b, start, Descriptor::constant(e, 0x3FFF));
   Value fieldsValue = arith::ConstantIntOp::create(e.b, static_cast<int64_t>(fields), 64);
-  return {keepHere(e, arith::OrIOp::create(e.b, start, fieldsValue))};
+  return {arith::OrIOp::create(e.b, start, fieldsValue)};
 }
 
 // Byte offset of the k16 slice starting at k0 (and of M/N position mn0, a multiple of 64).

@@ -24,11 +24,13 @@
 // CHECK-NEXT: gpu.barrier
 // S = Q K^T: both operands K-major (A row, B col). Descriptor constants: LBO 16 B (field 1),
 // SBO 1024 B (field 64 at bit 32), 128-byte swizzle (1 at bit 62).
+// The tile's address passes an empty asm statement (no instruction, opaque to LLVM) so that
+// LLVM forms the descriptors next to the product instead of hoisting them out of loops.
+// CHECK: %[[ADDR:.+]] = memref.extract_aligned_pointer_as_index
+// CHECK-NEXT: %[[ADDR64:.+]] = arith.index_cast %[[ADDR]] : index to i64
+// CHECK-NEXT: %[[KEPT:.+]] = llvm.inline_asm has_side_effects "", "=l,0" %[[ADDR64]] : (i64) -> i64
+// CHECK: arith.shrui %[[KEPT]]
 // CHECK: arith.constant 4611686293305360384 : i64
-// Each descriptor passes an empty asm statement (no instruction, opaque to LLVM) so that LLVM
-// forms the slices' descriptors next to the product instead of hoisting them out of loops.
-// CHECK-NEXT: %[[BASE:.+]] = arith.ori %{{.+}}, %{{.+}} : i64
-// CHECK-NEXT: llvm.inline_asm has_side_effects "", "=l,0" %[[BASE]] : (i64) -> i64
 // A product into zeros moves no zeros into its registers: its first slice ignores them
 // (D scale <zero>), the others accumulate.
 // CHECK: llvm.mlir.undef
