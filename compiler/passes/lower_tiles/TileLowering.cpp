@@ -1,8 +1,8 @@
 #include "compiler/passes/lower_tiles/TileLowering.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "compiler/passes/SharedLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -89,9 +89,9 @@ Value Emitter::ifElse(Type type, Value cond, llvm::function_ref<Value()> then,
 }
 
 Value Emitter::keepHere(Value value) {
-  const char *constraints = value.getType().isInteger(64) ? "=l,0" : "=r,0";
+  assert(value.getType().isInteger(64) && "keepHere takes an i64");
   return LLVM::InlineAsmOp::create(b, value.getType(), ValueRange{value}, /*asm_string=*/"",
-                                   constraints, /*has_side_effects=*/true,
+                                   /*constraints=*/"=l,0", /*has_side_effects=*/true,
                                    /*is_align_stack=*/false, LLVM::TailCallKind::None,
                                    LLVM::AsmDialectAttr(), ArrayAttr())
       .getRes();
@@ -99,13 +99,7 @@ Value Emitter::keepHere(Value value) {
 
 ThreadCoords Emitter::coords(const TileTypeConverter *conv) {
   ThreadCoords c;
-  // The thread index is re-read where each op is lowered (keepHere): everything derived from
-  // it (tile addresses, masks) is then computed next to its use rather than hoisted out of the
-  // loop and held in registers for its whole length (measured: bob_q d = 128 spilled 80 bytes
-  // with the hoisted addresses, none without; bob_kv d = 128 219 -> 202 registers).
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  c.tid = arith::IndexCastUIOp::create(
-      b, b.getIndexType(), keepHere(arith::IndexCastUIOp::create(b, b.getI32Type(), tid)));
+  c.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   c.warp = arith::DivUIOp::create(b, c.tid, index(32));
   c.lane = arith::RemUIOp::create(b, c.tid, index(32));
   c.g = arith::DivUIOp::create(b, c.lane, index(4));

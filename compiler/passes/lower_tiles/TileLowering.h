@@ -62,11 +62,13 @@ public:
   mlir::Value mul(mlir::Value a, mlir::Value c);
   mlir::Value addConst(mlir::Value a, int64_t c) { return c == 0 ? a : add(a, index(c)); }
   mlir::Value less(mlir::Value a, mlir::Value c); // unsigned index compare
-  // `value` (i32 or i64) through an empty asm statement with side effects, its result tied to
-  // its operand: no instruction is emitted, but LLVM can neither see the value nor hoist the
+  // An i64 `value` through an empty asm statement with side effects, its result tied to its
+  // operand: no instruction is emitted, but LLVM can neither see the value nor hoist the
   // statement, so what is computed from the result is computed here, next to its use. LLVM's
-  // loop-invariant code motion does not weigh register pressure; in kernels near the 255-register
-  // limit the addresses and descriptors it hoists out of the key/query loop are what spills.
+  // loop-invariant code motion does not weigh register pressure; in kernels near the
+  // 255-register limit the wgmma descriptors it hoisted out of the key/query loop spilled.
+  // (Tried and not kept: the thread index through an i32 statement, which removed bob_q's last
+  // spills but gave wrong results on the H200; bench/NOTES.md.)
   mlir::Value keepHere(mlir::Value value);
   // With column groups in `conv`, also the row warp and column group of the calling warp.
   ThreadCoords coords(const TileTypeConverter *conv = nullptr);

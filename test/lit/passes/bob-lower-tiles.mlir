@@ -50,12 +50,7 @@ bob.kernel @alloc_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 6
 // CHECK: %[[ROW:.+]] = memref.load %{{.+}}[%{{.+}}] : memref<2xindex>
 // CHECK: %[[BOUND:.+]] = memref.load %{{.+}}[%{{.+}}] : memref<2xindex>
 // CHECK: %[[VIEW:.+]] = memref.view {{.+}} to memref<64x72xbf16, #gpu.address_space<workgroup>>
-// The thread index passes an empty asm statement (opaque to LLVM: what is computed from it
-// stays next to its use instead of being hoisted out of loops).
-// CHECK: %[[RAW:.+]] = gpu.thread_id x
-// CHECK-NEXT: %[[RAW32:.+]] = arith.index_castui %[[RAW]] : index to i32
-// CHECK-NEXT: %[[KEPT:.+]] = llvm.inline_asm has_side_effects "", "=r,0" %[[RAW32]] : (i32) -> i32
-// CHECK-NEXT: %[[TID:.+]] = arith.index_castui %[[KEPT]] : i32 to index
+// CHECK: %[[TID:.+]] = gpu.thread_id x
 // CHECK: gpu.barrier
 // CHECK-NOT: scf.if
 // Round 0: chunk = tid, row r = chunk / 8, column 8 * (chunk % 8).
@@ -89,8 +84,7 @@ bob.kernel @load_shared(%q: !T, %args: memref<2xindex>) attributes {spec = #bob.
 
 // A 16x16 tile is 32 chunks for 128 threads: one partial round, guarded by chunk < 32.
 // CHECK-LABEL: gpu.func @load_shared_partial(
-// CHECK: gpu.thread_id x
-// CHECK: %[[TID:.+]] = arith.index_castui %{{.+}} : i32 to index
+// CHECK: %[[TID:.+]] = gpu.thread_id x
 // CHECK: gpu.barrier
 // CHECK: %[[C32:.+]] = arith.constant 32 : index
 // CHECK: %[[OK:.+]] = arith.cmpi ult, %[[TID]], %[[C32]] : index
