@@ -63,6 +63,22 @@ llvm::Error dumpAll(llvm::StringRef dir, const compiler::KernelSpec &spec,
         return e;
   return llvm::Error::success();
 }
+
+// What ptxas reported that changes how the kernel runs, on stderr: spills (local memory in the
+// kernel's loops) and the wgmma fences or waits it had to add itself (its C7517/C7519 notes),
+// which serialise products that the lowering leaves in flight together.
+void reportPtxas(const compiler::KernelArtifacts &a) {
+  if (a.spillBytes > 0)
+    llvm::errs() << llvm::formatv("flashbob compile: note: ptxas spills registers: {0} bytes of "
+                                  "spill stores and loads per thread ({1} registers)\n",
+                                  a.spillBytes, a.registers);
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(a.ptxasLog).split(lines, '\n');
+  for (llvm::StringRef line : lines)
+    if (line.contains("is injected"))
+      llvm::errs() << "flashbob compile: warning: ptxas: "
+                   << line.drop_until([](char c) { return c == '('; }).trim() << "\n";
+}
 } // namespace
 
 int runCompile() {
@@ -84,6 +100,8 @@ int runCompile() {
     llvm::errs() << "flashbob compile: " << llvm::toString(artifacts.takeError()) << "\n";
     return kExitFailure;
   }
+  if (assemble)
+    reportPtxas(*artifacts);
   if (!dir.empty())
     if (llvm::Error e = dumpAll(dir, *spec, *artifacts)) {
       llvm::errs() << "flashbob compile: " << llvm::toString(std::move(e)) << "\n";
