@@ -136,8 +136,8 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
           e.b, structType, acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
           NVVM::WGMMATypes::f32,
           fromZero && k0 == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-          NVVM::WGMMAScaleIn::one,
-          NVVM::WGMMAScaleIn::one, layoutA, layoutB, NVVM::MMAIntOverflowAttr());
+          NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, layoutA, layoutB,
+          NVVM::MMAIntOverflowAttr());
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
     if (!runs.inFlight.contains(op))
