@@ -111,7 +111,10 @@ llvm::Error run(const AttentionProblem &p, bob::KernelKind kind, CUstream stream
     kernels::Grid g = kernels::gridFor(k.spec, p.batch, p.heads, p.seqQ, p.seqK);
     return runtime::launch((*cache)->driver(), *k.loaded, {g.x, g.y, g.z}, args, stream);
   };
-  auto spec = api::chooseSpec(**cache, specFor(p, kind, (*cache)->arch()), p, stream, launch);
+  auto base = (*cache)->fitted(specFor(p, kind, (*cache)->arch()));
+  if (!base)
+    return base.takeError();
+  auto spec = api::chooseSpec(**cache, *base, p, stream, launch);
   if (!spec)
     return spec.takeError();
   auto kernel = (*cache)->kernel(*spec);

@@ -53,9 +53,27 @@ llvm::Expected<KernelCache *> KernelCache::get() {
               " and runs cubins built for " + own + (arch != own ? " or " + arch : std::string()));
     arch = forced;
   }
+  int sharedLimit = 0;
+  FLASHBOB_CU(*driver, cuDeviceGetAttribute(&sharedLimit,
+                                            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
   auto &cache = caches[context];
-  cache.reset(new KernelCache(*driver, arch, context));
+  cache.reset(new KernelCache(*driver, arch, context, sharedLimit));
   return cache.get();
+}
+
+llvm::Expected<compiler::KernelSpec> KernelCache::fitted(compiler::KernelSpec spec) {
+  if (sharedLimit_ >= kernels::tableSharedBudget(spec.arch))
+    return std::move(spec);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string key = spec.name();
+  if (auto it = fittedSpecs_.find(key); it != fittedSpecs_.end())
+    return it->second;
+  auto tiles = kernels::fitSharedMemory(spec, sharedLimit_);
+  if (!tiles)
+    return tiles.takeError();
+  kernels::applyTiles(spec, *tiles);
+  fittedSpecs_[key] = spec;
+  return std::move(spec);
 }
 
 std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts &artifacts) {

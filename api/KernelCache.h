@@ -33,15 +33,22 @@ public:
   llvm::Expected<const CachedKernel *> kernel(const compiler::KernelSpec &spec);
   runtime::CudaDriver &driver() { return driver_; }
   const std::string &arch() const { return arch_; }
+  // `spec` with tiles this GPU's shared memory per block holds: unchanged where the tile table
+  // was made for it (kernels::tableSharedBudget), else shrunk once per spec and remembered
+  // (kernels::fitSharedMemory builds IR: milliseconds, not for every launch).
+  llvm::Expected<compiler::KernelSpec> fitted(compiler::KernelSpec spec);
 
 private:
-  KernelCache(runtime::CudaDriver &driver, std::string arch, CUcontext context)
-      : driver_(driver), arch_(std::move(arch)), context_(context) {}
+  KernelCache(runtime::CudaDriver &driver, std::string arch, CUcontext context,
+              int64_t sharedLimit)
+      : driver_(driver), arch_(std::move(arch)), context_(context), sharedLimit_(sharedLimit) {}
   runtime::CudaDriver &driver_;
   std::string arch_;
   CUcontext context_;
+  int64_t sharedLimit_; // opt-in shared memory per block of the context's device
   std::mutex mutex_;
   llvm::StringMap<std::unique_ptr<CachedKernel>> kernels_;
+  llvm::StringMap<compiler::KernelSpec> fittedSpecs_;
 };
 
 } // namespace flashbob::api

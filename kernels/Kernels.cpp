@@ -105,6 +105,61 @@ llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
   return bytes;
 }
 
+llvm::Expected<TileConfig> fitSharedMemory(const compiler::KernelSpec &spec,
+                                           int64_t maxSharedBytes) {
+  TileConfig t{spec.blockM, spec.blockN, spec.warps, spec.stages, spec.warpCols};
+  const bool keyMajor = bob::isKeyMajor(spec.kind);
+  int64_t &own = keyMajor ? t.blockN : t.blockM, &swept = keyMajor ? t.blockM : t.blockN;
+  mlir::DialectRegistry registry;
+  compiler::registerDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  // Whether `t` is a kernel the compiler builds and whose shared memory fits.
+  auto fits = [&]() -> llvm::Expected<bool> {
+    compiler::KernelSpec s = spec;
+    applyTiles(s, t);
+    if (llvm::Error e = compiler::validate(s, &ctx)) {
+      llvm::consumeError(std::move(e));
+      return false;
+    }
+    if (llvm::Error e = checkRegisterFootprint(s)) {
+      llvm::consumeError(std::move(e));
+      return false;
+    }
+    auto bytes = sharedBytesFor(s);
+    if (!bytes)
+      return bytes.takeError();
+    return *bytes <= maxSharedBytes;
+  };
+  // The steps, smallest change first; each keeps the ones before it. Own rows split over the
+  // warps in whole 16-row fragments, so past 16 rows a warp the warps halve with them.
+  auto step = [&]() {
+    const int64_t fragmentRows = 16 * (t.warps / t.warpCols);
+    if (t.stages > 1)
+      t.stages = 1;
+    else if (swept > 16)
+      swept /= 2;
+    else if (own / 2 >= fragmentRows && own / 2 % fragmentRows == 0)
+      own /= 2;
+    else if (t.warpCols == 1 && t.warps > 1 && own / 2 >= 16)
+      own /= 2, t.warps /= 2;
+    else
+      return false;
+    return true;
+  };
+  do {
+    auto ok = fits();
+    if (!ok)
+      return ok.takeError();
+    if (*ok)
+      return t;
+  } while (step());
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      llvm::Twine("no tiles of ") + spec.name() + " fit the GPU's " +
+          llvm::Twine(maxSharedBytes) + " bytes of shared memory per block (smallest tried: " +
+          tileName(t) + ")");
+}
+
 Grid gridFor(const compiler::KernelSpec &spec, int64_t batch, int64_t heads, int64_t seqQ,
              int64_t seqK) {
   bool keyMajor = bob::isKeyMajor(spec.kind);

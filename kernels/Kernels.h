@@ -4,6 +4,7 @@
 #include "compiler/KernelSpec.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "compiler/pipeline/Registration.h"
+#include "kernels/TileTable.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -27,6 +28,15 @@ llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSp
 // static area of its TMA mbarriers), from its IR and bob-allocate-shared alone
 // (milliseconds, no lowering): lets the autotuner prune candidates before compiling them.
 llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec);
+
+// The tiles of `spec`, shrunk until its shared memory fits `maxSharedBytes` (a GPU with less than
+// the tile table was made for, tableSharedBudget: sm_86 and sm_89 have 99 KB): first one stage
+// instead of two, then the block dimension the kernel sweeps halved down to 16, then the one it
+// owns halved (with the warps once each owns a single 16-row fragment). Steps the compiler rejects or
+// that exceed the register budget are skipped. The tiles of `spec` when they fit already; an
+// error naming the kernel and the limit when the smallest step does not fit either.
+llvm::Expected<TileConfig> fitSharedMemory(const compiler::KernelSpec &spec,
+                                           int64_t maxSharedBytes);
 
 // Grid of a kernel for one problem: x over the blocks of the rows the kernel owns (queries for
 // query-major kinds, keys for key-major ones), y over batch * heads.

@@ -65,6 +65,10 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef a
   return {64, 64, 4, 2};
 }
 
+int64_t tableSharedBudget(llvm::StringRef arch) {
+  return arch == "sm_90a" ? 232448 : 166912;
+}
+
 std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
                                        llvm::StringRef arch) {
   const bool keyMajor = bob::isKeyMajor(kind);

@@ -22,6 +22,11 @@ void applyTiles(compiler::KernelSpec &spec, const TileConfig &tiles);
 // The default tiles for `kind` at `headDim` on target `arch` (sm_90a has its own column).
 TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef arch);
 
+// Shared memory per block (opt-in) that the defaults for `arch` are made to fit: sm_90a's
+// 227 KB; sm_80's 163 KB for the generic column, which also serves sm_86/sm_89 with 99 KB: there
+// the launcher shrinks the defaults (kernels::fitSharedMemory). PtxMatrixTest checks both.
+int64_t tableSharedBudget(llvm::StringRef arch);
+
 // f32 values each thread keeps in its loop-carried accumulators: own rows x head_dim per
 // accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV), spread over
 // the block's threads. A thread has 255 registers: past one register file of accumulator state

@@ -212,6 +212,8 @@ TEST_CASE("the default tiles are valid and fit each target's shared memory", "[c
   // column of the tile table serves sm_80 .. sm_90 and must fit the smaller one. Head dims that
   // two column groups cannot split (80, 112) must still get valid tiles.
   const std::pair<const char *, int64_t> targets[] = {{"sm_80", 166912}, {"sm_90a", 232448}};
+  for (auto [arch, budget] : targets)
+    CHECK(kernels::tableSharedBudget(arch) == budget);
   mlir::MLIRContext ctx;
   for (auto [arch, budget] : targets)
     for (bob::KernelKind kind : kImplementedKinds)
@@ -228,4 +230,55 @@ TEST_CASE("the default tiles are valid and fit each target's shared memory", "[c
         REQUIRE(static_cast<bool>(bytes));
         CHECK(*bytes <= budget);
       }
+}
+
+TEST_CASE("on GPUs with less shared memory the defaults shrink until they fit", "[compiler]") {
+  // sm_86 / sm_89 (RTX 30xx/40xx, L40): 99 KB opt-in per block, less than the generic column's
+  // 163 KB. Every kind and head dim gets tiles the compiler builds, within the register budget,
+  // whose shared memory (the compiler's own estimate, checked against compiled kernels above)
+  // fits; where the defaults fit already they are kept.
+  constexpr int64_t kSm86 = 101376;
+  mlir::MLIRContext ctx;
+  for (const char *arch : {"sm_86", "sm_89", "sm_80", "sm_90a"})
+    for (bob::KernelKind kind : kImplementedKinds)
+      for (int64_t d : {16, 64, 96, 128, 256}) {
+        compiler::KernelSpec spec;
+        spec.kind = kind;
+        spec.headDim = d;
+        spec.arch = arch;
+        kernels::applyTiles(spec, kernels::defaultTiles(kind, d, arch));
+        INFO(spec.name());
+        const int64_t limit = std::string(arch).rfind("sm_8", 0) == 0 && std::string(arch) != "sm_80"
+                                  ? kSm86
+                                  : kernels::tableSharedBudget(arch);
+        auto tiles = kernels::fitSharedMemory(spec, limit);
+        if (!tiles)
+          FAIL(llvm::toString(tiles.takeError()));
+        compiler::KernelSpec fitted = spec;
+        kernels::applyTiles(fitted, *tiles);
+        INFO("fitted: " << fitted.name());
+        if (llvm::Error e = compiler::validate(fitted, &ctx))
+          FAIL(llvm::toString(std::move(e)));
+        CHECK_FALSE(static_cast<bool>(kernels::checkRegisterFootprint(fitted)));
+        auto bytes = kernels::sharedBytesFor(fitted);
+        REQUIRE(static_cast<bool>(bytes));
+        CHECK(*bytes <= limit);
+        auto original = kernels::sharedBytesFor(spec);
+        REQUIRE(static_cast<bool>(original));
+        if (*original <= limit)
+          CHECK(fitted.name() == spec.name());
+        else
+          CHECK(*bytes < *original);
+      }
+  // A limit no tiles fit: one error naming the kernel and the limit.
+  compiler::KernelSpec spec;
+  spec.kind = bob::KernelKind::bob_q;
+  spec.headDim = 256;
+  spec.arch = "sm_86";
+  kernels::applyTiles(spec, kernels::defaultTiles(spec.kind, 256, "sm_86"));
+  auto none = kernels::fitSharedMemory(spec, 16384);
+  REQUIRE_FALSE(static_cast<bool>(none));
+  std::string message = llvm::toString(none.takeError());
+  CHECK_THAT(message, Catch::Contains("bob_q_d256"));
+  CHECK_THAT(message, Catch::Contains("16384 bytes of shared memory"));
 }
