@@ -21,6 +21,16 @@ const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKi
                                              bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
                                              bob::KernelKind::bob_kv};
 
+// The spec the launcher starts from: the tile table's default tiles for `arch`.
+compiler::KernelSpec defaultSpec(bob::KernelKind kind, int64_t d, const char *arch) {
+  compiler::KernelSpec spec;
+  spec.kind = kind;
+  spec.headDim = d;
+  spec.arch = arch;
+  kernels::applyTiles(spec, kernels::defaultTiles(kind, d, arch));
+  return spec;
+}
+
 
 // Three configurations per kind: the tile table's default (double-buffered loads), 8 warps
 // over 128 own rows with synchronous loads, and 8 warps in two column groups over 64 own rows
@@ -218,11 +228,7 @@ TEST_CASE("the default tiles are valid and fit each target's shared memory", "[c
   for (auto [arch, budget] : targets)
     for (bob::KernelKind kind : kImplementedKinds)
       for (int64_t d : {16, 48, 64, 80, 96, 112, 128, 192, 256}) {
-        compiler::KernelSpec spec;
-        spec.kind = kind;
-        spec.headDim = d;
-        spec.arch = arch;
-        kernels::applyTiles(spec, kernels::defaultTiles(kind, d, arch));
+        compiler::KernelSpec spec = defaultSpec(kind, d, arch);
         INFO(spec.name());
         if (llvm::Error e = compiler::validate(spec, &ctx))
           FAIL(llvm::toString(std::move(e)));
@@ -242,13 +248,10 @@ TEST_CASE("on GPUs with less shared memory the defaults shrink until they fit", 
   for (const char *arch : {"sm_86", "sm_89", "sm_80", "sm_90a"})
     for (bob::KernelKind kind : kImplementedKinds)
       for (int64_t d : {16, 64, 96, 128, 256}) {
-        compiler::KernelSpec spec;
-        spec.kind = kind;
-        spec.headDim = d;
-        spec.arch = arch;
-        kernels::applyTiles(spec, kernels::defaultTiles(kind, d, arch));
+        compiler::KernelSpec spec = defaultSpec(kind, d, arch);
         INFO(spec.name());
-        const int64_t limit = std::string(arch).rfind("sm_8", 0) == 0 && std::string(arch) != "sm_80"
+        const std::string target = arch;
+        const int64_t limit = target == "sm_86" || target == "sm_89"
                                   ? kSm86
                                   : kernels::tableSharedBudget(arch);
         auto tiles = kernels::fitSharedMemory(spec, limit);
@@ -271,11 +274,7 @@ TEST_CASE("on GPUs with less shared memory the defaults shrink until they fit", 
           CHECK(*bytes < *original);
       }
   // A limit no tiles fit: one error naming the kernel and the limit.
-  compiler::KernelSpec spec;
-  spec.kind = bob::KernelKind::bob_q;
-  spec.headDim = 256;
-  spec.arch = "sm_86";
-  kernels::applyTiles(spec, kernels::defaultTiles(spec.kind, 256, "sm_86"));
+  compiler::KernelSpec spec = defaultSpec(bob::KernelKind::bob_q, 256, "sm_86");
   auto none = kernels::fitSharedMemory(spec, 16384);
   REQUIRE_FALSE(static_cast<bool>(none));
   std::string message = llvm::toString(none.takeError());
