@@ -9,6 +9,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace flashbob {
 
@@ -77,12 +78,27 @@ llvm::Error validateRows(RowVector r, const char *name) {
   return llvm::Error::success();
 }
 
+// FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
+// kernel, whatever the tile table says: for A/B timing and the GPU tests of the producer path.
+// Read once: this is on every launch's path.
+int producerOverride() {
+  static const int value = [] {
+    const char *env = std::getenv("FLASHBOB_PRODUCER");
+    if (!env || !*env)
+      return -1;
+    return std::string(env) == "1" ? 1 : 0;
+  }();
+  return value;
+}
+
 compiler::KernelSpec specFor(const AttentionProblem &p, bob::KernelKind kind,
                              const std::string &arch) {
   compiler::KernelSpec s;
   s.kind = kind;
   s.headDim = p.headDim;
   kernels::applyTiles(s, kernels::defaultTiles(kind, p.headDim, arch));
+  if (int producer = producerOverride(); producer >= 0 && arch == "sm_90a" && s.stages == 2)
+    s.producer = producer == 1;
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   s.causal = p.causal;
   s.scale = p.scale;

@@ -110,7 +110,8 @@ runtime::DiskCache &diskCache() {
 // The in-memory key: the spec's fields as raw bytes. Built on every launch, so no formatting.
 static std::string memoryKey(const compiler::KernelSpec &s) {
   const int64_t fields[] = {static_cast<int64_t>(s.kind), s.headDim, s.blockM, s.blockN, s.warps,
-                            s.warpCols, s.stages, static_cast<int64_t>(s.dtype), s.causal};
+                            s.warpCols, s.stages, static_cast<int64_t>(s.dtype), s.causal,
+                            s.producer};
   double scale = s.effectiveScale();
   std::string key(reinterpret_cast<const char *>(fields), sizeof(fields));
   key.append(reinterpret_cast<const char *>(&scale), sizeof(scale));

@@ -22,6 +22,8 @@ std::string KernelSpec::name() const {
   std::string warpText = std::to_string(warps);
   if (warpCols != 1)
     warpText += "c" + std::to_string(warpCols);
+  if (producer)
+    warpText += "p";
   return llvm::formatv("{0}_d{1}_m{2}_n{3}_w{4}_s{5}_{6}{7}_sc{8:x-}_{9}", kindName, headDim,
                        blockM, blockN, warpText, stages, bob::stringifyElemType(dtype),
                        causal ? "_causal" : "", scaleBits, arch)
@@ -32,7 +34,7 @@ bob::SpecAttr KernelSpec::toAttr(mlir::MLIRContext *ctx) const {
   mlir::Builder b(ctx);
   return bob::SpecAttr::get(ctx, kind, headDim, blockM, blockN, warps, stages, dtype, causal,
                             b.getF32FloatAttr(static_cast<float>(effectiveScale())),
-                            b.getStringAttr(arch), warpCols);
+                            b.getStringAttr(arch), warpCols, producer);
 }
 
 llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
@@ -49,7 +51,8 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
                                          spec.blockN, spec.warps, spec.stages, spec.dtype,
                                          spec.causal,
                                          b.getF32FloatAttr(static_cast<float>(spec.effectiveScale())),
-                                         b.getStringAttr(spec.arch), spec.warpCols)))
+                                         b.getStringAttr(spec.arch), spec.warpCols,
+                                         spec.producer)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid kernel spec: " + message);
   return llvm::Error::success();
 }

@@ -20,6 +20,7 @@ struct KernelSpec {
   int64_t warps = 4;
   int64_t warpCols = 1; // column groups the warps form (#bob.spec warp_cols)
   int64_t stages = 1;
+  bool producer = false; // a producer warpgroup issues the loop's TMA loads (#bob.spec producer)
   bob::ElemType dtype = bob::ElemType::bf16;
   bool causal = false;
   std::optional<double> scale; // default 1/sqrt(head_dim)
@@ -27,7 +28,8 @@ struct KernelSpec {
 
   double effectiveScale() const;
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sc3e000000_sm_90a"
-  // (scale as float32 bits; "w8c2" for 8 warps in 2 column groups):
+  // (scale as float32 bits; "w8c2" for 8 warps in 2 column groups, "w4p" for 4 consumer warps
+  // and a producer warpgroup):
   // the kernel's symbol and part of the cache key.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;

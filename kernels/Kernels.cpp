@@ -107,7 +107,7 @@ llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
 
 llvm::Expected<TileConfig> fitSharedMemory(const compiler::KernelSpec &spec,
                                            int64_t maxSharedBytes) {
-  TileConfig t{spec.blockM, spec.blockN, spec.warps, spec.stages, spec.warpCols};
+  TileConfig t{spec.blockM, spec.blockN, spec.warps, spec.stages, spec.warpCols, spec.producer};
   const bool keyMajor = bob::isKeyMajor(spec.kind);
   int64_t &own = keyMajor ? t.blockN : t.blockM, &swept = keyMajor ? t.blockM : t.blockN;
   mlir::DialectRegistry registry;
@@ -135,7 +135,7 @@ llvm::Expected<TileConfig> fitSharedMemory(const compiler::KernelSpec &spec,
   auto step = [&]() {
     const int64_t fragmentRows = 16 * (t.warps / t.warpCols);
     if (t.stages > 1)
-      t.stages = 1;
+      t.stages = 1, t.producer = false; // a producer needs the second stage
     else if (swept > 16)
       swept /= 2;
     else if (own / 2 >= fragmentRows && own / 2 % fragmentRows == 0)

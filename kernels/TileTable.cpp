@@ -77,7 +77,7 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
   auto add = [&](TileConfig t) {
     for (const TileConfig &o : out)
       if (o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps &&
-          o.warpCols == t.warpCols)
+          o.warpCols == t.warpCols && o.producer == t.producer)
         return;
     // Each warp owns whole 16-row fragments of the block's own rows (those of its group).
     int64_t own = keyMajor ? t.blockN : t.blockM;
@@ -95,13 +95,24 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
   // Two warpgroups side by side over 64 own rows: half the per-thread state of 4 warps.
   for (int64_t other : {32, 64, 128})
     add(config(64, other, 8, 2));
+  // Warp specialization (bob-pipeline-loads): the same tiles, their loads issued by a producer
+  // warpgroup that gives its registers to the consumers.
+  if (arch == "sm_90a") {
+    const size_t plain = out.size();
+    for (size_t i = 0; i < plain; ++i)
+      if (out[i].stages == 2 && !out[i].producer) {
+        TileConfig t = out[i];
+        t.producer = true;
+        add(t);
+      }
+  }
   return out;
 }
 
 std::string tileName(const TileConfig &t) {
   return "m" + std::to_string(t.blockM) + "_n" + std::to_string(t.blockN) + "_w" +
          std::to_string(t.warps) + (t.warpCols != 1 ? "c" + std::to_string(t.warpCols) : "") +
-         "_s" + std::to_string(t.stages);
+         (t.producer ? "p" : "") + "_s" + std::to_string(t.stages);
 }
 
 void applyTiles(compiler::KernelSpec &spec, const TileConfig &tiles) {
@@ -110,6 +121,7 @@ void applyTiles(compiler::KernelSpec &spec, const TileConfig &tiles) {
   spec.warps = tiles.warps;
   spec.warpCols = tiles.warpCols;
   spec.stages = tiles.stages;
+  spec.producer = tiles.producer;
 }
 
 namespace {

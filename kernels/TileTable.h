@@ -14,6 +14,7 @@ namespace flashbob::kernels {
 struct TileConfig {
   int64_t blockM, blockN, warps, stages;
   int64_t warpCols = 1; // column groups the warps form (KernelSpec::warpCols)
+  bool producer = false; // a producer warpgroup issues the loads (KernelSpec::producer)
 };
 
 // Sets the tile fields of `spec` (block sizes, warps, column groups, stages) from `tiles`.
@@ -38,14 +39,15 @@ inline constexpr int64_t kMaxAccumulatorFloatsPerThread = 256;
 llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec);
 
 // The autotuner's space for `kind` at `headDim`: the default first, then neighbours (block
-// sizes halved/doubled, 8 warps, 8 warps in two column groups). Specs the compiler or the
+// sizes halved/doubled, 8 warps, 8 warps in two column groups), then on sm_90a each two-stage
+// configuration again with a producer warpgroup. Specs the compiler or the
 // device cannot run are pruned by the caller (the compiler's verifier, shared memory per
 // block), never here.
 std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
                                        llvm::StringRef arch);
 
-// "m64_n32_w4_s2" ("m64_n32_w8c2_s2" with 2 column groups): how a configuration is named in
-// tuning records and logs.
+// "m64_n32_w4_s2" ("m64_n32_w8c2_s2" with 2 column groups, "m64_n32_w4p_s2" with a producer
+// warpgroup): how a configuration is named in tuning records and logs.
 std::string tileName(const TileConfig &t);
 
 } // namespace flashbob::kernels

@@ -31,6 +31,9 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
   let description = [{
     The values the code is specialized on. `arch` is the SM target ("sm_80", "sm_90a");
     `scale` the softmax scale s; `stages` the depth of the global->shared pipeline.
+    `producer` (sm_90a, stages = 2) adds a producer warpgroup after the `warps` consumer warps:
+    it issues the key/query loop's TMA loads, so the consumers only wait for full buffers and
+    release empty ones (warp specialization; bob-pipeline-loads).
     Example: `#bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4,
               stages = 2, dtype = bf16, causal = false, scale = 0.0883883, arch = "sm_90a">`
   }];
@@ -45,15 +48,21 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     "bool":$causal,
     "::mlir::FloatAttr":$scale,
     "::mlir::StringAttr":$arch,
-    DefaultValuedParameter<"int64_t", "1">:$warp_cols
+    DefaultValuedParameter<"int64_t", "1">:$warp_cols,
+    DefaultValuedParameter<"bool", "false">:$producer
   );
   let assemblyFormat = [{
     `<` `kind` `=` $kind `,` `head_dim` `=` $head_dim `,` `block_m` `=` $block_m `,`
         `block_n` `=` $block_n `,` `warps` `=` $warps `,` `stages` `=` $stages `,`
         `dtype` `=` $dtype `,` `causal` `=` $causal `,` `scale` `=` $scale `,` `arch` `=` $arch
-        (`,` `warp_cols` `=` $warp_cols^)? `>`
+        (`,` `warp_cols` `=` $warp_cols^)? (`,` `producer` `=` $producer^)? `>`
   }];
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    // Threads per block: the consumer warps, plus a whole producer warpgroup (setmaxnreg acts
+    // per warpgroup) after them, so every consumer keeps its thread coordinates.
+    int64_t getThreads() const { return 32 * (getWarps() + (getProducer() ? 4 : 0)); }
+  }];
 }
 
 def Bob_ReduceKind : I32EnumAttr<"ReduceKind", "row reduction", [

@@ -84,7 +84,7 @@ static bool isSupportedArch(StringRef arch) {
 LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
                                int64_t stages, ElemType, bool, FloatAttr scale, StringAttr arch,
-                               int64_t warpCols) {
+                               int64_t warpCols, bool producer) {
   if (headDim <= 0 || headDim % 16 != 0 || headDim > 256)
     return emitError() << "head_dim " << headDim
                        << " is unsupported: it must be a multiple of 16 in [16, 256]";
@@ -124,6 +124,12 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
   if (!arch || !isSupportedArch(arch.getValue()))
     return emitError() << "arch '" << (arch ? arch.getValue() : "") << "' is unsupported (sm_80, "
                        << "sm_86, sm_89, sm_90, sm_90a)";
+  // The producer issues TMA loads into the second stage's buffers and gives its registers to
+  // the consumers (setmaxnreg): both are sm_90a features.
+  if (producer && (arch.getValue() != "sm_90a" || stages != 2))
+    return emitError() << "producer needs arch sm_90a and stages 2 (it issues the TMA loads of "
+                          "the next block while the consumers compute), not "
+                       << arch.getValue() << " with stages " << stages;
   return success();
 }
 

@@ -95,6 +95,51 @@ def Bob_WaitSharedOp : Bob_Op<"wait_shared"> {
   let assemblyFormat = "attr-dict";
 }
 
+//===-- Warp specialization (placed by bob-pipeline-loads for a `producer` spec) ------------===//
+
+def Bob_WarpSpecializeOp : Bob_Op<"warp_specialize", [NoTerminator, SingleBlock]> {
+  let summary = "Split the block into a producer and the consumers";
+  let description = [{
+    The `producer` region runs on one thread of the producer warpgroup (the spec's last four
+    warps, which give up their registers to the consumers); the `consumer` region on the
+    spec's `warps` warps. The producer only issues async TMA loads into buffers it acquired
+    (`bob.producer_acquire`); the consumers wait for them (`bob.consumer_wait`) and give the
+    buffers back when done (`bob.consumer_release`). Barriers inside the consumer region
+    synchronise the consumers only.
+  }];
+  let regions = (region SizedRegion<1>:$producer, SizedRegion<1>:$consumer);
+  let assemblyFormat = "`producer` $producer `consumer` $consumer attr-dict";
+}
+
+def Bob_ProducerAcquireOp : Bob_Op<"producer_acquire"> {
+  let summary = "Wait until the consumers released these buffers (their last use is over)";
+  let description = [{
+    The first acquire of each buffer passes at once. Buffers are named by the shared tiles the
+    loads fill (selects of double buffers); the TMA loads filling one batch share one barrier.
+  }];
+  let arguments = (ins Variadic<Bob_SharedTileType>:$tiles);
+  let assemblyFormat = "$tiles attr-dict `:` type($tiles)";
+}
+
+def Bob_ConsumerWaitOp : Bob_Op<"consumer_wait"> {
+  let summary = "Wait until the producer's loads into these tiles are complete";
+  let description = [{
+    After the op the tiles are complete and visible to the calling thread (and to wgmma).
+    Unlike `bob.wait_shared` it does not synchronise the consumers with each other.
+  }];
+  let arguments = (ins Variadic<Bob_SharedTileType>:$tiles);
+  let assemblyFormat = "$tiles attr-dict `:` type($tiles)";
+}
+
+def Bob_ConsumerReleaseOp : Bob_Op<"consumer_release"> {
+  let summary = "The calling thread is done reading these tiles";
+  let description = [{
+    Once every consumer thread released them, the producer may load into them again.
+  }];
+  let arguments = (ins Variadic<Bob_SharedTileType>:$tiles);
+  let assemblyFormat = "$tiles attr-dict `:` type($tiles)";
+}
+
 def Bob_StoreSharedOp : Bob_Op<"store_shared"> {
   let summary = "Write a register tile into a shared tile (converting to its element type)";
   let description = [{

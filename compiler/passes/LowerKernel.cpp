@@ -4,6 +4,7 @@
 // so bob-lower-tiles runs inside ordinary GPU functions and upstream passes do the rest.
 #include "compiler/passes/Passes.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Builders.h"
 
 namespace flashbob::bob {
@@ -42,8 +43,13 @@ struct LowerKernel : impl::BobLowerKernelBase<LowerKernel> {
       func->setAttr(kSharedBytesAttrName, b.getI64IntegerAttr(kernel.getSharedBytes()));
       if (auto maps = kernel->getAttr(kTensorMapsAttrName))
         func->setAttr(kTensorMapsAttrName, maps);
-      int32_t threads = static_cast<int32_t>(32 * spec.getWarps());
+      int32_t threads = static_cast<int32_t>(spec.getThreads());
       func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({threads, 1, 1}));
+      // setmaxnreg needs the register count at entry, which ptxas derives from the block size
+      // and one block per SM (.minnctapersm 1); otherwise it ignores setmaxnreg (C7508) and
+      // compiles the consumers for 65536 / threads registers.
+      if (spec.getProducer())
+        func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(), b.getI32IntegerAttr(1));
 
       // Move the body; the bob.return terminator becomes gpu.return.
       func.getBody().getBlocks().clear();

@@ -80,12 +80,15 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::populateMemoryPatterns(converter, tma, runs, patterns);
       lowering::populateTmaPatterns(converter, tma, patterns);
       lowering::populateMathPatterns(converter, patterns);
+      lowering::populateWarpSpecializationPatterns(converter, patterns);
       lowering::populateMmaPatterns(converter, patterns);
       lowering::ProductRuns productRuns = lowering::findProductRuns(func);
       lowering::populateWgmmaPatterns(converter, productRuns, patterns);
       scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
       if (failed(applyPartialConversion(func, target, std::move(patterns))))
         return signalPassFailure();
+      if (spec.getProducer())
+        lowering::useConsumerBarriers(func);
     }
   }
 };

@@ -12,6 +12,15 @@
 //     there is a next iteration, its loads start into the other buffers (async);
 //   - the loads themselves are gone.
 // Other loops and other targets of the loads are left alone. With `stages = 1`: no change.
+//
+// With a `producer` spec (warp specialization) the kernel's one such loop is split by role
+// instead: everything after the shared tiles' allocs becomes the consumer region of a
+// bob.warp_specialize, whose producer region runs the same trip count and, for iteration i,
+// acquires buffer i % 2 (bob.producer_acquire) and starts its loads there (async). The
+// consumers' body waits for its buffers where the first load was (bob.consumer_wait) and
+// releases them at its end (bob.consumer_release): no block-wide barrier per iteration, and no
+// consumer thread issues a copy. The values the producer needs (loop bounds, load operands) are
+// recomputed in its region from the pure ops that gave them.
 #include "compiler/passes/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -58,6 +67,112 @@ bool definedOutside(scf::ForOp loop, Value v) {
   return !loop->isAncestor(v.getParentBlock()->getParentOp());
 }
 
+// The loads of one loop that can be double-buffered, with the ops computing each one's row.
+struct LoopLoads {
+  scf::ForOp loop;
+  SmallVector<LoadSharedOp> loads;
+  llvm::DenseMap<LoadSharedOp, SmallVector<Operation *>> slices;
+};
+
+std::optional<LoopLoads> findLoopLoads(scf::ForOp loop) {
+  LoopLoads found;
+  found.loop = loop;
+  for (Operation &op : *loop.getBody())
+    if (auto load = dyn_cast<LoadSharedOp>(op))
+      if (!load.getAsync())
+        found.loads.push_back(load);
+  if (found.loads.empty())
+    return std::nullopt;
+  llvm::SmallPtrSet<Value, 8> tiles;
+  for (LoadSharedOp load : found.loads) {
+    Value tile = load.getDst();
+    // One load per tile, and nothing outside the loop reads it (after the loop the last
+    // iteration's data may sit in the second buffer).
+    if (!tiles.insert(tile).second)
+      return std::nullopt;
+    for (Operation *user : tile.getUsers())
+      if (!loop->isAncestor(user))
+        return std::nullopt;
+    if (!definedOutside(loop, tile) || !tile.getDefiningOp<AllocSharedOp>() ||
+        !definedOutside(loop, load.getSrc()) || !definedOutside(loop, load.getBatch()) ||
+        !definedOutside(loop, load.getHead()) || !definedOutside(loop, load.getBound()))
+      return std::nullopt;
+    auto slice = rowSlice(loop, load.getRow());
+    if (!slice)
+      return std::nullopt;
+    found.slices[load] = *slice;
+  }
+  return found;
+}
+
+// Second buffers, next to the first ones: first buffer -> second buffer.
+llvm::DenseMap<Value, Value> addSecondBuffers(ArrayRef<LoadSharedOp> loads) {
+  llvm::DenseMap<Value, Value> second;
+  for (LoadSharedOp load : loads) {
+    Value tile = load.getDst();
+    if (second.count(tile))
+      continue;
+    auto alloc = tile.getDefiningOp<AllocSharedOp>();
+    OpBuilder atAlloc(alloc);
+    atAlloc.setInsertionPointAfter(alloc);
+    second[tile] = AllocSharedOp::create(atAlloc, alloc.getLoc(), alloc.getType(), IntegerAttr());
+  }
+  return second;
+}
+
+// In the body of `loop`: whether this iteration uses the first buffers ((iv - lb) / step even).
+Value usesFirstBuffers(OpBuilder &b, Location loc, scf::ForOp loop, Value iv) {
+  Value trip = arith::DivSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, iv, loop.getLowerBound()), loop.getStep());
+  Value two = arith::ConstantIndexOp::create(b, loc, 2);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                               arith::RemSIOp::create(b, loc, trip, two), zero);
+}
+
+// Makes every use of a first buffer inside the loop read this iteration's buffer instead;
+// returns first buffer -> this iteration's buffer (a select at the top of the body). With
+// `next`, also first buffer -> the next iteration's buffer.
+llvm::DenseMap<Value, Value> selectCurrentBuffers(scf::ForOp loop,
+                                                  const llvm::DenseMap<Value, Value> &second,
+                                                  llvm::DenseMap<Value, Value> *next = nullptr) {
+  OpBuilder ib = OpBuilder::atBlockBegin(loop.getBody());
+  Location loc = loop.getLoc();
+  Value even = usesFirstBuffers(ib, loc, loop, loop.getInductionVar());
+  llvm::DenseMap<Value, Value> current;
+  llvm::SmallPtrSet<Operation *, 8> selects;
+  for (auto [first, other] : second) {
+    current[first] = arith::SelectOp::create(ib, loc, even, first, other);
+    selects.insert(current[first].getDefiningOp());
+    if (next) {
+      (*next)[first] = arith::SelectOp::create(ib, loc, even, other, first);
+      selects.insert((*next)[first].getDefiningOp());
+    }
+  }
+  for (auto [first, cur] : current)
+    first.replaceUsesWithIf(cur, [&](OpOperand &use) {
+      return loop->isAncestor(use.getOwner()) && !selects.contains(use.getOwner());
+    });
+  return current;
+}
+
+// `value` as seen from a region that cannot see `hidden`'s ops: values defined inside `hidden`
+// are recomputed at `b` from the pure, region-free ops that gave them (memoized in `map`).
+FailureOr<Value> recompute(OpBuilder &b, Region &hidden, Value value, IRMapping &map) {
+  if (Value known = map.lookupOrNull(value))
+    return known;
+  if (!hidden.isAncestor(value.getParentRegion()))
+    return value;
+  Operation *def = value.getDefiningOp();
+  if (!def || !isPure(def) || def->getNumRegions() != 0)
+    return failure();
+  for (Value operand : def->getOperands())
+    if (failed(recompute(b, hidden, operand, map)))
+      return failure();
+  b.clone(*def, map);
+  return map.lookup(value);
+}
+
 struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
   void runOnOperation() override {
     KernelOp kernel = getOperation();
@@ -65,53 +180,111 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
       return;
     SmallVector<scf::ForOp> loops;
     kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
+    SmallVector<LoopLoads> found;
     for (scf::ForOp loop : loops)
-      pipeline(loop);
+      if (auto loads = findLoopLoads(loop))
+        found.push_back(std::move(*loads));
+    if (!kernel.getSpec().getProducer()) {
+      for (LoopLoads &loads : found)
+        pipeline(loads);
+      return;
+    }
+    if (found.size() != 1 || found.front().loop->getBlock() != &kernel.getBody().front()) {
+      kernel.emitOpError("producer: needs exactly one loop with loads to double-buffer, at the "
+                         "kernel's top level (found ")
+          << found.size() << ")";
+      return signalPassFailure();
+    }
+    if (failed(specialize(kernel, found.front())))
+      return signalPassFailure();
   }
 
-  void pipeline(scf::ForOp loop) {
-    Block *body = loop.getBody();
-    SmallVector<LoadSharedOp> loads;
-    for (Operation &op : *body)
-      if (auto load = dyn_cast<LoadSharedOp>(op))
-        if (!load.getAsync())
-          loads.push_back(load);
-    if (loads.empty())
-      return;
-    llvm::DenseMap<LoadSharedOp, SmallVector<Operation *>> slices;
-    llvm::SmallPtrSet<Value, 8> tiles;
-    for (LoadSharedOp load : loads) {
-      Value tile = load.getDst();
-      // One load per tile, and nothing outside the loop reads it (after the loop the last
-      // iteration's data may sit in the second buffer).
-      if (!tiles.insert(tile).second)
-        return;
-      for (Operation *user : tile.getUsers())
-        if (!loop->isAncestor(user))
-          return;
-      if (!definedOutside(loop, tile) || !tile.getDefiningOp<AllocSharedOp>() ||
-          !definedOutside(loop, load.getSrc()) || !definedOutside(loop, load.getBatch()) ||
-          !definedOutside(loop, load.getHead()) || !definedOutside(loop, load.getBound()))
-        return;
-      auto slice = rowSlice(loop, load.getRow());
-      if (!slice)
-        return;
-      slices[load] = *slice;
+  LogicalResult specialize(KernelOp kernel, LoopLoads &plan) {
+    scf::ForOp loop = plan.loop;
+    Location loc = loop.getLoc();
+    llvm::DenseMap<Value, Value> second = addSecondBuffers(plan.loads);
+
+    // Everything after the last alloc moves into the consumer region.
+    Block *top = &kernel.getBody().front();
+    Operation *lastAlloc = nullptr;
+    for (Operation &op : *top)
+      if (isa<AllocSharedOp>(op))
+        lastAlloc = &op;
+    OpBuilder b(kernel.getContext());
+    b.setInsertionPointAfter(lastAlloc);
+    auto split = WarpSpecializeOp::create(b, loc);
+    Block *producer = b.createBlock(&split.getProducer());
+    Block *consumer = b.createBlock(&split.getConsumer());
+    consumer->getOperations().splice(consumer->end(), top->getOperations(),
+                                     std::next(split->getIterator()),
+                                     top->getTerminator()->getIterator());
+
+    // Consumers: wait where the first load was, release at the end of the body.
+    selectCurrentBuffers(loop, second);
+    SmallVector<Value> filled;
+    for (LoadSharedOp load : plan.loads)
+      filled.push_back(load.getDst()); // this iteration's buffer, after the selects
+    {
+      OpBuilder wb(plan.loads.front());
+      ConsumerWaitOp::create(wb, loc, filled);
+      wb.setInsertionPoint(loop.getBody()->getTerminator());
+      ConsumerReleaseOp::create(wb, loc, filled);
     }
 
+    // Producer: the same iterations; each acquires its buffers and starts its loads there.
+    Region &hidden = split.getConsumer();
+    IRMapping outer;
+    OpBuilder pb = OpBuilder::atBlockEnd(producer);
+    auto lb = recompute(pb, hidden, loop.getLowerBound(), outer);
+    auto ub = recompute(pb, hidden, loop.getUpperBound(), outer);
+    auto step = recompute(pb, hidden, loop.getStep(), outer);
+    if (failed(lb) || failed(ub) || failed(step))
+      return loop.emitOpError("producer: the loop bounds are not computed by pure ops");
+    auto ploop = scf::ForOp::create(pb, loc, *lb, *ub, *step);
+    OpBuilder lb2(ploop.getBody()->getTerminator());
+    Value piv = ploop.getInductionVar();
+    Value even = usesFirstBuffers(lb2, loc, ploop, piv);
+    SmallVector<Value> targets;
+    for (LoadSharedOp load : plan.loads) {
+      auto select = load.getDst().getDefiningOp<arith::SelectOp>();
+      targets.push_back(arith::SelectOp::create(lb2, loc, even, select.getTrueValue(),
+                                                select.getFalseValue()));
+    }
+    ProducerAcquireOp::create(lb2, loc, targets);
+    for (auto [load, target] : llvm::zip_equal(plan.loads, targets)) {
+      IRMapping map = outer;
+      map.map(loop.getInductionVar(), piv);
+      for (Operation *op : plan.slices[load]) {
+        for (Value operand : op->getOperands())
+          if (operand.getParentBlock() != loop.getBody() &&
+              failed(recompute(lb2, hidden, operand, map)))
+            return load.emitOpError("producer: the row is not computed by pure ops");
+        lb2.clone(*op, map);
+      }
+      SmallVector<Value> operands;
+      for (Value v : SmallVector<Value>{load.getSrc(), load.getBatch(), load.getHead(),
+                                        load.getBound()}) {
+        auto seen = recompute(lb2, hidden, v, map);
+        if (failed(seen))
+          return load.emitOpError("producer: the load's operands are not computed by pure ops");
+        operands.push_back(*seen);
+      }
+      LoadSharedOp::create(lb2, load.getLoc(), operands[0], operands[1], operands[2],
+                           map.lookupOrDefault(load.getRow()), operands[3], target,
+                           load.getTensorMap(), /*async=*/true);
+    }
+    for (LoadSharedOp load : plan.loads)
+      load.erase();
+    return success();
+  }
+
+  void pipeline(LoopLoads &plan) {
+    scf::ForOp loop = plan.loop;
+    ArrayRef<LoadSharedOp> loads = plan.loads;
+    auto &slices = plan.slices;
     OpBuilder b(loop);
     Location loc = loop.getLoc();
-    // Second buffers, next to the first ones.
-    llvm::DenseMap<Value, Value> second;
-    for (LoadSharedOp load : loads) {
-      Value tile = load.getDst();
-      if (second.count(tile))
-        continue;
-      auto alloc = tile.getDefiningOp<AllocSharedOp>();
-      OpBuilder atAlloc(alloc);
-      atAlloc.setInsertionPointAfter(alloc);
-      second[tile] = AllocSharedOp::create(atAlloc, alloc.getLoc(), alloc.getType(), IntegerAttr());
-    }
+    llvm::DenseMap<Value, Value> second = addSecondBuffers(loads);
 
     // Starts the loads of iteration `iv` into `tiles(first)`, rows recomputed from `iv`.
     auto issue = [&](OpBuilder &ob, Value iv, function_ref<Value(Value)> tiles) {
@@ -138,24 +311,9 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
     ifThen(b, runs, [&](OpBuilder &ob) { issue(ob, loop.getLowerBound(), [](Value t) { return t; }); });
 
     // Body: this iteration's buffers by parity; wait; start the next iteration's loads.
-    OpBuilder ib = OpBuilder::atBlockBegin(body);
     Value iv = loop.getInductionVar();
-    Value trip = arith::DivSIOp::create(
-        ib, loc, arith::SubIOp::create(ib, loc, iv, loop.getLowerBound()), loop.getStep());
-    Value two = arith::ConstantIndexOp::create(ib, loc, 2);
-    Value zero = arith::ConstantIndexOp::create(ib, loc, 0);
-    Value even = arith::CmpIOp::create(ib, loc, arith::CmpIPredicate::eq,
-                                       arith::RemSIOp::create(ib, loc, trip, two), zero);
-    llvm::DenseMap<Value, Value> current, next;
-    for (auto [first, other] : second) {
-      current[first] = arith::SelectOp::create(ib, loc, even, first, other);
-      next[first] = arith::SelectOp::create(ib, loc, even, other, first);
-    }
-    for (auto [first, cur] : current)
-      first.replaceUsesWithIf(cur, [&](OpOperand &use) {
-        return loop->isAncestor(use.getOwner()) && use.getOwner() != cur.getDefiningOp() &&
-               use.getOwner() != next[first].getDefiningOp();
-      });
+    llvm::DenseMap<Value, Value> next;
+    llvm::DenseMap<Value, Value> current = selectCurrentBuffers(loop, second, &next);
 
     OpBuilder wb(loads.front());
     WaitSharedOp::create(wb, loc);

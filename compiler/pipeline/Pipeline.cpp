@@ -92,7 +92,7 @@ llvm::Expected<KernelArtifacts> compileToPtx(ModuleOp module, const TargetOption
                                    "compile: expected one bob.kernel in the module, found " +
                                        std::to_string(kernels.size()));
   out.entry = kernels.front().getSymName().str();
-  out.threads = 32 * kernels.front().getSpec().getWarps();
+  out.threads = kernels.front().getSpec().getThreads();
 
   PassManager bobPasses(module.getContext());
   buildBobPipeline(bobPasses);

@@ -17,6 +17,9 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
                         "among them (1, 2, 4)"),
                cl::sub(sub), cl::init(1)),
       stages("stages", cl::desc("Global->shared pipeline depth"), cl::sub(sub), cl::init(1)),
+      producer("producer",
+               cl::desc("A producer warpgroup issues the loop's TMA loads (sm_90a, stages 2)"),
+               cl::sub(sub)),
       dtype("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(sub), cl::init("bf16")),
       causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(sub)),
       scale("scale", cl::desc("Softmax scale (default 1/sqrt(head-dim))"), cl::sub(sub),
@@ -43,6 +46,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.warps = warps;
   s.warpCols = warpCols;
   s.stages = stages;
+  s.producer = producer;
   s.causal = causal;
   if (scale.getNumOccurrences())
     s.scale = scale.getValue();

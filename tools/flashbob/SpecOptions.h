@@ -13,6 +13,7 @@ struct SpecOptions {
 
   llvm::cl::opt<std::string> kernel;
   llvm::cl::opt<int64_t> headDim, blockM, blockN, warps, warpCols, stages;
+  llvm::cl::opt<bool> producer;
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;
   llvm::cl::opt<double> scale;

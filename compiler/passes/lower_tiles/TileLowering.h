@@ -108,6 +108,9 @@ struct TmaBarriers {
   int64_t count = 0;
   uint32_t asyncTargets = 0; // bit b: some async load completes on barrier b
   bool cpAsync = false;      // the kernel also has cp.async loads
+  // A producer warpgroup issues the async loads: barriers count..2*count-1 are the "empty"
+  // partners of 0..count-1 (TmaPatterns.cpp).
+  bool producer = false;
 };
 mlir::LogicalResult prepareTmaBarriers(mlir::gpu::GPUFuncOp func, TmaBarriers &tma);
 // Wait for the load in flight on barrier `bar` (an index) to complete.
@@ -129,6 +132,11 @@ void populateMemoryPatterns(TileTypeConverter &converter, const TmaBarriers &tma
 void populateTmaPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
                          mlir::RewritePatternSet &patterns);
 void populateMathPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+// bob.warp_specialize -> the role branch (WarpSpecialization.cpp).
+void populateWarpSpecializationPatterns(TileTypeConverter &converter,
+                                        mlir::RewritePatternSet &patterns);
+// After the conversion: the barriers of the consumer branch synchronise the consumers only.
+void useConsumerBarriers(mlir::gpu::GPUFuncOp func);
 void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 
 // wgmma products left in flight (WgmmaPattern.cpp): a product followed, with only

@@ -13,6 +13,13 @@
 // two private bit masks, the parity it must wait for next on each barrier and which barriers have
 // a batch in flight (async loads complete at the next bob.wait_shared). Every thread runs the
 // same loads and waits, so the masks agree across the block.
+//
+// With a producer warpgroup (bob.warp_specialize) the async loads are issued by the producer's
+// one thread, and each barrier b of theirs has an "empty" partner (index count + b) that every
+// consumer thread arrives on when done with the buffers (bob.consumer_release) and the producer
+// waits on before refilling them (bob.producer_acquire). The consumers wait on the "full"
+// barriers with their phase masks as before (bob.consumer_wait). An empty barrier's parity bit
+// starts at 1: its first wait passes at once (the phase before the first counts as complete).
 #include "compiler/passes/lower_tiles/TileLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -20,6 +27,10 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <type_traits>
 
 using namespace mlir;
 
@@ -109,7 +120,9 @@ struct TmaLoadLowering : OpConversionPattern<LoadSharedOp> {
     Value desc =
         UnrealizedConversionCastOp::create(e.b, TypeRange{descType}, a.getTensorMap()).getResult(0);
 
-    e.ifThen(isFirstThread(e), [&] {
+    // The producer region runs on its issuing thread only (WarpSpecialization.cpp).
+    const bool byProducer = tma.producer && op.getAsync();
+    auto issue = [&] {
       if (first)
         nvgpu::MBarrierArriveExpectTxOp::create(e.b, tma.group, e.index(batch.bytes), bar,
                                                 Value());
@@ -127,8 +140,14 @@ struct TmaLoadLowering : OpConversionPattern<LoadSharedOp> {
                                       ValueRange{col, a.getRow(), a.getHead(), a.getBatch()}, bar,
                                       Value(), Value());
       }
-    });
-    if (last && op.getAsync()) {
+    };
+    if (byProducer)
+      issue();
+    else
+      e.ifThen(isFirstThread(e), issue);
+    if (byProducer) {
+      // Completion is the consumers' business (bob.consumer_wait).
+    } else if (last && op.getAsync()) {
       Value pending = memref::LoadOp::create(e.b, tma.pending);
       memref::StoreOp::create(e.b, arith::OrIOp::create(e.b, pending, barrierBit(e, bar)),
                               tma.pending);
@@ -140,6 +159,55 @@ struct TmaLoadLowering : OpConversionPattern<LoadSharedOp> {
   }
 
   const TmaBarriers &tma;
+};
+
+// The barriers of `tiles` that TMA loads complete on (a tile that is not a batch's first
+// destination has none), each once.
+SmallVector<Value> barriersOf(Emitter &e, ConversionPatternRewriter &rw, const TmaBarriers &tma,
+                              ValueRange tiles) {
+  SmallVector<Value> bars;
+  llvm::SmallPtrSet<Operation *, 4> seen;
+  for (Value tile : tiles) {
+    SmallVector<Value> allocs;
+    bool ok = true;
+    collectTiles(tile, allocs, ok);
+    if (!ok || allocs.empty() ||
+        !llvm::all_of(allocs, [&](Value a) { return tma.index.count(a) != 0; }))
+      continue;
+    if (Operation *def = tile.getDefiningOp(); def && !seen.insert(def).second)
+      continue;
+    bars.push_back(barrierOf(e, rw, tma, tile));
+  }
+  return bars;
+}
+
+Value emptyBarrier(Emitter &e, const TmaBarriers &tma, Value full) {
+  return e.add(full, e.index(tma.count));
+}
+
+template <typename Op>
+struct HandshakeLowering : OpConversionPattern<Op> {
+  HandshakeLowering(TileTypeConverter &conv, const TmaBarriers &tma, MLIRContext *ctx)
+      : OpConversionPattern<Op>(conv, ctx), tma(tma) {}
+  const TmaBarriers &tma;
+
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor, ConversionPatternRewriter &rw) const override {
+    if (!tma.producer)
+      return rw.notifyMatchFailure(op, "only kernels with a producer hand buffers over");
+    Emitter e(op.getLoc(), rw);
+    for (Value full : barriersOf(e, rw, tma, op.getTiles())) {
+      if constexpr (std::is_same_v<Op, ConsumerWaitOp>) {
+        waitTmaBarrier(e, tma, full);
+      } else if constexpr (std::is_same_v<Op, ProducerAcquireOp>) {
+        waitTmaBarrier(e, tma, emptyBarrier(e, tma, full));
+      } else {
+        nvgpu::MBarrierArriveOp::create(e.b, nvgpu::MBarrierTokenType::get(rw.getContext()),
+                                        tma.group, emptyBarrier(e, tma, full));
+      }
+    }
+    rw.eraseOp(op);
+    return success();
+  }
 };
 
 // Groups `loads` (in program order) into batches: consecutive TMA loads of one block with the
@@ -189,13 +257,22 @@ void waitPendingTmaLoads(Emitter &e, const TmaBarriers &tma) {
 }
 
 LogicalResult prepareTmaBarriers(gpu::GPUFuncOp func, TmaBarriers &tma) {
+  SpecAttr spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
+  tma.producer = spec && spec.getProducer();
   SmallVector<LoadSharedOp> loads;
+  LoadSharedOp untracked;
   func.walk([&](LoadSharedOp load) {
     if (load.getTensorMap())
       loads.push_back(load);
     else
       tma.cpAsync = true;
+    if (!load.getTensorMap() && load.getAsync())
+      untracked = load;
   });
+  // The producer's copies must complete on barriers the consumers can wait on.
+  if (tma.producer && untracked)
+    return untracked.emitOpError("producer: the loop's loads must use TMA (bob-use-tma left "
+                                 "this one a cp.async copy)");
   if (loads.empty())
     return success();
   formBatches(loads, tma);
@@ -213,8 +290,9 @@ LogicalResult prepareTmaBarriers(gpu::GPUFuncOp func, TmaBarriers &tma) {
     }
   }
   tma.count = static_cast<int64_t>(tma.index.size());
-  if (tma.count > kMaxBarriers)
-    return func.emitOpError("more than ") << kMaxBarriers << " TMA destination tiles";
+  const int64_t barriers = tma.producer ? 2 * tma.count : tma.count;
+  if (barriers > kMaxBarriers)
+    return func.emitOpError("more than ") << kMaxBarriers << " TMA barriers";
 
   MLIRContext *ctx = func.getContext();
   OpBuilder builder(ctx);
@@ -222,16 +300,22 @@ LogicalResult prepareTmaBarriers(gpu::GPUFuncOp func, TmaBarriers &tma) {
   Emitter e(func.getLoc(), builder);
   auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   tma.group = nvgpu::MBarrierCreateOp::create(
-      e.b, nvgpu::MBarrierGroupType::get(ctx, space, static_cast<unsigned>(tma.count)));
+      e.b, nvgpu::MBarrierGroupType::get(ctx, space, static_cast<unsigned>(barriers)));
   auto maskType = MemRefType::get({}, e.b.getI32Type());
   tma.phases = memref::AllocaOp::create(e.b, maskType);
   tma.pending = memref::AllocaOp::create(e.b, maskType);
-  memref::StoreOp::create(e.b, e.i32(0), tma.phases);
+  // Empty barriers' bits start at 1 (their first wait passes).
+  const uint32_t emptyBits = tma.producer ? ((uint32_t{1} << tma.count) - 1) << tma.count : 0;
+  memref::StoreOp::create(e.b, e.i32(static_cast<int32_t>(emptyBits)), tma.phases);
   memref::StoreOp::create(e.b, e.i32(0), tma.pending);
-  // One arrival (the issuing thread's) plus the copies' bytes complete a phase.
+  // One arrival (the issuing thread's) plus the copies' bytes complete a full phase; an empty
+  // phase completes when every consumer thread arrived.
   e.ifThen(isFirstThread(e), [&] {
     for (int64_t b = 0; b < tma.count; ++b)
       nvgpu::MBarrierInitOp::create(e.b, tma.group, e.index(1), e.index(b), Value());
+    for (int64_t b = tma.count; b < barriers; ++b)
+      nvgpu::MBarrierInitOp::create(e.b, tma.group, e.index(32 * spec.getWarps()), e.index(b),
+                                    Value());
     NVVM::FenceMbarrierInitOp::create(e.b);
   });
   gpu::BarrierOp::create(e.b);
@@ -241,7 +325,9 @@ LogicalResult prepareTmaBarriers(gpu::GPUFuncOp func, TmaBarriers &tma) {
 void populateTmaPatterns(TileTypeConverter &converter, const TmaBarriers &tma,
                          RewritePatternSet &patterns) {
   if (tma.count > 0)
-    patterns.add<TmaLoadLowering>(converter, tma, patterns.getContext());
+    patterns.add<TmaLoadLowering, HandshakeLowering<ProducerAcquireOp>,
+                 HandshakeLowering<ConsumerWaitOp>, HandshakeLowering<ConsumerReleaseOp>>(
+        converter, tma, patterns.getContext());
 }
 
 } // namespace flashbob::bob::lowering
