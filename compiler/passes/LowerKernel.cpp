@@ -3,6 +3,7 @@
 // Only the container changes: the body (tile ops, scf loops, memref arguments) moves as it is,
 // so bob-lower-tiles runs inside ordinary GPU functions and upstream passes do the rest.
 #include "compiler/passes/Passes.h"
+#include "compiler/passes/WarpRoles.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -46,10 +47,18 @@ struct LowerKernel : impl::BobLowerKernelBase<LowerKernel> {
       int32_t threads = static_cast<int32_t>(spec.getThreads());
       func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({threads, 1, 1}));
       // setmaxnreg needs the register count at entry, which ptxas derives from the block size
-      // and one block per SM (.minnctapersm 1); otherwise it ignores setmaxnreg (C7508) and
-      // compiles the consumers for 65536 / threads registers.
-      if (spec.getProducer())
-        func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(), b.getI32IntegerAttr(1));
+      // and the blocks per SM (.minnctapersm); otherwise it ignores setmaxnreg (C7508) and
+      // compiles the consumers for 65536 / threads registers (WarpRoles.h).
+      if (spec.getProducer()) {
+        int64_t shared = kernel.getSharedBytes() +
+                         shared::staticReserve(shared::isHopper(spec),
+                                               shared::rowExchangeBytes(kernel, spec));
+        RegisterSplit split = registerSplit(spec, shared);
+        func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(),
+                      b.getI32IntegerAttr(split.blocksPerSm));
+        func->setAttr(kProducerRegistersAttrName, b.getI32IntegerAttr(split.producer));
+        func->setAttr(kConsumerRegistersAttrName, b.getI32IntegerAttr(split.consumer));
+      }
 
       // Move the body; the bob.return terminator becomes gpu.return.
       func.getBody().getBlocks().clear();

@@ -1,18 +1,20 @@
 // bob-lower-tiles, warp roles (sm_90a, `producer` specs): bob.warp_specialize becomes
 //   if (thread >= 32 * warps) {          // the producer warpgroup
-//     setmaxnreg.dec 24                  // (8 consumer warps: registers go to the consumers)
+//     setmaxnreg.dec 24                  // (when registers are short: they go to the consumers)
 //     if (thread == 32 * warps) { producer region }
 //   } else {
-//     setmaxnreg.inc 240
+//     setmaxnreg.inc 240                 // (8 consumer warps; 232 for 4 with two blocks per SM)
 //     consumer region
 //   }
 // and, once the whole kernel is converted, every barrier of the consumer branch becomes the
 // named barrier 1 for the 32 * warps consumer threads: bar.sync 0 would wait for the producer,
 // which never arrives.
 //
-// Registers: ptxas compiles the kernel for 32 * (warps + 4) threads (65536 / 384 = 168 per
-// thread with 8 warps); setmaxnreg moves them between warpgroups at run time: 128 * 24 +
-// 256 * 240 = 64512 = 384 * 168. With 4 consumer warps every thread already gets 255.
+// Registers (WarpRoles.h, numbers put on the function by bob-lower-kernel): ptxas compiles the
+// kernel for 32 * (warps + 4) threads (65536 / 384 = 168 per thread with 8 warps); setmaxnreg
+// moves them between warpgroups at run time: 128 * 24 + 256 * 240 = 64512 = 384 * 168. A 4-warp
+// kernel with two blocks per SM: 128 at entry, 24 and 232.
+#include "compiler/passes/WarpRoles.h"
 #include "compiler/passes/lower_tiles/TileLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -28,8 +30,6 @@ namespace {
 // Marks the role branch so that useConsumerBarriers finds its consumer side.
 constexpr llvm::StringLiteral kRolesAttrName = "bob.warp_roles";
 
-constexpr int32_t kProducerRegisters = 24;
-constexpr int32_t kConsumerRegisters = 240;
 // Named barrier of the consumers (0 is bar.sync's, the whole block's).
 constexpr int32_t kConsumerBarrier = 1;
 
@@ -38,7 +38,14 @@ struct WarpSpecializeLowering : OpConversionPattern<WarpSpecializeOp> {
   LogicalResult matchAndRewrite(WarpSpecializeOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
     auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
     const int64_t consumers = 32 * conv->warps();
-    const bool moveRegisters = conv->warps() > 4;
+    auto func = op->getParentOfType<gpu::GPUFuncOp>();
+    auto registers = [&](StringRef name) {
+      auto attr = func ? func->getAttrOfType<IntegerAttr>(name) : IntegerAttr();
+      return attr ? static_cast<int32_t>(attr.getInt()) : 0;
+    };
+    const int32_t producerRegisters = registers(kProducerRegistersAttrName);
+    const int32_t consumerRegisters = registers(kConsumerRegistersAttrName);
+    const bool moveRegisters = producerRegisters > 0 && consumerRegisters > 0;
     Emitter e(op.getLoc(), rw);
     Value tid = gpu::ThreadIdOp::create(e.b, gpu::Dimension::x);
     Value isProducer =
@@ -48,14 +55,14 @@ struct WarpSpecializeLowering : OpConversionPattern<WarpSpecializeOp> {
 
     e.b.setInsertionPoint(roles.thenBlock()->getTerminator());
     if (moveRegisters)
-      NVVM::SetMaxRegisterOp::create(e.b, kProducerRegisters, NVVM::SetMaxRegisterAction::decrease);
+      NVVM::SetMaxRegisterOp::create(e.b, producerRegisters, NVVM::SetMaxRegisterAction::decrease);
     Value issuer = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, tid, e.index(consumers));
     auto single = scf::IfOp::create(e.b, issuer, /*withElseRegion=*/false);
     rw.inlineBlockBefore(&op.getProducer().front(), single.thenBlock()->getTerminator());
 
     e.b.setInsertionPoint(roles.elseBlock()->getTerminator());
     if (moveRegisters)
-      NVVM::SetMaxRegisterOp::create(e.b, kConsumerRegisters, NVVM::SetMaxRegisterAction::increase);
+      NVVM::SetMaxRegisterOp::create(e.b, consumerRegisters, NVVM::SetMaxRegisterAction::increase);
     rw.inlineBlockBefore(&op.getConsumer().front(), roles.elseBlock()->getTerminator());
     rw.eraseOp(op);
     return success();

@@ -1,0 +1,53 @@
+// How a kernel with a producer warpgroup (`producer` specs) shares the SM's registers between
+// its warpgroups: ptxas compiles every thread for the register count at entry (65536 divided by
+// the threads of the blocks meant to run on one SM, .minnctapersm), and setmaxnreg then moves
+// registers from the producer, which only issues copies, to the consumers.
+//
+// Measured on the H200 (bench/NOTES.md): a producer warpgroup that takes the registers of a
+// second block per SM away from a 4-warp kernel costs up to a third of its speed, so a 4-warp
+// kernel whose shared memory allows two blocks per SM keeps two (consumers at 232 registers).
+#pragma once
+
+#include "compiler/dialect/BobDialect.h"
+#include "compiler/passes/SharedLayout.h"
+
+#include <algorithm>
+
+namespace flashbob::bob {
+
+struct RegisterSplit {
+  int32_t blocksPerSm = 1;
+  int32_t producer = 0, consumer = 0; // setmaxnreg targets; 0: no setmaxnreg
+};
+
+inline constexpr int64_t kRegistersPerSm = 65536;
+inline constexpr int64_t kSharedPerSm = 233472;       // sm_90: 228 KB
+inline constexpr int64_t kSharedReservePerBlock = 1024; // the driver's per-block reserve
+inline constexpr int32_t kProducerRegisters = 24;       // setmaxnreg's minimum
+
+// `sharedBytes`: the block's dynamic and static shared memory.
+inline RegisterSplit registerSplit(SpecAttr spec, int64_t sharedBytes) {
+  RegisterSplit split;
+  if (!spec.getProducer())
+    return split;
+  const int64_t consumers = 32 * spec.getWarps();
+  // Two blocks per SM only for one consumer warpgroup (two would get 112 registers each).
+  if (spec.getWarps() <= 4 && 2 * (sharedBytes + kSharedReservePerBlock) <= kSharedPerSm)
+    split.blocksPerSm = 2;
+  const int64_t perBlock = kRegistersPerSm / split.blocksPerSm;
+  // Whole blocks of 8 registers (setmaxnreg's unit), at most 255 usable per thread.
+  int64_t consumer = (perBlock - 128 * kProducerRegisters) / consumers / 8 * 8;
+  consumer = std::min<int64_t>(consumer, 256);
+  // Without a shortage (one 4-warp block per SM: 256 registers at entry) nothing moves.
+  if (perBlock / spec.getThreads() >= 255)
+    return split;
+  split.producer = kProducerRegisters;
+  split.consumer = static_cast<int32_t>(consumer);
+  return split;
+}
+
+// Attributes LowerKernel puts on a producer kernel's gpu.func for WarpSpecialization.cpp.
+inline constexpr llvm::StringLiteral kProducerRegistersAttrName = "bob.producer_registers";
+inline constexpr llvm::StringLiteral kConsumerRegistersAttrName = "bob.consumer_registers";
+
+} // namespace flashbob::bob
