@@ -79,7 +79,7 @@ llvm::Error validateRows(RowVector r, const char *name) {
 }
 
 // FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
-// kernel, whatever the tile table says: for A/B timing and the GPU tests of the producer path.
+// kernel without column groups, whatever the tile table says: for A/B timing and the GPU tests of the producer path.
 // Read once: this is on every launch's path.
 int producerOverride() {
   static const int value = [] {
@@ -97,7 +97,8 @@ compiler::KernelSpec specFor(const AttentionProblem &p, bob::KernelKind kind,
   s.kind = kind;
   s.headDim = p.headDim;
   kernels::applyTiles(s, kernels::defaultTiles(kind, p.headDim, arch));
-  if (int producer = producerOverride(); producer >= 0 && arch == "sm_90a" && s.stages == 2)
+  if (int producer = producerOverride();
+      producer >= 0 && arch == "sm_90a" && s.stages == 2 && s.warpCols == 1)
     s.producer = producer == 1;
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   s.causal = p.causal;

@@ -100,7 +100,7 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
   if (arch == "sm_90a") {
     const size_t plain = out.size();
     for (size_t i = 0; i < plain; ++i)
-      if (out[i].stages == 2 && !out[i].producer) {
+      if (out[i].stages == 2 && out[i].warpCols == 1 && !out[i].producer) {
         TileConfig t = out[i];
         t.producer = true;
         add(t);

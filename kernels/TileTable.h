@@ -40,7 +40,7 @@ llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec);
 
 // The autotuner's space for `kind` at `headDim`: the default first, then neighbours (block
 // sizes halved/doubled, 8 warps, 8 warps in two column groups), then on sm_90a each two-stage
-// configuration again with a producer warpgroup. Specs the compiler or the
+// configuration without column groups again with a producer warpgroup. Specs the compiler or the
 // device cannot run are pruned by the caller (the compiler's verifier, shared memory per
 // block), never here.
 std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,

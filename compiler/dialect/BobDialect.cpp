@@ -130,6 +130,11 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
     return emitError() << "producer needs arch sm_90a and stages 2 (it issues the TMA loads of "
                           "the next block while the consumers compute), not "
                        << arch.getValue() << " with stages " << stages;
+  // Column groups with a producer gave illegal addresses on the H200 (bob_q and bwd_q at
+  // d = 64, 64 x 32 tiles; bench/NOTES.md), cause not found: not offered until it is.
+  if (producer && warpCols != 1)
+    return emitError() << "producer with warp_cols " << warpCols
+                       << " is unsupported (only warp_cols 1)";
   return success();
 }
 

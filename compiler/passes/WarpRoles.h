@@ -31,8 +31,11 @@ inline RegisterSplit registerSplit(SpecAttr spec, int64_t sharedBytes) {
   if (!spec.getProducer())
     return split;
   const int64_t consumers = 32 * spec.getWarps();
-  // Two blocks per SM only for one consumer warpgroup (two would get 112 registers each).
-  if (spec.getWarps() <= 4 && 2 * (sharedBytes + kSharedReservePerBlock) <= kSharedPerSm)
+  // Two blocks per SM only for one consumer warpgroup (two would get 112 registers each), and
+  // not at d = 256, where ptxas cannot compile the widest products within the 128 registers
+  // at entry (C7602, fwd d = 256 on the H200).
+  if (spec.getWarps() <= 4 && spec.getHeadDim() <= 128 &&
+      2 * (sharedBytes + kSharedReservePerBlock) <= kSharedPerSm)
     split.blocksPerSm = 2;
   const int64_t perBlock = kRegistersPerSm / split.blocksPerSm;
   // Whole blocks of 8 registers (setmaxnreg's unit), at most 255 usable per thread.

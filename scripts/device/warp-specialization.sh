@@ -2,7 +2,7 @@
 # GPU machine: warp specialization (a producer warpgroup issues the loop's TMA loads; spec flag
 # `producer`, bench/NOTES.md). Every GPU test at this commit (plain, then with
 # FLASHBOB_PRODUCER=1: every two-stage sm_90a kernel with a producer), then the 16 heads x 16K
-# benchmarks (BENCH: "op d [--causal]" lines; default below) without and with the producer
+# benchmarks (BENCH: "op d [--causal]" lines, default below; BENCH= for none) without and with the producer
 # (FLASHBOB_PRODUCER=0 / 1), each checked against float64. TUNE="op:d ...": then the
 # autotuner's time for every candidate (producer twins included) of those. PLAIN=0 skips the
 # plain GPU tests.
@@ -23,13 +23,14 @@ fi
 FLASHBOB_PRODUCER=1 timeout 200 .device/bin/gpu_attention_test > $L/gpu_attention_producer.log 2>&1
 echo "gpu_attention_test FLASHBOB_PRODUCER=1 rc=$?"; tail -2 $L/gpu_attention_producer.log
 while read -r op d causal; do
+  [ -n "$op" ] || continue
   for p in 0 1; do
     log=$L/bench-$op-16k-d$d${causal:+-causal}-p$p.log
     FLASHBOB_PRODUCER=$p $F bench --op $op --batch 1 --heads 16 --seq 16384 --head-dim $d $causal \
       --warmup 2 --iters 10 --check --check-rows 64 > $log 2>&1
     echo "bench $op d$d $causal producer=$p rc=$?"; grep -E "median|check:|_w[0-9]" $log | head -4
   done
-done <<<"${BENCH:-bob 128
+done <<<"${BENCH-bob 128
 bob 64
 bob 64 --causal
 bwd 128
@@ -43,6 +44,6 @@ for pair in ${TUNE:-}; do
   echo "== tune $op d$d rc=$?"; grep -E "\] m|chose" $log | head -60
 done
 # Which producer kernels were built (their names end in ...p_s2_...).
-grep -rhoa "[a-z_]*_d[0-9]*_m[0-9]*_n[0-9]*_w[0-9c]*p_s2[a-z0-9_]*" /tmp/flashbob-cache 2>/dev/null \
+grep -rhoa "[a-z_]*_d[0-9]*_m[0-9]*_n[0-9]*_w[0-9c]*p_s2_[a-z0-9_]*sm_90a" /tmp/flashbob-cache 2>/dev/null \
   | sort -u > $L/producer-kernels.log; echo "producer kernels built: $(wc -l < $L/producer-kernels.log)"
 cd $L && tar czf $OUT/logs.tgz *.log
