@@ -22,12 +22,20 @@ struct Row {
 // 2026-11-30-h200-logs/column-groups/); the others were its winners already. The generic
 // column keeps every kernel within sm_80's shared memory (padded tiles are larger, and the
 // scratch tiles of column groups come on top): test/unit/PtxMatrixTest.cpp checks both budgets.
+// Rows ending in `true` take a producer warpgroup (warp specialization: 4 consumer warps, two
+// blocks per SM, compiler/passes/WarpRoles.h), tuned with it at 16 heads x 16K
+// (scripts/device/warp-specialization.sh, logs in 2026-11-30-h200-logs/warp-specialization/
+// third-run-no-column-groups/); the BoB kernels were faster without it (bench/NOTES.md).
 const Row kTable[] = {
-    {bob::KernelKind::fwd, 64, {64, 64, 4, 2}, {64, 64, 4, 2}},
-    {bob::KernelKind::fwd, 128, {128, 128, 8, 2}, {64, 64, 4, 2}}, // tuned: 5.97 vs 6.52 ms (64x64x4)
+    // tuned: 3.52 vs 3.63 ms (64x64x4 without producer)
+    {bob::KernelKind::fwd, 64, {64, 128, 4, 2, 1, true}, {64, 64, 4, 2}},
+    // tuned: 4.95 vs 5.17 ms (128x128x8; that one before: 5.97 vs 6.52 ms for 64x64x4)
+    {bob::KernelKind::fwd, 128, {64, 64, 4, 2, 1, true}, {64, 64, 4, 2}},
     {bob::KernelKind::fwd, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
-    // tuned: d = 128 6.62 vs 7.36 ms (64x32x4)
-    {bob::KernelKind::bwd_q, 128, {64, 64, 4, 2}, {64, 64, 4, 2}},
+    // tuned: 3.71 vs 4.33 ms (64x64x4 without producer)
+    {bob::KernelKind::bwd_q, 64, {64, 128, 4, 2, 1, true}, {64, 64, 4, 2}},
+    // tuned: 5.73 vs 7.19 ms (64x64x4 without producer); before: 6.62 vs 7.36 ms (64x32x4)
+    {bob::KernelKind::bwd_q, 128, {64, 64, 4, 2, 1, true}, {64, 64, 4, 2}},
     {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
     // tuned: after the wgmma register fixes (bench/NOTES.md) 6.07 vs 6.84 ms (32x64x4) at 16K;
     // before them 32x64x4 won (at 64K 99.2 vs 115.0 ms).

@@ -55,7 +55,7 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     `<` `kind` `=` $kind `,` `head_dim` `=` $head_dim `,` `block_m` `=` $block_m `,`
         `block_n` `=` $block_n `,` `warps` `=` $warps `,` `stages` `=` $stages `,`
         `dtype` `=` $dtype `,` `causal` `=` $causal `,` `scale` `=` $scale `,` `arch` `=` $arch
-        (`,` `warp_cols` `=` $warp_cols^)? (`,` `producer` `=` $producer^)? `>`
+        `` custom<SpecTail>($warp_cols, $producer) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

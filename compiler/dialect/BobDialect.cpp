@@ -19,6 +19,42 @@ using namespace flashbob::bob;
 #include "compiler/dialect/BobDialect.cpp.inc"
 #include "compiler/dialect/BobEnums.cpp.inc"
 
+// The spec's optional fields, each printed only when it differs from its default:
+// `, warp_cols = N` and `, producer = true` (two optional groups that both begin with a comma
+// are ambiguous to the declarative format, hence this directive).
+static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &producer) {
+  warpCols = 1;
+  producer = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    llvm::SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    if (key == "warp_cols") {
+      int64_t value;
+      if (parser.parseInteger(value))
+        return failure();
+      warpCols = value;
+    } else if (key == "producer") {
+      StringRef value;
+      at = parser.getCurrentLocation();
+      if (parser.parseKeyword(&value) || (value != "true" && value != "false"))
+        return parser.emitError(at, "producer must be true or false");
+      producer = value == "true";
+    } else {
+      return parser.emitError(at, "unknown spec field '") << key << "'";
+    }
+  }
+  return success();
+}
+
+static void printSpecTail(AsmPrinter &printer, int64_t warpCols, bool producer) {
+  if (warpCols != 1)
+    printer << ", warp_cols = " << warpCols;
+  if (producer)
+    printer << ", producer = true";
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "compiler/dialect/BobAttrs.cpp.inc"
 

@@ -117,6 +117,81 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
   CHECK(variants == 16 * kConfigurations * static_cast<int>(std::size(kImplementedKinds)));
 }
 
+TEST_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consumer barriers",
+          "[compiler][ptx]") {
+  // Warp specialization (sm_90a): 4 consumer warps and a producer warpgroup, so 256 threads.
+  // ptxas must honour setmaxnreg (no C7508 "ignored"); the one bar.sync 0 is the mbarrier
+  // initialisation before the roles split, every other barrier is the consumers' named barrier
+  // 1 for 128 threads; the producer waits on empty barriers, the consumers arrive on them.
+  // Two blocks per SM (.minnctapersm 2: 128 registers at entry, 24 / 232 after setmaxnreg)
+  // when the shared memory of two fits the SM's 228 KB, else one and no setmaxnreg.
+  int variants = 0;
+  for (bob::KernelKind kind : kImplementedKinds)
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true}) {
+        compiler::KernelSpec spec;
+        spec.kind = kind;
+        spec.headDim = d;
+        spec.causal = causal;
+        // bob_q keeps four accumulators: 64 x 32 tiles (the table's d = 64 choice).
+        kernels::applyTiles(spec, kind == bob::KernelKind::bob_q
+                                      ? Tiles{64, 32, 4, 2, 1, true}
+                                      : Tiles{64, 64, 4, 2, 1, true});
+        INFO(spec.name());
+        auto artifacts = kernels::compileKernel(spec, /*assemble=*/true);
+        if (!artifacts)
+          FAIL(llvm::toString(artifacts.takeError()));
+        const std::string &ptx = artifacts->ptx;
+        CHECK(artifacts->threads == 256);
+        CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+        CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+        auto count = [&](const std::string &what) {
+          size_t n = 0;
+          for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1))
+            ++n;
+          return n;
+        };
+        CHECK(count("bar.sync \t0;") == 1);
+        CHECK(count("bar.sync \t1, 128;") >= 1);
+        CHECK(count("barrier.sync") == 0);
+        CHECK(count("mbarrier.arrive.shared.b64") >= 1);
+        CHECK(count("cp.async.bulk.tensor.4d") >= 2);
+        const bool twoBlocks = ptx.find(".minnctapersm 2") != std::string::npos;
+        CHECK((twoBlocks || ptx.find(".minnctapersm 1") != std::string::npos));
+        if (twoBlocks) {
+          CHECK(artifacts->registers == 128);
+          CHECK(count("setmaxnreg.dec.sync.aligned.u32 \t24;") == 1);
+          CHECK(count("setmaxnreg.inc.sync.aligned.u32 \t232;") == 1);
+        } else {
+          CHECK(count("setmaxnreg") == 0);
+        }
+        std::printf("%-60s regs %3d spill %5d B shared %6lld B%s\n", spec.name().c_str(),
+                    artifacts->registers, artifacts->spillBytes,
+                    static_cast<long long>(artifacts->sharedBytes), twoBlocks ? " 2/SM" : "");
+        ++variants;
+      }
+  CHECK(variants == 4 * static_cast<int>(std::size(kImplementedKinds)));
+}
+
+TEST_CASE("the autotuner's space offers the producer twin of each plain configuration",
+          "[compiler]") {
+  for (bob::KernelKind kind : kImplementedKinds) {
+    std::vector<Tiles> hopper = kernels::candidateTiles(kind, 64, "sm_90a");
+    for (const Tiles &t : hopper) {
+      INFO(kernels::tileName(t));
+      bool twin = false;
+      for (const Tiles &o : hopper)
+        twin |= o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps &&
+                o.warpCols == t.warpCols && o.producer != t.producer;
+      // Column groups have no producer form (the verifier rejects it).
+      CHECK(twin == (t.warpCols == 1 && t.stages == 2));
+      CHECK((kernels::tileName(t).find("p_s") != std::string::npos) == t.producer);
+    }
+    for (const Tiles &t : kernels::candidateTiles(kind, 64, "sm_80"))
+      CHECK_FALSE(t.producer);
+  }
+}
+
 TEST_CASE("specs the compiler cannot build are rejected before any compilation", "[compiler]") {
   compiler::KernelSpec spec;
   spec.headDim = 100;

@@ -65,8 +65,9 @@ llvm::Error dumpAll(llvm::StringRef dir, const compiler::KernelSpec &spec,
 }
 
 // What ptxas reported that changes how the kernel runs, on stderr: spills (local memory in the
-// kernel's loops) and the wgmma fences or waits it had to add itself (its C7517/C7519 notes),
-// which serialise products that the lowering leaves in flight together.
+// kernel's loops), the wgmma fences or waits it had to add itself (its C7517/C7519 notes),
+// which serialise products that the lowering leaves in flight together, and setmaxnreg it
+// ignored (C7508: the consumers of a producer kernel then get the registers at entry only).
 void reportPtxas(const compiler::KernelArtifacts &a) {
   if (a.spillBytes > 0)
     llvm::errs() << llvm::formatv("flashbob compile: note: ptxas spills registers: {0} bytes of "
@@ -75,7 +76,7 @@ void reportPtxas(const compiler::KernelArtifacts &a) {
   llvm::SmallVector<llvm::StringRef> lines;
   llvm::StringRef(a.ptxasLog).split(lines, '\n');
   for (llvm::StringRef line : lines)
-    if (line.contains("is injected"))
+    if (line.contains("is injected") || line.contains("'setmaxnreg' ignored"))
       llvm::errs() << "flashbob compile: warning: ptxas: "
                    << line.drop_until([](char c) { return c == '('; }).trim() << "\n";
 }

@@ -809,3 +809,33 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
   %r = bob.reduce min %t : !bob.rtile<64x64xf32> -> !bob.rowvec<64>
   bob.return
 }
+
+// -----
+
+// a producer warpgroup issues TMA loads into the second stage's buffers: sm_90a, two stages
+// expected-error @+1 {{producer needs arch sm_90a and stages 2 (it issues the TMA loads of the next block while the consumers compute), not sm_80 with stages 2}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_80", producer = true>} {
+  bob.return
+}
+
+// -----
+
+// expected-error @+1 {{not sm_90a with stages 1}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", producer = true>} {
+  bob.return
+}
+
+// -----
+
+// expected-error @+1 {{producer with warp_cols 2 is unsupported (only warp_cols 1)}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 2, producer = true>} {
+  bob.return
+}
+
+// -----
+
+// the spec's optional fields are named
+// expected-error @+1 {{unknown spec field 'producers'}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", producers = true>} {
+  bob.return
+}

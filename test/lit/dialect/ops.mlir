@@ -139,3 +139,23 @@ bob.kernel @kinds_bob_kv() attributes {spec = #bob.spec<kind = bob_kv, head_dim 
 bob.kernel @column_groups() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", warp_cols = 2>} {
   bob.return
 }
+// Warp specialization: producer is printed when true; the role split and the buffer handshake
+// (placed by bob-pipeline-loads).
+// CHECK-LABEL: bob.kernel @producer
+// CHECK-SAME: arch = "sm_90a", producer = true>
+// CHECK:      bob.warp_specialize producer {
+// CHECK-NEXT:   bob.producer_acquire %[[B:.+]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT: } consumer {
+// CHECK-NEXT:   bob.consumer_wait %[[B]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT:   bob.consumer_release %[[B]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT: }
+bob.kernel @producer() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", producer = true>} {
+  %b = bob.alloc_shared : !bob.smem<64x64xbf16>
+  bob.warp_specialize producer {
+    bob.producer_acquire %b : !bob.smem<64x64xbf16>
+  } consumer {
+    bob.consumer_wait %b : !bob.smem<64x64xbf16>
+    bob.consumer_release %b : !bob.smem<64x64xbf16>
+  }
+  bob.return
+}

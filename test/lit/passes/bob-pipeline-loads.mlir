@@ -128,3 +128,62 @@ bob.kernel @read_after_loop(%k: !T) attributes {spec = #bob.spec<kind = fwd, hea
   %s = bob.mma %ks, %ks, %zero {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
   bob.return
 }
+
+// -----
+
+// With a producer (warp specialization) the loop is split by role instead: everything after
+// the allocs moves into the consumer region; the producer region recomputes the loop bounds and
+// runs the same iterations, each acquiring this iteration's buffer and starting its load there.
+// The consumers wait for their buffer where the load was and release it at the end of the body.
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// CHECK-LABEL: bob.kernel @producer
+// CHECK-SAME: (%[[Q:.+]]: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>, %[[K:.+]]: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>)
+// CHECK-SAME: producer = true
+// CHECK:      %[[N:.+]] = memref.dim %[[Q]]
+// CHECK:      %[[QS:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: %[[K0:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: %[[K1:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: bob.warp_specialize producer {
+// CHECK-NEXT:   %[[PUB:.+]] = arith.divui %[[N]], %{{.+}} : index
+// CHECK-NEXT:   scf.for %[[PI:.+]] = %{{.+}} to %[[PUB]] step
+// CHECK:          %[[PEVEN:.+]] = arith.cmpi eq
+// CHECK-NEXT:     %[[PBUF:.+]] = arith.select %[[PEVEN]], %[[K0]], %[[K1]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT:     bob.producer_acquire %[[PBUF]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT:     %[[PROW:.+]] = arith.muli %[[PI]], %{{.+}} : index
+// CHECK-NEXT:     bob.load_shared %[[K]][%{{.+}}, %{{.+}}, %[[PROW]]] bound %[[N]] into %[[PBUF]] {async}
+// CHECK-NEXT:   }
+// CHECK-NEXT: } consumer {
+// The load before the loop stays the consumers' own (synchronous).
+// CHECK-NEXT:   bob.load_shared %[[Q]]{{.*}} into %[[QS]] :
+// CHECK:        scf.for %[[I:.+]] = {{.*}} iter_args
+// CHECK:          %[[EVEN:.+]] = arith.cmpi eq
+// CHECK-NEXT:     %[[CUR:.+]] = arith.select %[[EVEN]], %[[K0]], %[[K1]] : !bob.smem<64x64xbf16>
+// CHECK-NOT:      bob.load_shared
+// CHECK:          bob.consumer_wait %[[CUR]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT:     %[[S:.+]] = bob.mma %[[QS]], %[[CUR]], %{{.+}} {transpose_b}
+// CHECK-NEXT:     bob.consumer_release %[[CUR]] : !bob.smem<64x64xbf16>
+// CHECK-NEXT:     scf.yield %[[S]]
+// CHECK:        bob.store_tile
+// CHECK-NEXT: }
+// CHECK-NEXT: bob.return
+bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "sm_90a", producer = true>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %n = memref.dim %q, %c2 : !T
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  bob.load_shared %q[%c0, %c0, %c0] bound %n into %qs : !T, !bob.smem<64x64xbf16>
+  %blocks = arith.divui %n, %c64 : index
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %r = scf.for %i = %c0 to %blocks step %c1 iter_args(%acc = %zero) -> (!bob.rtile<64x64xf32>) {
+    %row = arith.muli %i, %c64 : index
+    bob.load_shared %k[%c0, %c0, %row] bound %n into %ks : !T, !bob.smem<64x64xbf16>
+    %s = bob.mma %qs, %ks, %acc {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+    scf.yield %s : !bob.rtile<64x64xf32>
+  }
+  bob.store_tile %r, %q[%c0, %c0, %c0] bound %n : !bob.rtile<64x64xf32>, !T
+  bob.return
+}
