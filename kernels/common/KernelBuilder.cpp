@@ -73,8 +73,15 @@ std::pair<Value, Value> KernelBuilder::batchAndHead(Value anyTensor) {
 }
 
 Value KernelBuilder::blockStart(int64_t rowsPerBlock) {
-  return arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
-                               index(rowsPerBlock));
+  Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  // Causal query-major kernels take their query blocks last first: a later block sees more
+  // keys, and the GPU starts blocks in blockIdx order, so the longest now start first and the
+  // short ones fill the last wave instead of a few long ones running alone at the end.
+  if (spec.causal && !bob::isKeyMajor(spec.kind)) {
+    Value last = arith::SubIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x), index(1));
+    block = arith::SubIOp::create(b, last, block);
+  }
+  return arith::MulIOp::create(b, block, index(rowsPerBlock));
 }
 
 llvm::SmallVector<Value> KernelBuilder::allocShared(size_t count, int64_t rows) {

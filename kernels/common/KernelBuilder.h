@@ -43,7 +43,8 @@ public:
   // (batch, head) of this block from blockIdx.y = batch * heads + head.
   std::pair<mlir::Value, mlir::Value> batchAndHead(mlir::Value anyTensor);
 
-  // First row this block owns: blockIdx.x * rowsPerBlock.
+  // First row this block owns: blockIdx.x * rowsPerBlock (causal query-major kernels count
+  // blocks from the last: gridDim.x - 1 - blockIdx.x).
   mlir::Value blockStart(int64_t rowsPerBlock);
 
   // One shared tile of rows x head_dim per tensor (allocated in order).
