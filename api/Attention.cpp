@@ -79,8 +79,8 @@ llvm::Error validateRows(RowVector r, const char *name) {
 }
 
 // FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
-// kernel without column groups, whatever the tile table says: for A/B timing and the GPU tests of the producer path.
-// Read once: this is on every launch's path.
+// kernel without column groups, whatever the tile table says: for A/B timing and the GPU tests
+// of the producer path. Read once: this is on every launch's path.
 int producerOverride() {
   static const int value = [] {
     const char *env = std::getenv("FLASHBOB_PRODUCER");

@@ -1,8 +1,11 @@
 // bob-lower-kernel: each bob.kernel becomes a gpu.func kernel in the module's gpu.module.
 //
 // Only the container changes: the body (tile ops, scf loops, memref arguments) moves as it is,
-// so bob-lower-tiles runs inside ordinary GPU functions and upstream passes do the rest.
+// so bob-lower-tiles runs inside ordinary GPU functions and upstream passes do the rest. The
+// function gets the block size and, for a producer kernel, the blocks per SM and the register
+// split of its warpgroups (WarpRoles.h).
 #include "compiler/passes/Passes.h"
+#include "compiler/passes/SharedLayout.h"
 #include "compiler/passes/WarpRoles.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

@@ -9,7 +9,6 @@
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
-#include "compiler/passes/SharedLayout.h"
 
 #include <algorithm>
 
