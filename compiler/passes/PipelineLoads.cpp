@@ -241,35 +241,35 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
     if (failed(lb) || failed(ub) || failed(step))
       return loop.emitOpError("producer: the loop bounds are not computed by pure ops");
     auto ploop = scf::ForOp::create(pb, loc, *lb, *ub, *step);
-    OpBuilder lb2(ploop.getBody()->getTerminator());
+    OpBuilder inLoop(ploop.getBody()->getTerminator());
     Value piv = ploop.getInductionVar();
-    Value even = usesFirstBuffers(lb2, loc, ploop, piv);
+    Value even = usesFirstBuffers(inLoop, loc, ploop, piv);
     SmallVector<Value> targets;
     for (LoadSharedOp load : plan.loads) {
       auto select = load.getDst().getDefiningOp<arith::SelectOp>();
-      targets.push_back(arith::SelectOp::create(lb2, loc, even, select.getTrueValue(),
+      targets.push_back(arith::SelectOp::create(inLoop, loc, even, select.getTrueValue(),
                                                 select.getFalseValue()));
     }
-    ProducerAcquireOp::create(lb2, loc, targets);
+    ProducerAcquireOp::create(inLoop, loc, targets);
     for (auto [load, target] : llvm::zip_equal(plan.loads, targets)) {
       IRMapping map = outer;
       map.map(loop.getInductionVar(), piv);
       for (Operation *op : plan.slices[load]) {
         for (Value operand : op->getOperands())
           if (operand.getParentBlock() != loop.getBody() &&
-              failed(recompute(lb2, hidden, operand, map)))
+              failed(recompute(inLoop, hidden, operand, map)))
             return load.emitOpError("producer: the row is not computed by pure ops");
-        lb2.clone(*op, map);
+        inLoop.clone(*op, map);
       }
       SmallVector<Value> operands;
       for (Value v : SmallVector<Value>{load.getSrc(), load.getBatch(), load.getHead(),
                                         load.getBound()}) {
-        auto seen = recompute(lb2, hidden, v, map);
-        if (failed(seen))
+        auto recomputed = recompute(inLoop, hidden, v, map);
+        if (failed(recomputed))
           return load.emitOpError("producer: the load's operands are not computed by pure ops");
-        operands.push_back(*seen);
+        operands.push_back(*recomputed);
       }
-      LoadSharedOp::create(lb2, load.getLoc(), operands[0], operands[1], operands[2],
+      LoadSharedOp::create(inLoop, load.getLoc(), operands[0], operands[1], operands[2],
                            map.lookupOrDefault(load.getRow()), operands[3], target,
                            load.getTensorMap(), /*async=*/true);
     }

@@ -28,7 +28,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <type_traits>
 
@@ -141,18 +141,18 @@ struct TmaLoadLowering : OpConversionPattern<LoadSharedOp> {
                                       Value(), Value());
       }
     };
-    if (byProducer)
-      issue();
-    else
-      e.ifThen(isFirstThread(e), issue);
     if (byProducer) {
       // Completion is the consumers' business (bob.consumer_wait).
-    } else if (last && op.getAsync()) {
-      Value pending = memref::LoadOp::create(e.b, tma.pending);
-      memref::StoreOp::create(e.b, arith::OrIOp::create(e.b, pending, barrierBit(e, bar)),
-                              tma.pending);
-    } else if (last) {
-      waitTmaBarrier(e, tma, bar);
+      issue();
+    } else {
+      e.ifThen(isFirstThread(e), issue);
+      if (last && op.getAsync()) {
+        Value pending = memref::LoadOp::create(e.b, tma.pending);
+        memref::StoreOp::create(e.b, arith::OrIOp::create(e.b, pending, barrierBit(e, bar)),
+                                tma.pending);
+      } else if (last) {
+        waitTmaBarrier(e, tma, bar);
+      }
     }
     rw.eraseOp(op);
     return success();
@@ -166,15 +166,13 @@ struct TmaLoadLowering : OpConversionPattern<LoadSharedOp> {
 SmallVector<Value> barriersOf(Emitter &e, ConversionPatternRewriter &rw, const TmaBarriers &tma,
                               ValueRange tiles) {
   SmallVector<Value> bars;
-  llvm::SmallPtrSet<Operation *, 4> seen;
+  llvm::SmallDenseSet<Value, 4> seen;
   for (Value tile : tiles) {
     SmallVector<Value> allocs;
     bool ok = true;
     collectTiles(tile, allocs, ok);
-    if (!ok || allocs.empty() ||
+    if (!ok || allocs.empty() || !seen.insert(tile).second ||
         !llvm::all_of(allocs, [&](Value a) { return tma.index.count(a) != 0; }))
-      continue;
-    if (Operation *def = tile.getDefiningOp(); def && !seen.insert(def).second)
       continue;
     bars.push_back(barrierOf(e, rw, tma, tile));
   }
