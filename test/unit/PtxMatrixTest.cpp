@@ -10,7 +10,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <cstdio>
+#include <cstdlib>
 
 using namespace flashbob;
 
@@ -44,6 +49,21 @@ Tiles tiles(bob::KernelKind kind, int64_t d, int which, const char *arch) {
   return bob::isKeyMajor(kind) ? Tiles{32, 64, 8, 2, /*warpCols=*/2}
                                : Tiles{64, 32, 8, 2, /*warpCols=*/2};
 }
+
+// With FLASHBOB_PTX_SNAPSHOT_DIR set, every variant's PTX is also written there as <name>.ptx,
+// so that a refactoring can show its PTX byte-identical to the commit before
+// (`diff -r before/ after/`; docs/architecture.md, "Checking a refactoring").
+void snapshot(const compiler::KernelSpec &spec, const std::string &ptx) {
+  const char *dir = std::getenv("FLASHBOB_PTX_SNAPSHOT_DIR");
+  if (!dir || !*dir)
+    return;
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, spec.name() + ".ptx");
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  REQUIRE_FALSE(ec);
+  os << ptx;
+}
 } // namespace
 
 TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[compiler][ptx]") {
@@ -67,6 +87,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
               if (!artifacts)
                 FAIL(llvm::toString(artifacts.takeError()));
               const std::string &ptx = artifacts->ptx;
+              snapshot(spec, ptx);
               const bool hopper = std::string(arch) == "sm_90a";
               const std::string types = dtype == bob::ElemType::bf16 ? "bf16.bf16" : "f16.f16";
               // sm_90a: every configuration here has whole warpgroups of accumulator rows, so
@@ -142,6 +163,7 @@ TEST_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consum
         if (!artifacts)
           FAIL(llvm::toString(artifacts.takeError()));
         const std::string &ptx = artifacts->ptx;
+        snapshot(spec, ptx);
         CHECK(artifacts->threads == 256);
         CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
         CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
