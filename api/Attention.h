@@ -1,44 +1,14 @@
 // FlashBoB's C++ API: attention forward, backward and backward-over-backward (BoB) on device
 // pointers. Kernels are generated for the problem's specialization on first use (JIT) and kept
 // for the process. Every argument is checked before anything is launched; errors name the
-// argument. Exact math (bob-math.md); extra device memory is O(N) floats, nothing N x N.
+// argument. Exact math (docs/bob-math.md); extra device memory is O(N) floats, nothing N x N.
 #pragma once
 
-#include <cuda.h>
+#include "jit/Problem.h"
 
 #include "llvm/Support/Error.h"
 
-#include <cstdint>
-#include <optional>
-
 namespace flashbob {
-
-enum class DType { bf16, fp16 };
-
-// A (batch, heads, seq, head_dim) tensor of the problem's dtype in device memory, with strides
-// in elements (the head_dim stride must be 1).
-struct Tensor {
-  CUdeviceptr data = 0;
-  int64_t stride[4] = {0, 0, 0, 1};
-};
-
-// A (batch, heads, seq) f32 vector per row, contiguous (L, D, c, b).
-struct RowVector {
-  CUdeviceptr data = 0;
-};
-
-struct AttentionProblem {
-  int64_t batch = 1, heads = 1;
-  int64_t seqQ = 0;             // N, queries
-  int64_t seqK = 0;             // M, keys
-  int64_t headDim = 64;         // d
-  DType dtype = DType::bf16;
-  bool causal = false;          // bottom-right aligned when M != N
-  std::optional<double> scale;  // default 1/sqrt(d)
-
-  // Contiguous strides for a (batch, heads, rows, head_dim) tensor.
-  Tensor contiguous(CUdeviceptr data, int64_t rows) const;
-};
 
 // O = softmax(s Q K^T) V and L = logsumexp rows.
 llvm::Error attentionForward(const AttentionProblem &p, const Tensor &q, const Tensor &k,

@@ -3,7 +3,7 @@
 #include "api/flashbob.h"
 
 #include "api/Attention.h"
-#include "api/Tuning.h"
+#include "jit/Tuning.h"
 
 #include <cstdlib>
 
@@ -83,7 +83,7 @@ const char *flashbob_version(void) { return FLASHBOB_VERSION; }
 
 const char *flashbob_last_error(void) { return lastError.c_str(); }
 
-void flashbob_set_autotune(int on) { flashbob::api::setAutotune(on != 0); }
+void flashbob_set_autotune(int on) { flashbob::jit::setAutotune(on != 0); }
 
 flashbob_status flashbob_set_cache_dir(const char *dir) {
   // The cache reads FLASHBOB_CACHE_DIR when it is opened; setting it here is the one switch.

@@ -13,28 +13,32 @@ double KernelSpec::effectiveScale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(headDim));
 }
 
-std::string KernelSpec::name() const {
-  // The scale is spelled by its float32 bits: exact, and a valid PTX identifier.
-  float scale32 = static_cast<float>(effectiveScale());
-  uint32_t scaleBits;
-  std::memcpy(&scaleBits, &scale32, sizeof(scaleBits));
-  std::string kindName = bob::stringifyKernelKind(kind).str();
+std::string TileConfig::name() const {
   std::string warpText = std::to_string(warps);
   if (warpCols != 1)
     warpText += "c" + std::to_string(warpCols);
   if (producer)
     warpText += "p";
-  return llvm::formatv("{0}_d{1}_m{2}_n{3}_w{4}_s{5}_{6}{7}_sc{8:x-}_{9}", kindName, headDim,
-                       blockM, blockN, warpText, stages, bob::stringifyElemType(dtype),
-                       causal ? "_causal" : "", scaleBits, arch)
+  return llvm::formatv("m{0}_n{1}_w{2}_s{3}", blockM, blockN, warpText, stages).str();
+}
+
+std::string KernelSpec::name() const {
+  // The scale is spelled by its float32 bits: exact, and a valid PTX identifier.
+  float scale32 = static_cast<float>(effectiveScale());
+  uint32_t scaleBits;
+  std::memcpy(&scaleBits, &scale32, sizeof(scaleBits));
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}_sc{5:x-}_{6}", bob::stringifyKernelKind(kind),
+                       headDim, tiles.name(), bob::stringifyElemType(dtype),
+                       causal ? "_causal" : "", scaleBits, bob::stringifyArch(arch))
       .str();
 }
 
 bob::SpecAttr KernelSpec::toAttr(mlir::MLIRContext *ctx) const {
   mlir::Builder b(ctx);
-  return bob::SpecAttr::get(ctx, kind, headDim, blockM, blockN, warps, stages, dtype, causal,
-                            b.getF32FloatAttr(static_cast<float>(effectiveScale())),
-                            b.getStringAttr(arch), warpCols, producer);
+  return bob::SpecAttr::get(ctx, kind, headDim, tiles.blockM, tiles.blockN, tiles.warps,
+                            tiles.stages, dtype, causal,
+                            b.getF32FloatAttr(static_cast<float>(effectiveScale())), arch,
+                            tiles.warpCols, tiles.producer);
 }
 
 llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
@@ -47,12 +51,11 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
     message = d.str();
     return mlir::success();
   });
-  if (mlir::failed(bob::SpecAttr::verify(emitError, spec.kind, spec.headDim, spec.blockM,
-                                         spec.blockN, spec.warps, spec.stages, spec.dtype,
-                                         spec.causal,
-                                         b.getF32FloatAttr(static_cast<float>(spec.effectiveScale())),
-                                         b.getStringAttr(spec.arch), spec.warpCols,
-                                         spec.producer)))
+  const TileConfig &t = spec.tiles;
+  if (mlir::failed(bob::SpecAttr::verify(
+          emitError, spec.kind, spec.headDim, t.blockM, t.blockN, t.warps, t.stages, spec.dtype,
+          spec.causal, b.getF32FloatAttr(static_cast<float>(spec.effectiveScale())), spec.arch,
+          t.warpCols, t.producer)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid kernel spec: " + message);
   return llvm::Error::success();
 }
@@ -73,5 +76,7 @@ std::optional<bob::ElemType> parseDtype(llvm::StringRef text) {
     return bob::ElemType::f16;
   return std::nullopt;
 }
+
+std::optional<bob::Arch> parseArch(llvm::StringRef text) { return bob::symbolizeArch(text); }
 
 } // namespace flashbob::compiler

@@ -12,25 +12,38 @@
 
 namespace flashbob::compiler {
 
+// How a kernel's work is cut: the tile heuristics choose these (kernels/TileTable), the
+// autotuner searches them, everything else is fixed by the problem.
+struct TileConfig {
+  int64_t blockM = 64;   // query rows per tile
+  int64_t blockN = 64;   // key rows per tile
+  int64_t warps = 4;     // consumer warps per block
+  int64_t stages = 1;    // global -> shared pipeline depth (#bob.spec stages)
+  int64_t warpCols = 1;  // column groups the warps form (#bob.spec warp_cols)
+  bool producer = false; // a producer warpgroup issues the loop's TMA loads (#bob.spec producer)
+
+  // "m64_n32_w4_s2" ("w8c2" for 8 warps in 2 column groups, "w4p" for 4 consumer warps and a
+  // producer warpgroup): the tiles' part of KernelSpec::name, and how tuning records name them.
+  std::string name() const;
+  bool operator==(const TileConfig &o) const {
+    return blockM == o.blockM && blockN == o.blockN && warps == o.warps && stages == o.stages &&
+           warpCols == o.warpCols && producer == o.producer;
+  }
+};
+
 struct KernelSpec {
   bob::KernelKind kind = bob::KernelKind::fwd;
   int64_t headDim = 64;
-  int64_t blockM = 64;
-  int64_t blockN = 64;
-  int64_t warps = 4;
-  int64_t warpCols = 1; // column groups the warps form (#bob.spec warp_cols)
-  int64_t stages = 1;
-  bool producer = false; // a producer warpgroup issues the loop's TMA loads (#bob.spec producer)
+  TileConfig tiles;
   bob::ElemType dtype = bob::ElemType::bf16;
   bool causal = false;
   std::optional<double> scale; // default 1/sqrt(head_dim)
-  std::string arch = "sm_90a";
+  bob::Arch arch = bob::Arch::sm_90a;
 
   double effectiveScale() const;
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sc3e000000_sm_90a"
-  // (scale as float32 bits; "w8c2" for 8 warps in 2 column groups, "w4p" for 4 consumer warps
-  // and a producer warpgroup):
-  // the kernel's symbol and part of the cache key.
+  // (tiles as TileConfig::name, scale as float32 bits): the kernel's symbol, the in-memory
+  // cache's key and part of the disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
 };
@@ -40,5 +53,6 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx);
 
 std::optional<bob::KernelKind> parseKind(llvm::StringRef text);
 std::optional<bob::ElemType> parseDtype(llvm::StringRef text); // bf16, fp16 (or f16)
+std::optional<bob::Arch> parseArch(llvm::StringRef text);      // sm_80 ... sm_90a
 
 } // namespace flashbob::compiler

@@ -1,5 +1,7 @@
 #include "kernels/TileTable.h"
 
+#include "compiler/dialect/Target.h"
+
 namespace flashbob::kernels {
 
 namespace {
@@ -59,8 +61,8 @@ const Row kTable[] = {
 };
 } // namespace
 
-TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef arch) {
-  const bool hopper = arch == "sm_90a";
+TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch) {
+  const bool hopper = tableTarget(arch) == bob::Arch::sm_90a;
   for (const Row &row : kTable)
     if (row.kind == kind && headDim <= row.maxHeadDim) {
       // Column groups split head_dim into whole 16-column fragments per group (d = 80 or 112
@@ -73,12 +75,15 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef a
   return {64, 64, 4, 2};
 }
 
-int64_t tableSharedBudget(llvm::StringRef arch) {
-  return arch == "sm_90a" ? 232448 : 166912;
+bob::Arch tableTarget(bob::Arch arch) {
+  return bob::hasHopperFeatures(arch) ? bob::Arch::sm_90a : bob::Arch::sm_80;
 }
 
-std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
-                                       llvm::StringRef arch) {
+int64_t tableSharedBudget(bob::Arch arch) {
+  return bob::targetInfo(tableTarget(arch)).sharedPerBlock;
+}
+
+std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch) {
   const bool keyMajor = bob::isKeyMajor(kind);
   TileConfig base = defaultTiles(kind, headDim, arch);
   std::vector<TileConfig> out = {base};
@@ -86,7 +91,7 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
     for (const TileConfig &o : out)
       if (o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps &&
           o.warpCols == t.warpCols && o.producer == t.producer)
-        return;
+        return; // the same tiles (stages are the default's in every candidate)
     // Each warp owns whole 16-row fragments of the block's own rows (those of its group).
     int64_t own = keyMajor ? t.blockN : t.blockM;
     if (own % (16 * (t.warps / t.warpCols)) == 0 && t.blockM >= 16 && t.blockN >= 16)
@@ -105,7 +110,7 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
     add(config(64, other, 8, 2));
   // Warp specialization (bob-pipeline-loads): the same tiles, their loads issued by a producer
   // warpgroup that gives its registers to the consumers.
-  if (arch == "sm_90a") {
+  if (bob::hasHopperFeatures(arch)) {
     const size_t plain = out.size();
     for (size_t i = 0; i < plain; ++i)
       if (out[i].stages == 2 && out[i].warpCols == 1 && !out[i].producer) {
@@ -115,21 +120,6 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
       }
   }
   return out;
-}
-
-std::string tileName(const TileConfig &t) {
-  return "m" + std::to_string(t.blockM) + "_n" + std::to_string(t.blockN) + "_w" +
-         std::to_string(t.warps) + (t.warpCols != 1 ? "c" + std::to_string(t.warpCols) : "") +
-         (t.producer ? "p" : "") + "_s" + std::to_string(t.stages);
-}
-
-void applyTiles(compiler::KernelSpec &spec, const TileConfig &tiles) {
-  spec.blockM = tiles.blockM;
-  spec.blockN = tiles.blockN;
-  spec.warps = tiles.warps;
-  spec.warpCols = tiles.warpCols;
-  spec.stages = tiles.stages;
-  spec.producer = tiles.producer;
 }
 
 namespace {
@@ -146,16 +136,18 @@ int64_t accumulatorCount(bob::KernelKind kind) {
 } // namespace
 
 int64_t accumulatorFloatsPerThread(const compiler::KernelSpec &spec) {
-  const int64_t own = bob::isKeyMajor(spec.kind) ? spec.blockN : spec.blockM;
-  return accumulatorCount(spec.kind) * own * spec.headDim / (32 * spec.warps);
+  const TileConfig &t = spec.tiles;
+  const int64_t own = bob::isKeyMajor(spec.kind) ? t.blockN : t.blockM;
+  return accumulatorCount(spec.kind) * own * spec.headDim / (32 * t.warps);
 }
 
 llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec) {
   const int64_t floats = accumulatorFloatsPerThread(spec);
-  const int64_t own = bob::isKeyMajor(spec.kind) ? spec.blockN : spec.blockM;
+  const TileConfig &t = spec.tiles;
+  const int64_t own = bob::isKeyMajor(spec.kind) ? t.blockN : t.blockM;
   // 16 rows a warp is the least a warp can own (one mma fragment): at that point the state is
   // the kernel's minimum for this head dim (bob_q at d = 256 still spills, and runs).
-  if (floats <= kMaxAccumulatorFloatsPerThread || own / (spec.warps / spec.warpCols) <= 16)
+  if (floats <= kMaxAccumulatorFloatsPerThread || own / (t.warps / t.warpCols) <= 16)
     return llvm::Error::success();
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
@@ -163,7 +155,7 @@ llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec) {
       "more than %lld cannot stay in a thread's 255 registers: use a smaller %s or more warps",
       bob::stringifyKernelKind(spec.kind).str().c_str(),
       static_cast<long long>(accumulatorCount(spec.kind)), static_cast<long long>(own),
-      static_cast<long long>(spec.headDim), static_cast<long long>(32 * spec.warps),
+      static_cast<long long>(spec.headDim), static_cast<long long>(32 * t.warps),
       static_cast<long long>(floats), static_cast<long long>(kMaxAccumulatorFloatsPerThread),
       bob::isKeyMajor(spec.kind) ? "block_n" : "block_m");
 }

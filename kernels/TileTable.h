@@ -11,22 +11,17 @@
 
 namespace flashbob::kernels {
 
-struct TileConfig {
-  int64_t blockM, blockN, warps, stages;
-  int64_t warpCols = 1; // column groups the warps form (KernelSpec::warpCols)
-  bool producer = false; // a producer warpgroup issues the loads (KernelSpec::producer)
-};
-
-// Sets the tile fields of `spec` (block sizes, warps, column groups, stages) from `tiles`.
-void applyTiles(compiler::KernelSpec &spec, const TileConfig &tiles);
+using compiler::TileConfig;
 
 // The default tiles for `kind` at `headDim` on target `arch` (sm_90a has its own column).
-TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, llvm::StringRef arch);
+TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch);
 
-// Shared memory per block (opt-in) that the defaults for `arch` are made to fit: sm_90a's
-// 227 KB; sm_80's 163 KB for the generic column, which also serves sm_86/sm_89 with 99 KB: there
-// the launcher shrinks the defaults (kernels::fitSharedMemory). PtxMatrixTest checks both.
-int64_t tableSharedBudget(llvm::StringRef arch);
+// The target whose shared memory per block (compiler/dialect/Target.h) the defaults for `arch`
+// are made to fit: sm_90a for its own column; sm_80 (163 KB) for the generic column, which also
+// serves sm_86/sm_89 with 99 KB: there the launcher shrinks the defaults
+// (kernels::fitSharedMemory). PtxMatrixTest checks both.
+bob::Arch tableTarget(bob::Arch arch);
+int64_t tableSharedBudget(bob::Arch arch);
 
 // f32 values each thread keeps in its loop-carried accumulators: own rows x head_dim per
 // accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV), spread over
@@ -43,11 +38,6 @@ llvm::Error checkRegisterFootprint(const compiler::KernelSpec &spec);
 // configuration without column groups again with a producer warpgroup. Specs the compiler or the
 // device cannot run are pruned by the caller (the compiler's verifier, shared memory per
 // block), never here.
-std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim,
-                                       llvm::StringRef arch);
-
-// "m64_n32_w4_s2" ("m64_n32_w8c2_s2" with 2 column groups, "m64_n32_w4p_s2" with a producer
-// warpgroup): how a configuration is named in tuning records and logs.
-std::string tileName(const TileConfig &t);
+std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch);
 
 } // namespace flashbob::kernels

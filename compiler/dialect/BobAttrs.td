@@ -25,17 +25,31 @@ def Bob_ElemType : I32EnumAttr<"ElemType", "input element type", [
 }
 def Bob_ElemTypeAttr : EnumAttr<Bob_Dialect, Bob_ElemType, "dtype">;
 
+// The SM targets code is generated for. What each can do and its limits are one table,
+// compiler/dialect/Target.h; sm_90a is the only one with wgmma, TMA and setmaxnreg.
+def Bob_Arch : I32EnumAttr<"Arch", "SM target", [
+    I32EnumAttrCase<"sm_80", 0>,      // A100
+    I32EnumAttrCase<"sm_86", 1>,      // RTX 30xx, A40
+    I32EnumAttrCase<"sm_89", 2>,      // RTX 40xx, L40
+    I32EnumAttrCase<"sm_90", 3>,      // H100/H200, generic path (mma.sync, cp.async)
+    I32EnumAttrCase<"sm_90a", 4>,     // H100/H200 with wgmma, TMA, setmaxnreg
+  ]> {
+  let cppNamespace = "::flashbob::bob";
+  let genSpecializedAttr = 0;
+}
+def Bob_ArchAttr : EnumAttr<Bob_Dialect, Bob_Arch, "arch">;
+
 def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
   let mnemonic = "spec";
   let summary = "Specialization of one kernel variant";
   let description = [{
-    The values the code is specialized on. `arch` is the SM target ("sm_80", "sm_90a");
+    The values the code is specialized on. `arch` is the SM target (sm_80 ... sm_90a);
     `scale` the softmax scale s; `stages` the depth of the global->shared pipeline.
     `producer` (sm_90a, stages = 2) adds a producer warpgroup after the `warps` consumer warps:
     it issues the key/query loop's TMA loads, so the consumers only wait for full buffers and
     release empty ones (warp specialization; bob-pipeline-loads).
     Example: `#bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4,
-              stages = 2, dtype = bf16, causal = false, scale = 0.0883883, arch = "sm_90a">`
+              stages = 2, dtype = bf16, causal = false, scale = 0.0883883, arch = sm_90a>`
   }];
   let parameters = (ins
     "KernelKind":$kind,
@@ -47,7 +61,7 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     "ElemType":$dtype,
     "bool":$causal,
     "::mlir::FloatAttr":$scale,
-    "::mlir::StringAttr":$arch,
+    "Arch":$arch,
     DefaultValuedParameter<"int64_t", "1">:$warp_cols,
     DefaultValuedParameter<"bool", "false">:$producer
   );

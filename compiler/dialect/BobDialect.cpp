@@ -1,6 +1,7 @@
 // The `bob` dialect: registration, custom syntax and the verifiers that reject what the
 // lowering cannot do, with a message that says why.
 #include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/Target.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -112,14 +113,9 @@ SpecAttr getEnclosingSpec(Operation *op) {
 
 //===-- Attributes and types ----------------------------------------------------------------===//
 
-static bool isSupportedArch(StringRef arch) {
-  return arch == "sm_80" || arch == "sm_86" || arch == "sm_89" || arch == "sm_90" ||
-         arch == "sm_90a";
-}
-
 LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
-                               int64_t stages, ElemType, bool, FloatAttr scale, StringAttr arch,
+                               int64_t stages, ElemType, bool, FloatAttr scale, Arch arch,
                                int64_t warpCols, bool producer) {
   if (headDim <= 0 || headDim % 16 != 0 || headDim > 256)
     return emitError() << "head_dim " << headDim
@@ -157,15 +153,12 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
                           "while this one computes)";
   if (!scale || !std::isfinite(scale.getValueAsDouble()) || scale.getValueAsDouble() <= 0)
     return emitError() << "scale must be a positive finite number";
-  if (!arch || !isSupportedArch(arch.getValue()))
-    return emitError() << "arch '" << (arch ? arch.getValue() : "") << "' is unsupported (sm_80, "
-                       << "sm_86, sm_89, sm_90, sm_90a)";
   // The producer issues TMA loads into the second stage's buffers and gives its registers to
   // the consumers (setmaxnreg): both are sm_90a features.
-  if (producer && (arch.getValue() != "sm_90a" || stages != 2))
+  if (producer && (!hasHopperFeatures(arch) || stages != 2))
     return emitError() << "producer needs arch sm_90a and stages 2 (it issues the TMA loads of "
                           "the next block while the consumers compute), not "
-                       << arch.getValue() << " with stages " << stages;
+                       << stringifyArch(arch) << " with stages " << stages;
   // Column groups with a producer gave illegal addresses on the H200 (bob_q and bwd_q at
   // d = 64, 64 x 32 tiles; bench/NOTES.md), cause not found: not offered until it is.
   if (producer && warpCols != 1)

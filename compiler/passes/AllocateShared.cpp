@@ -19,7 +19,7 @@ struct AllocateShared : impl::BobAllocateSharedBase<AllocateShared> {
   void runOnOperation() override {
     KernelOp kernel = getOperation();
     mlir::Builder b(kernel.getContext());
-    const bool hopper = shared::isHopper(kernel.getSpec());
+    const bool hopper = hasHopperFeatures(kernel.getSpec());
     int64_t offset = 0;
     kernel.walk([&](AllocSharedOp alloc) {
       shared::Layout layout = shared::layoutFor(alloc.getType(), hopper);
@@ -31,13 +31,15 @@ struct AllocateShared : impl::BobAllocateSharedBase<AllocateShared> {
     // out of the same budget; on sm_90a the dynamic tiles start at a 1024-byte boundary after it.
     const int64_t exchange = shared::rowExchangeBytes(kernel, kernel.getSpec());
     const int64_t reserve = shared::staticReserve(hopper, exchange);
-    const int64_t limit = maxBytes - reserve;
+    const int64_t budget = maxBytes > 0 ? maxBytes.getValue()
+                                        : targetInfo(kernel.getSpec().getArch()).sharedPerBlock;
+    const int64_t limit = budget - reserve;
     if (offset > limit) {
       auto diag = kernel.emitError() << "shared tiles need " << offset
                                      << " bytes of shared memory, more than the " << limit
                                      << " a block may use";
       if (reserve != 0)
-        diag << " (" << maxBytes.getValue() << " less " << reserve << " for "
+        diag << " (" << budget << " less " << reserve << " for "
              << (hopper ? "TMA mbarriers" : "") << (hopper && exchange ? " and " : "")
              << (exchange ? "the column groups' row exchange" : "") << ")";
       diag << "; use smaller block_m/block_n";

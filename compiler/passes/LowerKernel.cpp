@@ -53,10 +53,7 @@ struct LowerKernel : impl::BobLowerKernelBase<LowerKernel> {
       // and the blocks per SM (.minnctapersm); otherwise it ignores setmaxnreg (C7508) and
       // compiles the consumers for 65536 / threads registers (WarpRoles.h).
       if (spec.getProducer()) {
-        int64_t shared = kernel.getSharedBytes() +
-                         shared::staticReserve(shared::isHopper(spec),
-                                               shared::rowExchangeBytes(kernel, spec));
-        RegisterSplit split = registerSplit(spec, shared);
+        RegisterSplit split = registerSplit(spec, shared::blockSharedBytes(kernel));
         func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(),
                       b.getI32IntegerAttr(split.blocksPerSm));
         func->setAttr(kProducerRegistersAttrName, b.getI32IntegerAttr(split.producer));

@@ -38,7 +38,7 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
     bool usesShared = false, hopper = false;
     module.walk([&](AllocSharedOp) { usesShared = true; });
     for (auto func : module.getOps<gpu::GPUFuncOp>())
-      hopper |= shared::isHopper(func->getAttrOfType<SpecAttr>(kSpecAttrName));
+      hopper |= hasHopperFeatures(func->getAttrOfType<SpecAttr>(kSpecAttrName));
     if (usesShared)
       declareSharedGlobal(module, lowering::kSharedMemorySymbol, /*count=*/0,
                           IntegerType::get(ctx, 8), "public",
@@ -61,7 +61,7 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       if (!spec)
         continue;
       lowering::TileTypeConverter converter(ctx, spec.getWarps(), spec.getWarpCols(),
-                                            shared::isHopper(spec));
+                                            hasHopperFeatures(spec));
       lowering::TmaBarriers tma;
       if (failed(lowering::prepareTmaBarriers(func, tma)))
         return signalPassFailure();

@@ -46,11 +46,13 @@ def BobAllocateShared : Pass<"bob-allocate-shared", "::flashbob::bob::KernelOp">
   let description = [{
     Assigns each shared tile a byte offset in its layout for the target (SharedLayout.h:
     padded rows, 128-byte aligned; or on sm_90a the wgmma swizzle, 1024-byte aligned) and records the total in the kernel's
-    `bob.shared_bytes`. Fails with the byte count when it exceeds `max-bytes`.
+    `bob.shared_bytes`. Fails with the byte count when the tiles and the static reserve exceed
+    `max-bytes` (by default the target's limit).
   }];
   let options = [
-    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"232448",
-           "Shared memory a block may use (H100/H200: 227 KiB)">
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"0",
+           "Shared memory a block may use; 0: the kernel's target's opt-in limit "
+           "(compiler/dialect/Target.h)">
   ];
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/Target.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -26,9 +27,6 @@ inline constexpr int64_t kAlignment = 128;
 inline constexpr int64_t kSwizzleAlignment = 1024;
 // TMA mbarriers: 8 bytes each, at most 32 (TmaPatterns.cpp).
 inline constexpr int64_t kMbarrierBytes = 32 * 8;
-
-// wgmma, TMA and their swizzled layouts exist on sm_90a only.
-inline bool isHopper(SpecAttr spec) { return spec && spec.getArch().getValue() == "sm_90a"; }
 
 // Row reductions of a kernel with column groups (spec warp_cols > 1) combine the groups'
 // partial sums through one f32 buffer of warp_cols x rows in static shared memory
@@ -55,6 +53,18 @@ inline int64_t staticReserve(bool hopper, int64_t exchangeBytes) {
   if (!hopper)
     return llvm::alignTo(exchangeBytes, kAlignment);
   return llvm::alignTo(kMbarrierBytes + exchangeBytes, kSwizzleAlignment);
+}
+
+// The static reserve of `kernel` (a bob.kernel or the gpu.func it became) with spec `spec`.
+inline int64_t staticReserveOf(mlir::Operation *kernel, SpecAttr spec) {
+  return staticReserve(hasHopperFeatures(spec), rowExchangeBytes(kernel, spec));
+}
+
+// Shared memory one block of `kernel` uses once bob-allocate-shared has placed its tiles: the
+// dynamic tiles plus the static reserve. What the SM's budget, the blocks per SM and the
+// launcher's limit are checked against.
+inline int64_t blockSharedBytes(KernelOp kernel) {
+  return kernel.getSharedBytes() + staticReserveOf(kernel, kernel.getSpec());
 }
 
 inline int64_t elementBytes(SharedTileType t) {

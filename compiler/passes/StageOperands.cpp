@@ -36,10 +36,10 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
     // With column groups a register tile is split by columns, which no warp can use as an A
     // operand: those products read A from shared memory on every target (mma.sync: ldmatrix).
     const bool split = spec.getWarpCols() > 1;
-    if (!shared::isHopper(spec) && !split)
+    if (!hasHopperFeatures(spec) && !split)
       return;
     MLIRContext *ctx = &getContext();
-    const bool hopper = shared::isHopper(spec);
+    const bool hopper = hasHopperFeatures(spec);
     // The shared tile a product's register A operand would be staged in.
     auto scratchType = [&](MmaOp op) {
       auto reg = cast<RegTileType>(op.getA().getType());

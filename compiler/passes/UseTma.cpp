@@ -49,7 +49,7 @@ std::optional<unsigned> sequenceLengthOf(KernelOp kernel, Value bound) {
 struct UseTma : impl::BobUseTmaBase<UseTma> {
   void runOnOperation() override {
     KernelOp kernel = getOperation();
-    if (!shared::isHopper(kernel.getSpec()))
+    if (!hasHopperFeatures(kernel.getSpec()))
       return;
     MLIRContext *ctx = &getContext();
     Builder b(ctx);

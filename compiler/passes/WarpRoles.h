@@ -9,6 +9,7 @@
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/Target.h"
 
 #include <algorithm>
 
@@ -19,10 +20,7 @@ struct RegisterSplit {
   int32_t producer = 0, consumer = 0; // setmaxnreg targets; 0: no setmaxnreg
 };
 
-inline constexpr int64_t kRegistersPerSm = 65536;
-inline constexpr int64_t kSharedPerSm = 233472;       // sm_90: 228 KB
-inline constexpr int64_t kSharedReservePerBlock = 1024; // the driver's per-block reserve
-inline constexpr int32_t kProducerRegisters = 24;       // setmaxnreg's minimum
+inline constexpr int32_t kProducerRegisters = 24; // setmaxnreg's minimum
 
 // `sharedBytes`: the block's dynamic and static shared memory.
 inline RegisterSplit registerSplit(SpecAttr spec, int64_t sharedBytes) {
@@ -34,14 +32,14 @@ inline RegisterSplit registerSplit(SpecAttr spec, int64_t sharedBytes) {
   // not at d = 256, where ptxas cannot compile the widest products within the 128 registers
   // at entry (C7602, fwd d = 256 on the H200).
   if (spec.getWarps() <= 4 && spec.getHeadDim() <= 128 &&
-      2 * (sharedBytes + kSharedReservePerBlock) <= kSharedPerSm)
+      2 * (sharedBytes + kSharedReservePerBlock) <= targetInfo(spec.getArch()).sharedPerSm)
     split.blocksPerSm = 2;
   const int64_t perBlock = kRegistersPerSm / split.blocksPerSm;
-  // Whole blocks of 8 registers (setmaxnreg's unit), at most 255 usable per thread.
+  // Whole blocks of 8 registers (setmaxnreg's unit), at most kRegistersPerThread usable.
   int64_t consumer = (perBlock - 128 * kProducerRegisters) / consumers / 8 * 8;
   consumer = std::min<int64_t>(consumer, 256);
   // Without a shortage (one 4-warp block per SM: 256 registers at entry) nothing moves.
-  if (perBlock / spec.getThreads() >= 255)
+  if (perBlock / spec.getThreads() >= kRegistersPerThread)
     return split;
   split.producer = kProducerRegisters;
   split.consumer = static_cast<int32_t>(consumer);

@@ -17,7 +17,7 @@ namespace flashbob::bob::wgmma {
 inline bool accumulatorFits(RegTileType acc, SpecAttr spec) {
   const int64_t rowWarps = spec.getWarps() / spec.getWarpCols();
   const int64_t n = acc.getCols() / spec.getWarpCols();
-  return shared::isHopper(spec) && rowWarps % 4 == 0 && acc.getRows() == 16 * rowWarps &&
+  return hasHopperFeatures(spec) && rowWarps % 4 == 0 && acc.getRows() == 16 * rowWarps &&
          n % 8 == 0 && n <= 256;
 }
 
@@ -28,7 +28,7 @@ inline bool operandFits(SharedTileType t, bool hopper) {
 
 inline bool applies(MmaOp op, SpecAttr spec) {
   auto a = mlir::dyn_cast<SharedTileType>(op.getA().getType());
-  const bool hopper = shared::isHopper(spec);
+  const bool hopper = hasHopperFeatures(spec);
   if (!a || !accumulatorFits(op.getAcc().getType(), spec) || !operandFits(a, hopper) ||
       !operandFits(op.getB().getType(), hopper))
     return false;

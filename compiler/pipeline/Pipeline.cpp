@@ -34,7 +34,7 @@ void buildBobPipeline(OpPassManager &pm) {
 
 void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target) {
   GpuNVVMAttachTargetOptions attach;
-  attach.chip = target.arch;
+  attach.chip = bob::stringifyArch(target.arch).str();
   attach.features = target.ptxFeatures();
   attach.optLevel = static_cast<int>(target.optLevel);
   pm.addPass(createGpuNVVMAttachTarget(attach));

@@ -8,6 +8,8 @@
 // The pass list is written out once, in buildLoweringPipeline (Pipeline.cpp).
 #pragma once
 
+#include "compiler/dialect/BobDialect.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -19,7 +21,7 @@
 namespace flashbob::compiler {
 
 struct TargetOptions {
-  std::string arch = "sm_90a"; // sm_80, sm_86, sm_89, sm_90, sm_90a
+  std::string arch = sm_90a; // sm_80, sm_86, sm_89, sm_90, sm_90a
   unsigned optLevel = 3;
   // PTX ISA the NVPTX backend targets: 8.0 is the first with sm_90a and is read by every
   // CUDA 12+ driver.
@@ -48,7 +50,6 @@ struct KernelArtifacts {
   std::string ptxasLog;
   int registers = -1;
   int spillBytes = 0;
-  int stackBytes = 0;
 };
 
 // Stage 1: the bob passes (bob IR -> upstream dialects). Stage 2: upstream conversion to the

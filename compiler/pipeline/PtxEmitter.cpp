@@ -51,11 +51,12 @@ llvm::Expected<std::string> emitPtx(llvm::Module &module, const TargetOptions &t
   const llvm::Target *nvptx = llvm::TargetRegistry::lookupTarget(triple, lookupError);
   if (!nvptx)
     return fail("llvm::TargetRegistry::lookupTarget(" + llvm::Twine(kTriple) + "): " + lookupError);
+  const llvm::StringRef cpu = bob::stringifyArch(target.arch);
   std::unique_ptr<llvm::TargetMachine> machine(nvptx->createTargetMachine(
-      triple, target.arch, target.ptxFeatures(), llvm::TargetOptions(), std::nullopt,
+      triple, cpu, target.ptxFeatures(), llvm::TargetOptions(), std::nullopt,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (!machine)
-    return fail("llvm::Target::createTargetMachine(" + llvm::Twine(kTriple) + ", " + target.arch +
+    return fail("llvm::Target::createTargetMachine(" + llvm::Twine(kTriple) + ", " + cpu +
                 ") failed");
   module.setTargetTriple(triple);
   module.setDataLayout(machine->createDataLayout());

@@ -59,4 +59,10 @@ void registerPasses() {
   mlir::memref::registerMemRefPasses();
 }
 
+std::unique_ptr<mlir::MLIRContext> makeContext() {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  return std::make_unique<mlir::MLIRContext>(registry);
+}
+
 } // namespace flashbob::compiler

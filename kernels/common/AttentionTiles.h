@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/common/KernelBuilder.h"
+#include "kernels/common/Tile.h"
 
 namespace flashbob::kernels {
 
@@ -17,25 +18,24 @@ mlir::Value keyBlocksToVisit(KernelBuilder &kb, mlir::Value row0, mlir::Value n,
 // holding query key0 - (M - N) (earlier queries see none of these keys).
 mlir::Value firstQueryBlock(KernelBuilder &kb, mlir::Value key0, mlir::Value n, mlir::Value m);
 
+// The scores s Q K^T in log2 units (scaled by s log2(e)), -inf where the mask hides a key:
+// outside the sequences, or past the causal diagonal. `scores` holds the raw products of a
+// (query block, key block), or their transpose in key-major kernels (keys on rows).
+Tile maskedLog2Scores(KernelBuilder &kb, const Tile &scores, mlir::Value row0, mlir::Value col0);
+
 // L (natural log-sum-exp, as stored by the forward) in log2 units, with -inf (a fully masked
 // row) replaced by +inf so that exp2(S - L) is exactly 0 there instead of NaN. Works on row and
 // column vectors.
-mlir::Value lseToLog2(KernelBuilder &kb, mlir::Value lse);
+Tile lseToLog2(const Tile &lse);
 
 // P = softmax(s Q K^T) recomputed for a (query block, key block) from the raw scores Q K^T
-// (rows queries, cols keys; the caller issues that product, next to its other products).
-// `lseLog2` is a row vector from lseToLog2.
-mlir::Value probabilities(KernelBuilder &kb, mlir::Value scores, mlir::Value lseLog2,
-                          mlir::Value row0, mlir::Value col0, mlir::Value n, mlir::Value m);
-// P^T for a (key block, query block) from K Q^T: rows keys, cols queries; `lseLog2` a column
-// vector.
-mlir::Value probabilitiesT(KernelBuilder &kb, mlir::Value scoresT, mlir::Value lseLog2,
-                           mlir::Value key0, mlir::Value query0, mlir::Value n, mlir::Value m);
+// (rows queries, cols keys; the caller issues that product, next to its other products), or in
+// key-major kernels P^T from K Q^T (rows keys, cols queries; `lseLog2` a column vector).
+// `row0`, `col0`: the first row and column of the scores.
+Tile probabilities(KernelBuilder &kb, const Tile &scores, const Tile &lseLog2, mlir::Value row0,
+                   mlir::Value col0);
 
-// a * b^T or a * b of shared tiles into a fresh f32 tile.
-mlir::Value product(KernelBuilder &kb, mlir::Value a, mlir::Value b, bool transposeB,
-                    int64_t rows, int64_t cols);
-// acc + convert(a) * b: a register f32 tile rounded to the input type, b a shared tile.
-mlir::Value accumulate(KernelBuilder &kb, mlir::Value acc, mlir::Value a, mlir::Value bShared);
+// D = rowsum(dO o O) of the block's own query rows, from the stored outputs, in f32.
+Tile outputDotRows(KernelBuilder &kb);
 
 } // namespace flashbob::kernels

@@ -1,8 +1,12 @@
 #include "kernels/common/KernelBuilder.h"
 
+#include "kernels/common/AttentionTiles.h"
+#include "kernels/common/Tile.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 
@@ -19,27 +23,136 @@ Type KernelBuilder::elementType() {
   return spec.dtype == bob::ElemType::bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
 }
 
-static MemRefType stridedTensor(Type elem, int64_t headDim) {
+Type KernelBuilder::typeOf(Operand operand) {
   int64_t dyn = ShapedType::kDynamic;
-  auto layout = StridedLayoutAttr::get(elem.getContext(), 0, {dyn, dyn, dyn, 1});
-  return MemRefType::get({dyn, dyn, dyn, headDim}, elem, layout);
+  if (operandInfo(operand).layout == Layout::rows)
+    return MemRefType::get({dyn, dyn, dyn}, b.getF32Type());
+  // Any strides but a unit one along head_dim (the kernels copy rows in 16-byte pieces).
+  auto layout = StridedLayoutAttr::get(b.getContext(), 0, {dyn, dyn, dyn, 1});
+  return MemRefType::get({dyn, dyn, dyn, spec.headDim}, elementType(), layout);
 }
 
-MemRefType KernelBuilder::tensorType() { return stridedTensor(elementType(), spec.headDim); }
-MemRefType KernelBuilder::f32TensorType() { return stridedTensor(b.getF32Type(), spec.headDim); }
-MemRefType KernelBuilder::rowsType() {
-  int64_t dyn = ShapedType::kDynamic;
-  return MemRefType::get({dyn, dyn, dyn}, b.getF32Type());
-}
-
-ValueRange KernelBuilder::beginKernel(ArrayRef<Type> arguments) {
-  auto kernel = bob::KernelOp::create(b, spec.name(), b.getFunctionType(arguments, {}),
+void KernelBuilder::beginKernel() {
+  llvm::SmallVector<Type> types;
+  for (const Param &p : signature(spec.kind))
+    types.push_back(typeOf(p.operand));
+  auto kernel = bob::KernelOp::create(b, spec.name(), b.getFunctionType(types, {}),
                                       spec.toAttr(b.getContext()));
   Block &body = kernel.getBody().front();
   b.setInsertionPointToStart(&body);
   bob::ReturnOp::create(b);
   b.setInsertionPointToStart(&body);
-  return body.getArguments();
+  for (auto [p, value] : llvm::zip_equal(signature(spec.kind), body.getArguments()))
+    args_[static_cast<size_t>(p.operand)] = value;
+
+  Value q = arg(Operand::q);
+  n = dim(q, 2);
+  m = dim(arg(Operand::k), 2);
+  Value heads = dim(q, 1);
+  Value y = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  batch = arith::DivUIOp::create(b, y, heads);
+  head = arith::RemUIOp::create(b, y, heads);
+  ownStart = blockStart(ownRows());
+}
+
+Value KernelBuilder::arg(Operand operand) const {
+  Value v = args_[static_cast<size_t>(operand)];
+  assert(v && "the kernel's signature does not take this operand");
+  return v;
+}
+
+Value KernelBuilder::blockStart(int64_t rowsPerBlock) {
+  Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  // Causal query-major kernels take their query blocks last first: a later block sees more
+  // keys, and the GPU starts blocks in blockIdx order, so the longest now start first and the
+  // short ones fill the last wave instead of a few long ones running alone at the end.
+  if (spec.causal && !keyMajor()) {
+    Value last = arith::SubIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x), index(1));
+    block = arith::SubIOp::create(b, last, block);
+  }
+  return arith::MulIOp::create(b, block, index(rowsPerBlock));
+}
+
+std::pair<Value, Value> KernelBuilder::ownRange(Operand operand) {
+  assert((operandInfo(operand).side == Side::key) == keyMajor() && "not this block's own side");
+  return {ownStart, keyMajor() ? m : n};
+}
+
+void KernelBuilder::stage(std::initializer_list<Operand> own,
+                          std::initializer_list<Operand> swept) {
+  for (Operand o : own)
+    shared_[static_cast<size_t>(o)] =
+        bob::AllocSharedOp::create(b, smem(ownRows(), spec.headDim), nullptr);
+  for (Operand o : swept)
+    shared_[static_cast<size_t>(o)] =
+        bob::AllocSharedOp::create(b, smem(sweptRows(), spec.headDim), nullptr);
+  swept_.assign(swept.begin(), swept.end());
+  for (Operand o : own) {
+    auto [start, bound] = ownRange(o);
+    bob::LoadSharedOp::create(b, arg(o), batch, head, start, bound, shared(o),
+                              /*tensor_map=*/Value(), /*async=*/false);
+  }
+}
+
+Value KernelBuilder::shared(Operand operand) const {
+  Value v = shared_[static_cast<size_t>(operand)];
+  assert(v && "no shared tile was staged for this operand");
+  return v;
+}
+
+llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body) {
+  // Query-major: key blocks [0, keyBlocksToVisit); key-major: query blocks
+  // [firstQueryBlock, ceil(N / block_m)).
+  Value first, blocks;
+  if (keyMajor()) {
+    blocks = arith::CeilDivUIOp::create(b, n, index(sweptRows()));
+    first = firstQueryBlock(*this, ownStart, n, m);
+  } else {
+    blocks = keyBlocksToVisit(*this, ownStart, n, m);
+    first = index(0);
+  }
+  Value step = index(1);
+  auto loop = scf::ForOp::create(
+      b, first, blocks, step, initial,
+      [&](OpBuilder &nested, Location, Value blockIndex, ValueRange carried) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        Value start = arith::MulIOp::create(b, blockIndex, index(sweptRows()));
+        Value bound = keyMajor() ? n : m;
+        for (Operand o : swept_)
+          bob::LoadSharedOp::create(b, arg(o), batch, head, start, bound, shared(o),
+                                    /*tensor_map=*/Value(), /*async=*/false);
+        scf::YieldOp::create(b, body(start, carried));
+      });
+  return llvm::to_vector(loop.getResults());
+}
+
+Tile KernelBuilder::loadOwn(Operand operand) {
+  auto [start, bound] = ownRange(operand);
+  return {*this, bob::LoadTileOp::create(b, rtile(ownRows(), spec.headDim), arg(operand), batch,
+                                         head, start, bound)};
+}
+
+Tile KernelBuilder::loadOwnRows(Operand operand) {
+  auto [start, bound] = ownRange(operand);
+  return {*this, bob::LoadVecOp::create(b, rowvec(ownRows()), arg(operand), batch, head, start,
+                                        bound, b.getF32FloatAttr(0))};
+}
+
+Tile KernelBuilder::loadSweptRows(Operand operand, Value start) {
+  assert(keyMajor() && operandInfo(operand).side == Side::query);
+  return {*this, bob::LoadVecOp::create(b, colvec(sweptRows()), arg(operand), batch, head, start,
+                                        n, b.getF32FloatAttr(0))};
+}
+
+void KernelBuilder::storeOwn(Value tile, Operand operand) {
+  auto [start, bound] = ownRange(operand);
+  bob::StoreTileOp::create(b, tile, arg(operand), batch, head, start, bound);
+}
+
+void KernelBuilder::storeOwnRows(Value rows, Operand operand) {
+  auto [start, bound] = ownRange(operand);
+  bob::StoreVecOp::create(b, rows, arg(operand), batch, head, start, bound);
 }
 
 bob::SharedTileType KernelBuilder::smem(int64_t rows, int64_t cols) {
@@ -65,37 +178,8 @@ Value KernelBuilder::f32(double v) {
 Value KernelBuilder::dim(Value memref, int64_t axis) {
   return memref::DimOp::create(b, memref, index(axis));
 }
-
-std::pair<Value, Value> KernelBuilder::batchAndHead(Value anyTensor) {
-  Value heads = dim(anyTensor, 1);
-  Value y = gpu::BlockIdOp::create(b, gpu::Dimension::y);
-  return {arith::DivUIOp::create(b, y, heads), arith::RemUIOp::create(b, y, heads)};
-}
-
-Value KernelBuilder::blockStart(int64_t rowsPerBlock) {
-  Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  // Causal query-major kernels take their query blocks last first: a later block sees more
-  // keys, and the GPU starts blocks in blockIdx order, so the longest now start first and the
-  // short ones fill the last wave instead of a few long ones running alone at the end.
-  if (spec.causal && !bob::isKeyMajor(spec.kind)) {
-    Value last = arith::SubIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x), index(1));
-    block = arith::SubIOp::create(b, last, block);
-  }
-  return arith::MulIOp::create(b, block, index(rowsPerBlock));
-}
-
-llvm::SmallVector<Value> KernelBuilder::allocShared(size_t count, int64_t rows) {
-  llvm::SmallVector<Value> tiles;
-  for (size_t i = 0; i < count; ++i)
-    tiles.push_back(bob::AllocSharedOp::create(b, smem(rows, spec.headDim), nullptr));
-  return tiles;
-}
-
-void KernelBuilder::loadShared(llvm::ArrayRef<Value> tensors, llvm::ArrayRef<Value> tiles,
-                               Value batch, Value head, Value row, Value bound) {
-  for (auto [tensor, tile] : llvm::zip_equal(tensors, tiles))
-    bob::LoadSharedOp::create(b, tensor, batch, head, row, bound, tile, /*tensor_map=*/Value(),
-                              /*async=*/false);
+Tile KernelBuilder::splat(Type type, double value) {
+  return {*this, bob::SplatOp::create(b, type, b.getF32FloatAttr(static_cast<float>(value)))};
 }
 
 } // namespace flashbob::kernels

@@ -1,14 +1,24 @@
-// What every kernel family's IR builder needs: the module, a builder positioned in the kernel
-// body, the tensor types of the launch ABI, and short names for tile types and constants.
+// What every kernel family's IR builder stands on: the kernel's arguments (derived from its
+// signature, kernels/Signature.h), the block's coordinates, its shared tiles, the sweep over the
+// other sequence's blocks, and the tile arithmetic (Tile.h) so that a kernel reads as its
+// equations, one tile op per line.
 #pragma once
 
 #include "compiler/KernelSpec.h"
+#include "kernels/Signature.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <array>
+#include <initializer_list>
+
 namespace flashbob::kernels {
+
+class Tile; // Tile.h
 
 class KernelBuilder {
 public:
@@ -18,40 +28,67 @@ public:
   mlir::OwningOpRef<mlir::ModuleOp> module;
   mlir::ImplicitLocOpBuilder b;
 
-  // (batch, heads, seq, head_dim) inputs/outputs in the spec's dtype, or in f32; unit stride
-  // along head_dim, any other strides.
-  mlir::MemRefType tensorType();
-  mlir::MemRefType f32TensorType();
-  // (batch, heads, seq) f32 row vectors (L, D, c, b), contiguous.
-  mlir::MemRefType rowsType();
+  // Creates the bob.kernel (named spec.name()) with the arguments of signature(spec.kind),
+  // moves the builder into its body and computes the block's coordinates below.
+  void beginKernel();
+  // The argument bound to `operand` (which the kind's signature must take).
+  mlir::Value arg(Operand operand) const;
 
-  // Creates the bob.kernel (named spec.name()) and moves the builder into its body; returns the
-  // arguments.
-  mlir::ValueRange beginKernel(llvm::ArrayRef<mlir::Type> arguments);
+  // The block's coordinates, after beginKernel: the sequence lengths N (queries) and M (keys),
+  // (batch, head) from blockIdx.y = batch * heads + head, and the first of the rows this block
+  // owns (queries for query-major kinds, keys for key-major ones).
+  mlir::Value n, m, batch, head, ownStart;
+  bool keyMajor() const { return bob::isKeyMajor(spec.kind); }
+  int64_t ownRows() const { return keyMajor() ? spec.tiles.blockN : spec.tiles.blockM; }
+  int64_t sweptRows() const { return keyMajor() ? spec.tiles.blockM : spec.tiles.blockN; }
+  int64_t headDim() const { return spec.headDim; }
+  double scale() const { return spec.effectiveScale(); }
 
+  // One shared tile of rows x head_dim per operand: those of the block's own rows, loaded here,
+  // then those of the swept rows, loaded by every step of `sweep`.
+  void stage(std::initializer_list<Operand> own, std::initializer_list<Operand> swept);
+  mlir::Value shared(Operand operand) const;
+
+  // The loop over the blocks of the other sequence that this block's rows meet: query-major
+  // kinds sweep key blocks up to the causal diagonal, key-major kinds query blocks from it.
+  // Each step loads the swept tiles of its block, then `body(start, carried)` (start: the
+  // block's first row) returns the values carried to the next step; returns those of the last.
+  using SweepBody =
+      llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value start, mlir::ValueRange carried)>;
+  llvm::SmallVector<mlir::Value> sweep(mlir::ValueRange initial, SweepBody body);
+
+  // Tiles from global memory, zero past the sequence: the block's own rows of a tensor operand
+  // as an f32 register tile, of a row operand as a row vector; the swept rows (inside `sweep`,
+  // starting at `start`) of a row operand as a column vector.
+  Tile loadOwn(Operand operand);
+  Tile loadOwnRows(Operand operand);
+  Tile loadSweptRows(Operand operand, mlir::Value start);
+  // Stores of the block's own rows (rows past the sequence are not written).
+  void storeOwn(mlir::Value tile, Operand operand);
+  void storeOwnRows(mlir::Value rows, Operand operand);
+
+  // Types and constants.
   mlir::Type elementType();
   bob::SharedTileType smem(int64_t rows, int64_t cols);
-  bob::RegTileType rtile(int64_t rows, int64_t cols);          // f32
-  bob::RegTileType operandTile(int64_t rows, int64_t cols);    // spec dtype
+  bob::RegTileType rtile(int64_t rows, int64_t cols);       // f32
+  bob::RegTileType operandTile(int64_t rows, int64_t cols); // spec dtype
   bob::RowVecType rowvec(int64_t size);
   bob::ColVecType colvec(int64_t size);
-
   mlir::Value index(int64_t v);
-  mlir::Value f32(double v);
+  mlir::Value f32(double v); // an f32 scalar constant
   mlir::Value dim(mlir::Value memref, int64_t axis);
+  // A register tile or vector of `type` filled with `value`.
+  Tile splat(mlir::Type type, double value);
 
-  // (batch, head) of this block from blockIdx.y = batch * heads + head.
-  std::pair<mlir::Value, mlir::Value> batchAndHead(mlir::Value anyTensor);
-
-  // First row this block owns: blockIdx.x * rowsPerBlock (causal query-major kernels count
-  // blocks from the last: gridDim.x - 1 - blockIdx.x).
+private:
+  mlir::Type typeOf(Operand operand);
   mlir::Value blockStart(int64_t rowsPerBlock);
+  // Start and bound (sequence length) of the rows of `operand` this block owns.
+  std::pair<mlir::Value, mlir::Value> ownRange(Operand operand);
 
-  // One shared tile of rows x head_dim per tensor (allocated in order).
-  llvm::SmallVector<mlir::Value> allocShared(size_t count, int64_t rows);
-  // Copies rows [row, row + tile rows) of each tensor[batch, head] into its tile (zero past bound).
-  void loadShared(llvm::ArrayRef<mlir::Value> tensors, llvm::ArrayRef<mlir::Value> tiles,
-                  mlir::Value batch, mlir::Value head, mlir::Value row, mlir::Value bound);
+  std::array<mlir::Value, kOperandCount> args_{};
+  std::array<mlir::Value, kOperandCount> shared_{};
+  llvm::SmallVector<Operand> swept_;
 };
 
 } // namespace flashbob::kernels

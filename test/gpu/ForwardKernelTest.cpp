@@ -3,9 +3,9 @@
 // O and L within the kernels issue's bounds (5e-3 bf16, 1e-3 fp16).
 #include "test/gpu/GpuTestUtil.h"
 
-#include "api/KernelCache.h"
-
-#include "kernels/Kernels.h"
+#include "jit/Compile.h"
+#include "jit/KernelCache.h"
+#include "jit/Launch.h"
 #include "kernels/oracle/Oracle.h"
 
 #include <cstdio>
@@ -27,19 +27,17 @@ void runCase(const Case &c) {
   compiler::KernelSpec spec;
   spec.kind = bob::KernelKind::fwd;
   spec.headDim = c.d;
-  spec.blockM = c.blockM;
-  spec.blockN = c.blockN;
-  spec.warps = 4;
+  spec.tiles = {c.blockM, c.blockN, /*warps=*/4};
   spec.dtype = c.bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   spec.causal = c.causal;
   spec.arch = test::deviceArch();
-  auto artifacts = kernels::compileKernel(spec, /*assemble=*/true);
+  auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
   if (!artifacts)
     FAIL(llvm::toString(artifacts.takeError()));
   runtime::KernelImage image{artifacts->cubin, false, artifacts->entry,
                              static_cast<unsigned>(artifacts->threads),
                              static_cast<unsigned>(artifacts->sharedBytes),
-                             api::tensorMapsOf(*artifacts)};
+                             jit::tensorMapsOf(*artifacts)};
   auto kernel = runtime::LoadedKernel::load(test::driver(), image);
   if (!kernel)
     FAIL(llvm::toString(kernel.takeError()));
@@ -63,18 +61,26 @@ void runCase(const Case &c) {
   dout.poison();
   dlse.poison();
 
-  auto tensor = [&](runtime::KernelArgs &args, const DeviceBuffer &buf, int64_t rows) {
-    args.addMemRef(buf.get(), {c.batch, c.heads, rows, c.d},
-                   {c.heads * rows * c.d, rows * c.d, c.d, 1});
-  };
+  // The launcher's own packing, from the kernel's signature.
+  AttentionProblem problem;
+  problem.batch = c.batch;
+  problem.heads = c.heads;
+  problem.seqQ = c.n;
+  problem.seqK = c.m;
+  problem.headDim = c.d;
+  problem.dtype = c.bf16 ? DType::bf16 : DType::fp16;
+  problem.causal = c.causal;
+  using kernels::Operand;
+  jit::Bindings bindings;
+  bindings.bind(Operand::q, problem.contiguous(dq.get(), c.n))
+      .bind(Operand::k, problem.contiguous(dk.get(), c.m))
+      .bind(Operand::v, problem.contiguous(dv.get(), c.m))
+      .bind(Operand::o, problem.contiguous(dout.get(), c.n))
+      .bind(Operand::lse, RowVector{dlse.get()});
+  GPU_CHECK(jit::validate(problem, {bob::KernelKind::fwd}, bindings));
   runtime::KernelArgs args;
-  tensor(args, dq, c.n);
-  tensor(args, dk, c.m);
-  tensor(args, dv, c.m);
-  tensor(args, dout, c.n);
-  args.addMemRef(dlse.get(), {c.batch, c.heads, c.n}, {c.heads * c.n, c.n, 1});
-  kernels::Grid g = kernels::gridFor(spec, c.batch, c.heads, c.n, c.m);
-  GPU_CHECK(runtime::launch(test::driver(), **kernel, {g.x, g.y, g.z}, args));
+  jit::pack(bob::KernelKind::fwd, problem, bindings, args);
+  GPU_CHECK(runtime::launch(test::driver(), **kernel, jit::gridFor(spec, problem), args));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
   std::vector<uint16_t> outBits(qBits.size());

@@ -5,11 +5,13 @@
 #include "runtime/driver/CudaDriver.h"
 #include "runtime/launch/Kernel.h"
 #include "runtime/support/HalfFloat.h"
+#include "compiler/dialect/Target.h"
 #include "kernels/oracle/ErrorMeasure.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,15 +51,16 @@ private:
   size_t bytes_;
 };
 
-// "sm_90a" on Hopper (wgmma/TMA-capable target), "sm_XY" elsewhere.
-inline std::string deviceArch() {
+// The target this GPU gets by default (sm_90a on Hopper: wgmma/TMA-capable).
+inline bob::Arch deviceArch() {
   CUdevice dev;
   REQUIRE(driver().api().cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
   int major = 0, minor = 0;
   driver().api().cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   driver().api().cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  std::string arch = "sm_" + std::to_string(major) + std::to_string(minor);
-  return major == 9 ? arch + "a" : arch;
+  std::optional<bob::Arch> arch = bob::defaultArchFor(major, minor);
+  REQUIRE(arch.has_value());
+  return *arch;
 }
 
 // Rounds to the 16-bit format (in place) and returns the bit patterns to upload.

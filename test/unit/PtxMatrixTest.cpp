@@ -3,7 +3,8 @@
 // independent judges: ptxas must accept the PTX (it assembles the cubin), the PTX must use tensor
 // cores (wgmma on sm_90a, mma.sync on sm_80) and declare dynamic shared memory as
 // `.extern ... []`. CPU only: no GPU needed.
-#include "kernels/Kernels.h"
+#include "compiler/dialect/Target.h"
+#include "jit/Compile.h"
 #include "kernels/TileTable.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -21,18 +22,20 @@ using namespace flashbob;
 
 namespace {
 using Tiles = kernels::TileConfig;
+using bob::Arch;
+void applyTiles(compiler::KernelSpec &spec, const Tiles &t) { spec.tiles = t; }
 
 const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKind::bwd_q,
                                              bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
                                              bob::KernelKind::bob_kv};
 
 // The spec the launcher starts from: the tile table's default tiles for `arch`.
-compiler::KernelSpec defaultSpec(bob::KernelKind kind, int64_t d, const char *arch) {
+compiler::KernelSpec defaultSpec(bob::KernelKind kind, int64_t d, Arch arch) {
   compiler::KernelSpec spec;
   spec.kind = kind;
   spec.headDim = d;
   spec.arch = arch;
-  kernels::applyTiles(spec, kernels::defaultTiles(kind, d, arch));
+  applyTiles(spec, kernels::defaultTiles(kind, d, arch));
   return spec;
 }
 
@@ -41,7 +44,7 @@ compiler::KernelSpec defaultSpec(bob::KernelKind kind, int64_t d, const char *ar
 // over 128 own rows with synchronous loads, and 8 warps in two column groups over 64 own rows
 // (32 other rows: with sm_80's padded tiles, 64 would not fit).
 constexpr int kConfigurations = 3;
-Tiles tiles(bob::KernelKind kind, int64_t d, int which, const char *arch) {
+Tiles tiles(bob::KernelKind kind, int64_t d, int which, Arch arch) {
   if (which == 0)
     return kernels::defaultTiles(kind, d, arch);
   if (which == 1)
@@ -73,22 +76,22 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
       for (int which = 0; which < kConfigurations; ++which)
         for (bob::ElemType dtype : {bob::ElemType::bf16, bob::ElemType::f16})
           for (bool causal : {false, true})
-            for (const char *arch : {"sm_80", "sm_90a"}) {
+            for (Arch arch : {Arch::sm_80, Arch::sm_90a}) {
               Tiles t = tiles(kind, d, which, arch);
               compiler::KernelSpec spec;
               spec.kind = kind;
               spec.headDim = d;
-              kernels::applyTiles(spec, t);
+              applyTiles(spec, t);
               spec.dtype = dtype;
               spec.causal = causal;
               spec.arch = arch;
               INFO(spec.name());
-              auto artifacts = kernels::compileKernel(spec, /*assemble=*/true);
+              auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
               if (!artifacts)
                 FAIL(llvm::toString(artifacts.takeError()));
               const std::string &ptx = artifacts->ptx;
               snapshot(spec, ptx);
-              const bool hopper = std::string(arch) == "sm_90a";
+              const bool hopper = arch == Arch::sm_90a;
               const std::string types = dtype == bob::ElemType::bf16 ? "bf16.bf16" : "f16.f16";
               // sm_90a: every configuration here has whole warpgroups of accumulator rows, so
               // products are warpgroup wgmma (k16) from swizzled tiles aligned for 1024-byte
@@ -125,7 +128,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
                 if (!hopper)
                   CHECK(ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
               }
-              CHECK(ptx.find(".target " + std::string(arch)) != std::string::npos);
+              CHECK(ptx.find(".target " + bob::stringifyArch(arch).str()) != std::string::npos);
               CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
               CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
               CHECK(artifacts->registers > 0);
@@ -155,11 +158,11 @@ TEST_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consum
         spec.headDim = d;
         spec.causal = causal;
         // bob_q keeps four accumulators: 64 x 32 tiles (the table's d = 64 choice).
-        kernels::applyTiles(spec, kind == bob::KernelKind::bob_q
+        applyTiles(spec, kind == bob::KernelKind::bob_q
                                       ? Tiles{64, 32, 4, 2, 1, true}
                                       : Tiles{64, 64, 4, 2, 1, true});
         INFO(spec.name());
-        auto artifacts = kernels::compileKernel(spec, /*assemble=*/true);
+        auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
         if (!artifacts)
           FAIL(llvm::toString(artifacts.takeError()));
         const std::string &ptx = artifacts->ptx;
@@ -198,18 +201,18 @@ TEST_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consum
 TEST_CASE("the autotuner's space offers the producer twin of each plain configuration",
           "[compiler]") {
   for (bob::KernelKind kind : kImplementedKinds) {
-    std::vector<Tiles> hopper = kernels::candidateTiles(kind, 64, "sm_90a");
+    std::vector<Tiles> hopper = kernels::candidateTiles(kind, 64, Arch::sm_90a);
     for (const Tiles &t : hopper) {
-      INFO(kernels::tileName(t));
+      INFO(t.name());
       bool twin = false;
       for (const Tiles &o : hopper)
         twin |= o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps &&
                 o.warpCols == t.warpCols && o.producer != t.producer;
       // Column groups have no producer form (the verifier rejects it).
       CHECK(twin == (t.warpCols == 1 && t.stages == 2));
-      CHECK((kernels::tileName(t).find("p_s") != std::string::npos) == t.producer);
+      CHECK((t.name().find("p_s") != std::string::npos) == t.producer);
     }
-    for (const Tiles &t : kernels::candidateTiles(kind, 64, "sm_80"))
+    for (const Tiles &t : kernels::candidateTiles(kind, 64, Arch::sm_80))
       CHECK_FALSE(t.producer);
   }
 }
@@ -217,38 +220,37 @@ TEST_CASE("the autotuner's space offers the producer twin of each plain configur
 TEST_CASE("specs the compiler cannot build are rejected before any compilation", "[compiler]") {
   compiler::KernelSpec spec;
   spec.headDim = 100;
-  auto bad = kernels::compileKernel(spec, false);
+  auto bad = jit::compileKernel(spec, false);
   REQUIRE_FALSE(static_cast<bool>(bad));
   CHECK_THAT(llvm::toString(bad.takeError()), Catch::Contains("head_dim 100"));
 
-  spec = {};
-  spec.arch = "sm_70";
-  bad = kernels::compileKernel(spec, false);
-  REQUIRE_FALSE(static_cast<bool>(bad));
-  CHECK_THAT(llvm::toString(bad.takeError()), Catch::Contains("sm_70"));
+  // Targets are an enum: text that names none is refused where it is parsed.
+  CHECK_FALSE(compiler::parseArch("sm_70").has_value());
+  CHECK_FALSE(compiler::parseArch("SM_90A").has_value());
+  CHECK(compiler::parseArch("sm_90a") == Arch::sm_90a);
 
   spec = {};
   spec.blockM = 48; // 3 fragments of 16 rows cannot be split over 4 warps
-  bad = kernels::compileKernel(spec, false);
+  bad = jit::compileKernel(spec, false);
   REQUIRE_FALSE(static_cast<bool>(bad));
   CHECK_THAT(llvm::toString(bad.takeError()), Catch::Contains("block_m 48"));
 }
 
 TEST_CASE("shared memory is known before compiling and matches the compiled kernel", "[compiler]") {
-  for (const char *arch : {"sm_80", "sm_90a"})
+  for (Arch arch : {Arch::sm_80, Arch::sm_90a})
     for (bob::KernelKind kind : kImplementedKinds)
       for (int64_t d : {64, 128}) {
         compiler::KernelSpec spec;
         spec.kind = kind;
         spec.headDim = d;
         spec.arch = arch;
-        kernels::applyTiles(spec, tiles(kind, d, 0, arch));
+        applyTiles(spec, tiles(kind, d, 0, arch));
         INFO(spec.name());
-        auto estimate = kernels::sharedBytesFor(spec);
+        auto estimate = jit::sharedBytesFor(spec);
         REQUIRE(static_cast<bool>(estimate));
-        auto compiled = kernels::compileKernel(spec, /*assemble=*/false);
+        auto compiled = jit::compileKernel(spec, /*assemble=*/false);
         REQUIRE(static_cast<bool>(compiled));
-        const bool hopper = std::string(arch) == "sm_90a";
+        const bool hopper = arch == Arch::sm_90a;
         // Static shared memory on top of the tiles: sm_90a, the TMA mbarriers' 1024-byte slot
         // (which also holds a row exchange of 512 bytes); sm_80, the row exchange of a kernel
         // with column groups that reduces rows (bob_q: 2 groups x 64 rows x 4 bytes).
@@ -299,18 +301,18 @@ TEST_CASE("column groups: the row exchange is counted in the shared-memory estim
   // bob_q reduces rows (D, c, b): 2 groups x 64 rows x 4 bytes in static shared memory. sm_80:
   // that alone (128-byte aligned); sm_90a: with the mbarriers (256 bytes) within one 1024-byte
   // slot ahead of the swizzled tiles.
-  for (const char *arch : {"sm_80", "sm_90a"}) {
+  for (Arch arch : {Arch::sm_80, Arch::sm_90a}) {
     compiler::KernelSpec spec;
     spec.kind = bob::KernelKind::bob_q;
     spec.headDim = 128;
     spec.arch = arch;
-    kernels::applyTiles(spec, tiles(spec.kind, spec.headDim, 2, arch));
+    applyTiles(spec, tiles(spec.kind, spec.headDim, 2, arch));
     INFO(spec.name());
-    auto estimate = kernels::sharedBytesFor(spec);
+    auto estimate = jit::sharedBytesFor(spec);
     REQUIRE(static_cast<bool>(estimate));
-    auto compiled = kernels::compileKernel(spec, /*assemble=*/false);
+    auto compiled = jit::compileKernel(spec, /*assemble=*/false);
     REQUIRE(static_cast<bool>(compiled));
-    CHECK(*estimate == compiled->sharedBytes + (std::string(arch) == "sm_90a" ? 1024 : 512));
+    CHECK(*estimate == compiled->sharedBytes + (arch == Arch::sm_90a ? 1024 : 512));
   }
 }
 
@@ -318,9 +320,11 @@ TEST_CASE("the default tiles are valid and fit each target's shared memory", "[c
   // Opt-in shared memory per block: sm_80 (A100) 163 KB, sm_90a (H100/H200) 227 KB. The generic
   // column of the tile table serves sm_80 .. sm_90 and must fit the smaller one. Head dims that
   // two column groups cannot split (80, 112) must still get valid tiles.
-  const std::pair<const char *, int64_t> targets[] = {{"sm_80", 166912}, {"sm_90a", 232448}};
-  for (auto [arch, budget] : targets)
+  const std::pair<Arch, int64_t> targets[] = {{Arch::sm_80, 166912}, {Arch::sm_90a, 232448}};
+  for (auto [arch, budget] : targets) {
     CHECK(kernels::tableSharedBudget(arch) == budget);
+    CHECK(bob::targetInfo(arch).sharedPerBlock == budget);
+  }
   mlir::MLIRContext ctx;
   for (auto [arch, budget] : targets)
     for (bob::KernelKind kind : kImplementedKinds)
@@ -329,7 +333,7 @@ TEST_CASE("the default tiles are valid and fit each target's shared memory", "[c
         INFO(spec.name());
         if (llvm::Error e = compiler::validate(spec, &ctx))
           FAIL(llvm::toString(std::move(e)));
-        auto bytes = kernels::sharedBytesFor(spec);
+        auto bytes = jit::sharedBytesFor(spec);
         REQUIRE(static_cast<bool>(bytes));
         CHECK(*bytes <= budget);
       }
@@ -341,29 +345,28 @@ TEST_CASE("on GPUs with less shared memory the defaults shrink until they fit", 
   // whose shared memory (the compiler's own estimate, checked against compiled kernels above)
   // fits; where the defaults fit already they are kept.
   constexpr int64_t kSm86 = 101376;
+  CHECK(bob::targetInfo(Arch::sm_86).sharedPerBlock == kSm86);
+  CHECK(bob::targetInfo(Arch::sm_89).sharedPerBlock == kSm86);
   mlir::MLIRContext ctx;
-  for (const char *arch : {"sm_86", "sm_89", "sm_80", "sm_90a"})
+  for (Arch arch : {Arch::sm_86, Arch::sm_89, Arch::sm_80, Arch::sm_90a})
     for (bob::KernelKind kind : kImplementedKinds)
       for (int64_t d : {16, 64, 96, 128, 256}) {
         compiler::KernelSpec spec = defaultSpec(kind, d, arch);
         INFO(spec.name());
-        const std::string target = arch;
-        const int64_t limit = target == "sm_86" || target == "sm_89"
-                                  ? kSm86
-                                  : kernels::tableSharedBudget(arch);
-        auto tiles = kernels::fitSharedMemory(spec, limit);
+        const int64_t limit = bob::targetInfo(arch).sharedPerBlock;
+        auto tiles = jit::fitSharedMemory(spec, limit);
         if (!tiles)
           FAIL(llvm::toString(tiles.takeError()));
         compiler::KernelSpec fitted = spec;
-        kernels::applyTiles(fitted, *tiles);
+        applyTiles(fitted, *tiles);
         INFO("fitted: " << fitted.name());
         if (llvm::Error e = compiler::validate(fitted, &ctx))
           FAIL(llvm::toString(std::move(e)));
         CHECK_FALSE(static_cast<bool>(kernels::checkRegisterFootprint(fitted)));
-        auto bytes = kernels::sharedBytesFor(fitted);
+        auto bytes = jit::sharedBytesFor(fitted);
         REQUIRE(static_cast<bool>(bytes));
         CHECK(*bytes <= limit);
-        auto original = kernels::sharedBytesFor(spec);
+        auto original = jit::sharedBytesFor(spec);
         REQUIRE(static_cast<bool>(original));
         if (*original <= limit)
           CHECK(fitted.name() == spec.name());
@@ -371,8 +374,8 @@ TEST_CASE("on GPUs with less shared memory the defaults shrink until they fit", 
           CHECK(*bytes < *original);
       }
   // A limit no tiles fit: one error naming the kernel and the limit.
-  compiler::KernelSpec spec = defaultSpec(bob::KernelKind::bob_q, 256, "sm_86");
-  auto none = kernels::fitSharedMemory(spec, 16384);
+  compiler::KernelSpec spec = defaultSpec(bob::KernelKind::bob_q, 256, Arch::sm_86);
+  auto none = jit::fitSharedMemory(spec, 16384);
   REQUIRE_FALSE(static_cast<bool>(none));
   std::string message = llvm::toString(none.takeError());
   CHECK_THAT(message, Catch::Contains("bob_q_d256"));

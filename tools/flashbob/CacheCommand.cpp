@@ -1,6 +1,6 @@
 // `flashbob cache path|list|clear`: where compiled kernels (every stage) and tuning records live,
 // what is there, and emptying it.
-#include "api/Tuning.h"
+#include "jit/Tuning.h"
 #include "runtime/cache/DiskCache.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
@@ -43,7 +43,7 @@ int runCache() {
       return kExitFailure;
     }
     // Tuning records were chosen by kernels that are gone: remove them too.
-    llvm::sys::fs::remove_directories(api::tuningDir());
+    llvm::sys::fs::remove_directories(jit::tuningDir());
     llvm::outs() << "cleared " << cache.directory() << "\n";
     return kExitOk;
   }

@@ -1,6 +1,7 @@
 // `flashbob compile`: one kernel variant to any stage, and every stage into a dump directory
 // (like Triton's kernel dump):
 //   flashbob compile --kernel fwd --head-dim 128 --emit ptx -o fwd.ptx --dump-dir /tmp/k
+#include "jit/Compile.h"
 #include "kernels/Kernels.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
@@ -95,7 +96,7 @@ int runCompile() {
 
   auto t0 = std::chrono::steady_clock::now();
   bool assemble = emit == Stage::cubin || !dir.empty();
-  auto artifacts = kernels::compileKernel(*spec, assemble);
+  auto artifacts = jit::compileKernel(*spec, assemble);
   auto t1 = std::chrono::steady_clock::now();
   if (!artifacts) {
     llvm::errs() << "flashbob compile: " << llvm::toString(artifacts.takeError()) << "\n";

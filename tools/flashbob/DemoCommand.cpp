@@ -5,6 +5,7 @@
 // 2. On a GPU: compiles the kernels (JIT), runs BoB on a default problem, checks it against the
 //    oracle and prints the errors and the time. Without a GPU: says so, compiles the BoB kernels
 //    for sm_90a anyway and shows where their PTX went and a summary of each.
+#include "jit/Compile.h"
 #include "kernels/Kernels.h"
 #include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"
@@ -78,8 +79,8 @@ bool showKernelsWithoutGpu() {
     compiler::KernelSpec spec;
     spec.kind = kind;
     spec.causal = true;
-    kernels::applyTiles(spec, kernels::defaultTiles(kind, spec.headDim, spec.arch));
-    auto a = kernels::compileKernel(spec, /*assemble=*/true);
+    spec.tiles = kernels::defaultTiles(kind, spec.headDim, spec.arch);
+    auto a = jit::compileKernel(spec, /*assemble=*/true);
     if (!a) {
       llvm::outs() << "  " << spec.name() << ": " << llvm::toString(a.takeError()) << "\n";
       ok = false;

@@ -1,7 +1,7 @@
 // `flashbob run`: forward, backward or BoB on generated inputs on the GPU; prints the time, the
 // device memory, and with --check the error of every output against the float64 oracle.
 //   flashbob run --op bob --batch 1 --heads 16 --seq-q 16384 --head-dim 128 --causal --check
-#include "api/Tuning.h"
+#include "jit/Tuning.h"
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
@@ -46,7 +46,7 @@ cl::opt<int64_t> checkRows("check-rows",
 
 int runRun() {
   if (tune || tuneCommand) {
-    api::setAutotune(true);
+    jit::setAutotune(true);
     if (tuneCommand && !std::getenv("FLASHBOB_PRINT_AUTOTUNING"))
       ::setenv("FLASHBOB_PRINT_AUTOTUNING", "1", 0);
   }

@@ -41,16 +41,14 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
     return fail("--dtype: unknown type '" + dtype + "' (bf16, fp16)");
   s.dtype = *type;
   s.headDim = headDim;
-  s.blockM = blockM;
-  s.blockN = blockN;
-  s.warps = warps;
-  s.warpCols = warpCols;
-  s.stages = stages;
-  s.producer = producer;
+  s.tiles = {blockM, blockN, warps, stages, warpCols, producer};
   s.causal = causal;
   if (scale.getNumOccurrences())
     s.scale = scale.getValue();
-  s.arch = arch;
+  auto target = compiler::parseArch(arch);
+  if (!target)
+    return fail("--arch: unknown target '" + arch + "' (sm_80, sm_86, sm_89, sm_90, sm_90a)");
+  s.arch = *target;
   mlir::MLIRContext ctx;
   if (llvm::Error e = compiler::validate(s, &ctx))
     return std::move(e);

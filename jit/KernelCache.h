@@ -1,17 +1,19 @@
-// Compiled and loaded kernels of this process, by spec (in memory; a hit is one hash lookup).
-// The on-disk cache of every stage is the runtime issue's; this is the layer that will use it.
+// Compiled and loaded kernels of this process, by spec: compile-or-load through the disk cache
+// (runtime/cache/DiskCache), one in-memory cache per CUDA context (a hit is one hash lookup).
 #pragma once
 
 #include "compiler/KernelSpec.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "jit/KernelKey.h"
 #include "runtime/launch/Kernel.h"
 
 #include "llvm/ADT/StringMap.h"
 
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
-namespace flashbob::api {
+namespace flashbob::jit {
 
 // The tensor maps a compiled kernel takes, as the launcher builds them.
 std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts &artifacts);
@@ -32,23 +34,25 @@ public:
 
   llvm::Expected<const CachedKernel *> kernel(const compiler::KernelSpec &spec);
   runtime::CudaDriver &driver() { return driver_; }
-  const std::string &arch() const { return arch_; }
+  bob::Arch arch() const { return arch_; }
+  // Opt-in shared memory per block of the context's device.
+  int64_t sharedLimit() const { return sharedLimit_; }
   // `spec` with tiles this GPU's shared memory per block holds: unchanged where the tile table
   // was made for it (kernels::tableSharedBudget), else shrunk once per spec and remembered
-  // (kernels::fitSharedMemory builds IR: milliseconds, not for every launch).
+  // (jit::fitSharedMemory builds IR: milliseconds, not for every launch).
   llvm::Expected<compiler::KernelSpec> fitted(compiler::KernelSpec spec);
 
 private:
-  KernelCache(runtime::CudaDriver &driver, std::string arch, CUcontext context,
-              int64_t sharedLimit)
-      : driver_(driver), arch_(std::move(arch)), context_(context), sharedLimit_(sharedLimit) {}
+  KernelCache(runtime::CudaDriver &driver, bob::Arch arch, CUcontext context, int64_t sharedLimit)
+      : driver_(driver), arch_(arch), context_(context), sharedLimit_(sharedLimit) {}
   runtime::CudaDriver &driver_;
-  std::string arch_;
+  bob::Arch arch_;
   CUcontext context_;
-  int64_t sharedLimit_; // opt-in shared memory per block of the context's device
+  int64_t sharedLimit_;
   std::mutex mutex_;
-  llvm::StringMap<std::unique_ptr<CachedKernel>> kernels_;
-  llvm::StringMap<compiler::KernelSpec> fittedSpecs_;
+  std::unordered_map<compiler::KernelSpec, std::unique_ptr<CachedKernel>, SpecHash, SpecEqual>
+      kernels_;
+  std::unordered_map<compiler::KernelSpec, compiler::KernelSpec, SpecHash, SpecEqual> fitted_;
 };
 
-} // namespace flashbob::api
+} // namespace flashbob::jit

@@ -1,18 +1,43 @@
-#include "api/KernelCache.h"
+#include "jit/KernelCache.h"
 
-#include "CompilerHash.h"
-#include "compiler/pipeline/Ptxas.h"
-#include "kernels/Kernels.h"
+#include "compiler/dialect/Target.h"
+#include "jit/Compile.h"
+#include "kernels/TileTable.h"
 #include "runtime/cache/DiskCache.h"
 
-#include "llvm/Config/llvm-config.h"
-#include "llvm/Support/FormatVariadic.h"
-
 #include <cstdlib>
-#include <cstring>
 #include <map>
 
-namespace flashbob::api {
+namespace flashbob::jit {
+
+namespace {
+llvm::Error failure(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+// The target for a GPU of compute capability major.minor: its own (Hopper: sm_90a, with wgmma
+// and TMA). FLASHBOB_ARCH=sm_90 on Hopper picks the generic target instead: the mma.sync +
+// cp.async path that sm_80..sm_89 GPUs run, checked on this GPU.
+llvm::Expected<bob::Arch> targetFor(int major, int minor) {
+  const std::string own = "sm_" + std::to_string(major) + std::to_string(minor);
+  if (major < 8)
+    return failure("flashbob: the GPU is " + own + "; the kernels need sm_80 or newer (mma.sync bf16)");
+  std::optional<bob::Arch> arch = bob::defaultArchFor(major, minor);
+  if (!arch)
+    return failure("flashbob: the GPU is " + own + ", for which no target is known (sm_80, sm_86, "
+                   "sm_89, sm_90, sm_90a)");
+  if (const char *forced = std::getenv("FLASHBOB_ARCH"); forced && *forced) {
+    std::optional<bob::Arch> choice = compiler::parseArch(forced);
+    if (!choice || bob::targetInfo(*choice).computeCapability != major * 10 + minor)
+      return failure("FLASHBOB_ARCH=" + std::string(forced) + ": this GPU is " + own +
+                     " and runs cubins built for " + own +
+                     (bob::stringifyArch(*arch) != own ? " or " + bob::stringifyArch(*arch).str()
+                                                       : std::string()));
+    arch = choice;
+  }
+  return *arch;
+}
+} // namespace
 
 llvm::Expected<KernelCache *> KernelCache::get() {
   static std::mutex mutex;
@@ -36,28 +61,14 @@ llvm::Expected<KernelCache *> KernelCache::get() {
   int major = 0, minor = 0;
   FLASHBOB_CU(*driver, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
   FLASHBOB_CU(*driver, cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  if (major < 8)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "flashbob: the GPU is sm_" + std::to_string(major * 10 + minor) +
-                                       "; the kernels need sm_80 or newer (mma.sync bf16)");
-  // Hopper gets the sm_90a target (wgmma/TMA-capable); others their own. FLASHBOB_ARCH=sm_90
-  // on Hopper picks the generic target instead: the mma.sync + cp.async path that sm_80..sm_89
-  // GPUs run, checked on this GPU.
-  const std::string own = "sm_" + std::to_string(major) + std::to_string(minor);
-  std::string arch = own + (major == 9 ? "a" : "");
-  if (const char *forced = std::getenv("FLASHBOB_ARCH"); forced && *forced) {
-    if (forced != own && forced != arch)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "FLASHBOB_ARCH=" + std::string(forced) + ": this GPU is " + own +
-              " and runs cubins built for " + own + (arch != own ? " or " + arch : std::string()));
-    arch = forced;
-  }
+  auto arch = targetFor(major, minor);
+  if (!arch)
+    return arch.takeError();
   int sharedLimit = 0;
   FLASHBOB_CU(*driver, cuDeviceGetAttribute(&sharedLimit,
                                             CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
   auto &cache = caches[context];
-  cache.reset(new KernelCache(*driver, arch, context, sharedLimit));
+  cache.reset(new KernelCache(*driver, *arch, context, sharedLimit));
   return cache.get();
 }
 
@@ -65,15 +76,15 @@ llvm::Expected<compiler::KernelSpec> KernelCache::fitted(compiler::KernelSpec sp
   if (sharedLimit_ >= kernels::tableSharedBudget(spec.arch))
     return std::move(spec);
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::string key = spec.name();
-  if (auto it = fittedSpecs_.find(key); it != fittedSpecs_.end())
+  if (auto it = fitted_.find(spec); it != fitted_.end())
     return it->second;
-  auto tiles = kernels::fitSharedMemory(spec, sharedLimit_);
+  auto tiles = fitSharedMemory(spec, sharedLimit_);
   if (!tiles)
     return tiles.takeError();
-  kernels::applyTiles(spec, *tiles);
-  fittedSpecs_[key] = spec;
-  return std::move(spec);
+  compiler::KernelSpec result = spec;
+  result.tiles = *tiles;
+  fitted_.emplace(spec, result);
+  return result;
 }
 
 std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts &artifacts) {
@@ -86,48 +97,20 @@ std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts
 }
 
 namespace {
-// Everything that can change the generated cubin, one field per line (the disk cache hashes it
-// and keeps it to compare on lookup).
-std::string diskKeyText(const compiler::KernelSpec &spec) {
-  double scale = spec.effectiveScale();
-  uint64_t scaleBits;
-  std::memcpy(&scaleBits, &scale, sizeof(scaleBits));
-  compiler::TargetOptions target;
-  return llvm::formatv("flashbob kernel\nspec {0}\nscale {1:x-}\noptions O{2} {3}\n"
-                       "flashbob {4}\ncompiler {5}\nllvm {6}\nptxas {7}\narch {8}\n",
-                       spec.name(), scaleBits, target.optLevel, target.ptxFeatures(),
-                       FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH, LLVM_VERSION_STRING,
-                       compiler::ptxasVersion(), spec.arch)
-      .str();
-}
-
 runtime::DiskCache &diskCache() {
   static runtime::DiskCache cache(runtime::DiskCache::defaultDirectory());
   return cache;
 }
 } // namespace
 
-// The in-memory key: the spec's fields as raw bytes. Built on every launch, so no formatting.
-static std::string memoryKey(const compiler::KernelSpec &s) {
-  const int64_t fields[] = {static_cast<int64_t>(s.kind), s.headDim, s.blockM, s.blockN, s.warps,
-                            s.warpCols, s.stages, static_cast<int64_t>(s.dtype), s.causal,
-                            s.producer};
-  double scale = s.effectiveScale();
-  std::string key(reinterpret_cast<const char *>(fields), sizeof(fields));
-  key.append(reinterpret_cast<const char *>(&scale), sizeof(scale));
-  key += s.arch;
-  return key;
-}
-
 llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelSpec &spec) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string memKey = memoryKey(spec);
-  if (auto it = kernels_.find(memKey); it != kernels_.end())
+  if (auto it = kernels_.find(spec); it != kernels_.end())
     return it->second.get();
-  std::string key = spec.name();
+  const std::string name = spec.name();
 
   // On disk: every stage of a kernel compiled by any earlier process with the same key.
-  std::string keyText = diskKeyText(spec);
+  const std::string keyText = KernelKey(spec).text();
   std::string cubin, entryName;
   int64_t threads = 0, sharedBytes = 0;
   std::vector<runtime::TensorMapSpec> tensorMaps;
@@ -146,7 +129,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     }
   }
   if (cubin.empty()) {
-    auto artifacts = kernels::compileKernel(spec, /*assemble=*/true);
+    auto artifacts = compileKernel(spec, /*assemble=*/true);
     if (!artifacts)
       return artifacts.takeError();
     cubin = artifacts->cubin;
@@ -158,7 +141,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
         {"kernel.bob.mlir", artifacts->bobIR}, {"kernel.lowered.mlir", artifacts->loweredIR},
         {"kernel.ll", artifacts->llvmIR},      {"kernel.ptx", artifacts->ptx},
         {"kernel.cubin", artifacts->cubin},    {"ptxas.log", artifacts->ptxasLog}};
-    llvm::json::Object metadata{{"name", key},
+    llvm::json::Object metadata{{"name", name},
                                 {"entry", entryName},
                                 {"threads", threads},
                                 {"shared_bytes", sharedBytes},
@@ -175,8 +158,8 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     return loaded.takeError();
   auto entry = std::make_unique<CachedKernel>(CachedKernel{spec, std::move(*loaded)});
   const CachedKernel *result = entry.get();
-  kernels_[memKey] = std::move(entry);
+  kernels_.emplace(spec, std::move(entry));
   return result;
 }
 
-} // namespace flashbob::api
+} // namespace flashbob::jit

@@ -1,15 +1,16 @@
 // Autotuning of the tile configuration of each attention kernel: candidates from the tile table
-// (kernels/TileTable), pruned by the compiler's rejections and the device's shared memory,
-// timed with CUDA events on the real problem, the winner persisted per (kernel kind, head dim,
-// dtype, causal, scale, sequence-length bucket, GPU, compiler build) under the cache directory.
+// (kernels/TileTable), pruned by the compiler's rejections and the device's shared memory
+// (jit::runnable), timed with CUDA events on the real problem, the winner persisted per kernel
+// key (jit/KernelKey: spec, compiler build, toolchain), sequence-length bucket and GPU under the
+// cache directory.
 #pragma once
 
-#include "api/Attention.h"
-#include "api/KernelCache.h"
+#include "jit/KernelCache.h"
+#include "jit/Problem.h"
 
 #include <functional>
 
-namespace flashbob::api {
+namespace flashbob::jit {
 
 // On when FLASHBOB_AUTOTUNE=1 or after setAutotune(true).
 bool autotuneEnabled();
@@ -24,4 +25,4 @@ llvm::Expected<compiler::KernelSpec>
 chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const AttentionProblem &p,
            CUstream stream, const std::function<llvm::Error(const CachedKernel &)> &launch);
 
-} // namespace flashbob::api
+} // namespace flashbob::jit

@@ -1,13 +1,12 @@
-#include "api/Tuning.h"
+#include "jit/Tuning.h"
 
-#include "CompilerHash.h"
-#include "kernels/Kernels.h"
+#include "jit/Compile.h"
 #include "kernels/TileTable.h"
 #include "runtime/cache/DiskCache.h"
 #include "runtime/launch/EventTimer.h"
 #include "runtime/tune/Autotuner.h"
 
-#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
 #include <atomic>
@@ -15,17 +14,10 @@
 #include <mutex>
 #include <cstdlib>
 
-namespace flashbob::api {
+namespace flashbob::jit {
 
 namespace {
 std::atomic<int> autotuneSwitch{-1}; // -1: follow FLASHBOB_AUTOTUNE
-
-int64_t nextPowerOfTwo(int64_t v) {
-  int64_t p = 1;
-  while (p < v)
-    p <<= 1;
-  return p;
-}
 } // namespace
 
 bool autotuneEnabled() {
@@ -60,8 +52,8 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   FLASHBOB_CU(driver, cuCtxGetDevice(&dev));
   // After the first call for a kernel, problem bucket and device, the decision comes from
   // memory: pruning builds every candidate's IR, which would cost milliseconds per launch.
-  const std::string memoKey = base.name() + " seq<=" +
-                              std::to_string(nextPowerOfTwo(std::max(p.seqQ, p.seqK))) +
+  const uint64_t bucket = llvm::PowerOf2Ceil(static_cast<uint64_t>(std::max(p.seqQ, p.seqK)));
+  const std::string memoKey = base.name() + " seq<=" + std::to_string(bucket) +
                               " device=" + std::to_string(dev) + " dir=" + tuningDir();
   static std::mutex memoMutex;
   static std::map<std::string, compiler::KernelSpec> memo;
@@ -86,33 +78,23 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   // per block (exact bytes from the IR, no lowering).
   std::vector<compiler::KernelSpec> specs;
   std::vector<std::string> names;
-  mlir::MLIRContext ctx;
-  for (const kernels::TileConfig &t : kernels::candidateTiles(base.kind, base.headDim, base.arch)) {
+  for (const compiler::TileConfig &t : kernels::candidateTiles(base.kind, base.headDim, base.arch)) {
     compiler::KernelSpec s = base;
-    kernels::applyTiles(s, t);
-    if (llvm::Error e = compiler::validate(s, &ctx)) {
-      llvm::consumeError(std::move(e));
+    s.tiles = t;
+    auto ok = runnable(s, sharedLimit);
+    if (!ok) {
+      llvm::consumeError(ok.takeError());
       continue;
     }
-    if (llvm::Error e = kernels::checkRegisterFootprint(s)) {
-      llvm::consumeError(std::move(e));
-      continue;
-    }
-    auto shared = kernels::sharedBytesFor(s);
-    if (!shared) {
-      llvm::consumeError(shared.takeError());
-      continue;
-    }
-    if (*shared > sharedLimit)
+    if (!*ok)
       continue;
     specs.push_back(s);
-    names.push_back(kernels::tileName(t));
+    names.push_back(t.name());
   }
-  std::string key = llvm::formatv(
-      "{0} d={1} {2}{3} scale={4} seq<={5} gpu={6} arch={7} flashbob={8} compiler={9}",
-      bob::stringifyKernelKind(base.kind), base.headDim, bob::stringifyElemType(base.dtype),
-      base.causal ? " causal" : "", base.effectiveScale(), nextPowerOfTwo(std::max(p.seqQ, p.seqK)),
-      gpu, base.arch, FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH);
+  // The kernel's key without its tiles (the base's are the table's, fixed by the rest), the
+  // problem's bucket and the GPU.
+  const std::string key = KernelKey(base).text() + "seq<=" + std::to_string(bucket) +
+                          "\ngpu " + gpu + "\n";
 
   auto measure = [&](size_t i) -> llvm::Expected<double> {
     auto kernel = cache.kernel(specs[i]); // compiles and loads once; a failure: unusable
@@ -136,4 +118,4 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   return remember(base);
 }
 
-} // namespace flashbob::api
+} // namespace flashbob::jit

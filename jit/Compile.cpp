@@ -1,0 +1,104 @@
+#include "jit/Compile.h"
+
+#include "compiler/passes/SharedLayout.h"
+#include "compiler/pipeline/Ptxas.h"
+#include "compiler/pipeline/Registration.h"
+#include "kernels/Kernels.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <limits>
+
+namespace flashbob::jit {
+
+llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
+                                                        bool assemble) {
+  auto ctx = compiler::makeContext();
+  ctx->loadAllAvailableDialects();
+  auto module = kernels::buildKernel(*ctx, spec);
+  if (!module)
+    return module.takeError();
+  compiler::TargetOptions target;
+  target.arch = spec.arch;
+  auto artifacts = compiler::compileToPtx(**module, target);
+  if (!artifacts || !assemble)
+    return artifacts;
+  auto cubin = compiler::assembleWithPtxas(artifacts->ptx, bob::stringifyArch(spec.arch).str());
+  if (!cubin)
+    return cubin.takeError();
+  artifacts->cubin = std::move(cubin->binary);
+  artifacts->ptxasLog = std::move(cubin->log);
+  artifacts->registers = cubin->registers;
+  artifacts->spillBytes = cubin->spillStoreBytes + cubin->spillLoadBytes;
+  return artifacts;
+}
+
+llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
+  auto ctx = compiler::makeContext();
+  auto module = kernels::buildKernel(*ctx, spec);
+  if (!module)
+    return module.takeError();
+  mlir::PassManager pm(ctx.get());
+  // No limit here: the caller compares with its device's.
+  compiler::buildSharedMemoryPlan(pm, std::numeric_limits<int64_t>::max());
+  if (mlir::failed(pm.run(**module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "bob-allocate-shared failed for " + spec.name());
+  int64_t bytes = 0;
+  (*module)->walk([&](bob::KernelOp k) { bytes = bob::shared::blockSharedBytes(k); });
+  return bytes;
+}
+
+llvm::Expected<bool> runnable(const compiler::KernelSpec &spec, int64_t maxSharedBytes) {
+  mlir::MLIRContext ctx; // the verifier needs only the attribute storage
+  if (llvm::Error e = compiler::validate(spec, &ctx)) {
+    llvm::consumeError(std::move(e));
+    return false;
+  }
+  if (llvm::Error e = kernels::checkRegisterFootprint(spec)) {
+    llvm::consumeError(std::move(e));
+    return false;
+  }
+  auto bytes = sharedBytesFor(spec);
+  if (!bytes)
+    return bytes.takeError();
+  return *bytes <= maxSharedBytes;
+}
+
+llvm::Expected<compiler::TileConfig> fitSharedMemory(const compiler::KernelSpec &spec,
+                                                     int64_t maxSharedBytes) {
+  compiler::KernelSpec s = spec;
+  compiler::TileConfig &t = s.tiles;
+  const bool keyMajor = bob::isKeyMajor(spec.kind);
+  int64_t &own = keyMajor ? t.blockN : t.blockM, &swept = keyMajor ? t.blockM : t.blockN;
+  // The steps, smallest change first; each keeps the ones before it. Own rows split over the
+  // warps in whole 16-row fragments, so past 16 rows a warp the warps halve with them.
+  auto step = [&]() {
+    const int64_t fragmentRows = 16 * (t.warps / t.warpCols);
+    if (t.stages > 1)
+      t.stages = 1, t.producer = false; // a producer needs the second stage
+    else if (swept > 16)
+      swept /= 2;
+    else if (own / 2 >= fragmentRows && own / 2 % fragmentRows == 0)
+      own /= 2;
+    else if (t.warpCols == 1 && t.warps > 1 && own / 2 >= 16)
+      own /= 2, t.warps /= 2;
+    else
+      return false;
+    return true;
+  };
+  do {
+    auto ok = runnable(s, maxSharedBytes);
+    if (!ok)
+      return ok.takeError();
+    if (*ok)
+      return t;
+  } while (step());
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      llvm::Twine("no tiles of ") + spec.name() + " fit the GPU's " +
+          llvm::Twine(maxSharedBytes) + " bytes of shared memory per block (smallest tried: " +
+          t.name() + ")");
+}
+
+} // namespace flashbob::jit

@@ -1,0 +1,39 @@
+#include "jit/KernelKey.h"
+
+#include "CompilerHash.h"
+#include "compiler/pipeline/Ptxas.h"
+
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstring>
+
+namespace flashbob::jit {
+
+KernelKey::KernelKey(const compiler::KernelSpec &spec) : spec(spec) { target.arch = spec.arch; }
+
+std::string KernelKey::text() const {
+  double scale = spec.effectiveScale();
+  uint64_t scaleBits;
+  std::memcpy(&scaleBits, &scale, sizeof(scaleBits));
+  return llvm::formatv("flashbob kernel\nspec {0}\nscale {1:x-}\noptions O{2} {3}\n"
+                       "flashbob {4}\ncompiler {5}\nllvm {6}\nptxas {7}\narch {8}\n",
+                       spec.name(), scaleBits, target.optLevel, target.ptxFeatures(),
+                       FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH, LLVM_VERSION_STRING,
+                       compiler::ptxasVersion(),
+                       bob::stringifyArch(target.arch))
+      .str();
+}
+
+bool sameSpec(const compiler::KernelSpec &a, const compiler::KernelSpec &b) {
+  return a.kind == b.kind && a.headDim == b.headDim && a.tiles == b.tiles && a.dtype == b.dtype &&
+         a.causal == b.causal && a.effectiveScale() == b.effectiveScale() && a.arch == b.arch;
+}
+
+size_t SpecHash::operator()(const compiler::KernelSpec &s) const {
+  const compiler::TileConfig &t = s.tiles;
+  return llvm::hash_combine(s.kind, s.headDim, t.blockM, t.blockN, t.warps, t.stages, t.warpCols,
+                            t.producer, s.dtype, s.causal, s.effectiveScale(), s.arch);
+}
+
+} // namespace flashbob::jit

@@ -1,0 +1,59 @@
+// Launching attention kernels: the device memory bound to each operand, the checks that name
+// a bad one before anything runs, and the kernel arguments packed by walking the kernel's
+// signature (kernels/Signature.h), as Triton's launcher is generated from a kernel's signature.
+#pragma once
+
+#include "compiler/KernelSpec.h"
+#include "jit/Problem.h"
+#include "kernels/Signature.h"
+#include "runtime/launch/Kernel.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <bitset>
+
+namespace flashbob::jit {
+
+// The device memory of each operand of one attention call.
+class Bindings {
+public:
+  Bindings &bind(kernels::Operand operand, const Tensor &tensor);
+  Bindings &bind(kernels::Operand operand, RowVector rows);
+  bool bound(kernels::Operand operand) const { return bound_[index(operand)]; }
+  // The tensor (for a row operand: its address, strides unused).
+  const Tensor &operator[](kernels::Operand operand) const { return tensors_[index(operand)]; }
+
+private:
+  static size_t index(kernels::Operand o) { return static_cast<size_t>(o); }
+  std::array<Tensor, kernels::kOperandCount> tensors_{};
+  std::bitset<kernels::kOperandCount> bound_;
+};
+
+// Checks the problem's sizes, then every operand that one of `kinds` takes: bound, aligned and
+// laid out as its layout needs. The error names the argument (as kernels::operandInfo spells
+// it); on an error nothing may be launched.
+llvm::Error validateProblem(const AttentionProblem &p);
+llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds,
+                     const Bindings &bindings);
+
+// The spec a problem starts from: the tile table's default tiles for `arch` (warp
+// specialization as FLASHBOB_PRODUCER forces it, when set), the problem's dtype, mask, scale.
+compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind, bob::Arch arch);
+
+// The arguments of the kernel of `kind`, in its signature's order: each operand as a memref
+// (batch, heads, rows, head_dim) or (batch, heads, rows), rows the length of its side.
+void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
+          runtime::KernelArgs &args);
+
+// x over the blocks of the rows the kernel owns (queries for query-major kinds, keys for
+// key-major ones), y over batch * heads.
+runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProblem &p);
+
+// Launches the kernel of `kind` for `p` on `stream`: compiled or loaded on first use, its tiles
+// fitted to the GPU and, with autotuning on, tuned. Call validate first.
+llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
+                   CUstream stream);
+
+} // namespace flashbob::jit

@@ -1,0 +1,15 @@
+#include "jit/Problem.h"
+
+namespace flashbob {
+
+Tensor AttentionProblem::contiguous(CUdeviceptr data, int64_t rows) const {
+  Tensor t;
+  t.data = data;
+  t.stride[0] = heads * rows * headDim;
+  t.stride[1] = rows * headDim;
+  t.stride[2] = headDim;
+  t.stride[3] = 1;
+  return t;
+}
+
+} // namespace flashbob

@@ -1,0 +1,39 @@
+// An attention problem and the device memory of its tensors, as plain data: what the API takes
+// and the launcher packs (jit/Launch.h).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace flashbob {
+
+enum class DType { bf16, fp16 };
+
+// A (batch, heads, seq, head_dim) tensor of the problem's dtype in device memory, with strides
+// in elements (the head_dim stride must be 1).
+struct Tensor {
+  CUdeviceptr data = 0;
+  int64_t stride[4] = {0, 0, 0, 1};
+};
+
+// A (batch, heads, seq) f32 vector per row, contiguous (L, D, c, b).
+struct RowVector {
+  CUdeviceptr data = 0;
+};
+
+struct AttentionProblem {
+  int64_t batch = 1, heads = 1;
+  int64_t seqQ = 0;             // N, queries
+  int64_t seqK = 0;             // M, keys
+  int64_t headDim = 64;         // d
+  DType dtype = DType::bf16;
+  bool causal = false;          // bottom-right aligned when M != N
+  std::optional<double> scale;  // default 1/sqrt(d)
+
+  // Contiguous strides for a (batch, heads, rows, head_dim) tensor.
+  Tensor contiguous(CUdeviceptr data, int64_t rows) const;
+};
+
+} // namespace flashbob
