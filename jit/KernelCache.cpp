@@ -4,8 +4,9 @@
 #include "jit/Compile.h"
 #include "kernels/TileTable.h"
 #include "runtime/cache/DiskCache.h"
+#include "support/Errors.h"
+#include "support/Knobs.h"
 
-#include <cstdlib>
 #include <map>
 
 namespace flashbob::jit {
@@ -21,18 +22,21 @@ llvm::Error failure(const llvm::Twine &message) {
 llvm::Expected<bob::Arch> targetFor(int major, int minor) {
   const std::string own = "sm_" + std::to_string(major) + std::to_string(minor);
   if (major < 8)
-    return failure("flashbob: the GPU is " + own + "; the kernels need sm_80 or newer (mma.sync bf16)");
+    return failure("flashbob: the GPU is " + own +
+                   "; the kernels need sm_80 or newer (mma.sync bf16)");
   std::optional<bob::Arch> arch = bob::defaultArchFor(major, minor);
   if (!arch)
     return failure("flashbob: the GPU is " + own + ", for which no target is known (sm_80, sm_86, "
                    "sm_89, sm_90, sm_90a)");
-  if (const char *forced = std::getenv("FLASHBOB_ARCH"); forced && *forced) {
+  if (const std::string forced = support::knobs::arch(); !forced.empty()) {
     std::optional<bob::Arch> choice = compiler::parseArch(forced);
     if (!choice || bob::targetInfo(*choice).computeCapability != major * 10 + minor)
-      return failure("FLASHBOB_ARCH=" + std::string(forced) + ": this GPU is " + own +
-                     " and runs cubins built for " + own +
-                     (bob::stringifyArch(*arch) != own ? " or " + bob::stringifyArch(*arch).str()
-                                                       : std::string()));
+      return support::makeInvalidArgument(
+          "FLASHBOB_ARCH", "FLASHBOB_ARCH=" + forced + ": this GPU is " + own +
+                               " and runs cubins built for " + own +
+                               (bob::stringifyArch(*arch) != own
+                                    ? " or " + bob::stringifyArch(*arch).str()
+                                    : std::string()));
     arch = choice;
   }
   return *arch;
@@ -87,15 +91,6 @@ llvm::Expected<compiler::KernelSpec> KernelCache::fitted(compiler::KernelSpec sp
   return result;
 }
 
-std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts &artifacts) {
-  std::vector<runtime::TensorMapSpec> maps;
-  for (const compiler::TensorMapArg &m : artifacts.tensorMaps)
-    maps.push_back({static_cast<unsigned>(m.tensor), static_cast<unsigned>(m.rowsOf),
-                    static_cast<unsigned>(m.boxRows), static_cast<unsigned>(m.boxCols),
-                    static_cast<unsigned>(m.swizzle), static_cast<unsigned>(m.elementBytes)});
-  return maps;
-}
-
 namespace {
 runtime::DiskCache &diskCache() {
   static runtime::DiskCache cache(runtime::DiskCache::defaultDirectory());
@@ -136,7 +131,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     entryName = artifacts->entry;
     threads = artifacts->threads;
     sharedBytes = artifacts->sharedBytes;
-    tensorMaps = tensorMapsOf(*artifacts);
+    tensorMaps = artifacts->tensorMaps;
     std::vector<runtime::CacheFile> files = {
         {"kernel.bob.mlir", artifacts->bobIR}, {"kernel.lowered.mlir", artifacts->loweredIR},
         {"kernel.ll", artifacts->llvmIR},      {"kernel.ptx", artifacts->ptx},

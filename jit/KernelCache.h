@@ -15,9 +15,6 @@
 
 namespace flashbob::jit {
 
-// The tensor maps a compiled kernel takes, as the launcher builds them.
-std::vector<runtime::TensorMapSpec> tensorMapsOf(const compiler::KernelArtifacts &artifacts);
-
 struct CachedKernel {
   compiler::KernelSpec spec;
   std::unique_ptr<runtime::LoadedKernel> loaded;

@@ -3,6 +3,7 @@
 #include "CompilerHash.h"
 #include "compiler/pipeline/Ptxas.h"
 
+#include "llvm/ADT/bit.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -33,7 +34,8 @@ bool sameSpec(const compiler::KernelSpec &a, const compiler::KernelSpec &b) {
 size_t SpecHash::operator()(const compiler::KernelSpec &s) const {
   const compiler::TileConfig &t = s.tiles;
   return llvm::hash_combine(s.kind, s.headDim, t.blockM, t.blockN, t.warps, t.stages, t.warpCols,
-                            t.producer, s.dtype, s.causal, s.effectiveScale(), s.arch);
+                            t.producer, s.dtype, s.causal,
+                            llvm::bit_cast<uint64_t>(s.effectiveScale()), s.arch);
 }
 
 } // namespace flashbob::jit

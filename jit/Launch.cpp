@@ -1,14 +1,16 @@
 #include "jit/Launch.h"
 
+#include "compiler/dialect/Target.h"
 #include "jit/KernelCache.h"
 #include "jit/Tuning.h"
 #include "kernels/TileTable.h"
+#include "support/Errors.h"
+#include "support/Knobs.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
+#include <optional>
 
 namespace flashbob::jit {
 
@@ -27,69 +29,57 @@ Bindings &Bindings::bind(Operand operand, RowVector rows) {
 }
 
 namespace {
-llvm::Error invalid(const llvm::Twine &what) {
-  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
-                                 "flashbob: " + what);
+// `argument` is named first in `what`.
+llvm::Error invalid(llvm::StringRef argument, const llvm::Twine &what) {
+  return support::makeInvalidArgument(argument, "flashbob: " + what);
 }
 
 // The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
 llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name) {
   if (!t.data)
-    return invalid(name + " is a null pointer");
+    return invalid(name, name + " is a null pointer");
   if (t.stride[3] != 1)
-    return invalid(name + " must have unit stride along head_dim, got " + llvm::Twine(t.stride[3]));
+    return invalid(name, name + " must have unit stride along head_dim, got " + llvm::Twine(t.stride[3]));
   if (t.data % 16 != 0)
-    return invalid(name + " is not 16-byte aligned");
+    return invalid(name, name + " is not 16-byte aligned");
   for (int i = 0; i < 3; ++i)
     if (t.stride[i] <= 0 || t.stride[i] % 8 != 0)
-      return invalid(llvm::formatv("{0} stride[{1}] = {2} must be a positive multiple of 8 "
+      return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be a positive multiple of 8 "
                                    "elements (16-byte aligned rows)",
                                    name, i, t.stride[i]));
   if (t.stride[2] < p.headDim)
-    return invalid(llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
+    return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
   return llvm::Error::success();
 }
 
 llvm::Error validateRows(const Tensor &r, llvm::StringRef name) {
   if (!r.data)
-    return invalid(name + " is a null pointer");
+    return invalid(name, name + " is a null pointer");
   if (r.data % 4 != 0)
-    return invalid(name + " is not 4-byte aligned");
+    return invalid(name, name + " is not 4-byte aligned");
   return llvm::Error::success();
 }
 
-// FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
-// kernel without column groups, whatever the tile table says: for A/B timing and the GPU tests
-// of the producer path. Read once: this is on every launch's path.
-int producerOverride() {
-  static const int value = [] {
-    const char *env = std::getenv("FLASHBOB_PRODUCER");
-    if (!env || !*env)
-      return -1;
-    return std::string(env) == "1" ? 1 : 0;
-  }();
-  return value;
-}
 } // namespace
 
 llvm::Error validateProblem(const AttentionProblem &p) {
   if (p.batch <= 0)
-    return invalid("batch must be positive, got " + llvm::Twine(p.batch));
+    return invalid("batch", "batch must be positive, got " + llvm::Twine(p.batch));
   if (p.heads <= 0)
-    return invalid("heads must be positive, got " + llvm::Twine(p.heads));
+    return invalid("heads", "heads must be positive, got " + llvm::Twine(p.heads));
   if (p.seqQ <= 0)
-    return invalid("seq_q (N) must be positive, got " + llvm::Twine(p.seqQ));
+    return invalid("seq_q", "seq_q (N) must be positive, got " + llvm::Twine(p.seqQ));
   if (p.seqK <= 0)
-    return invalid("seq_k (M) must be positive, got " + llvm::Twine(p.seqK));
+    return invalid("seq_k", "seq_k (M) must be positive, got " + llvm::Twine(p.seqK));
   if (p.headDim <= 0 || p.headDim % 16 != 0 || p.headDim > 256)
-    return invalid("head_dim " + llvm::Twine(p.headDim) +
+    return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) +
                    " is unsupported (a multiple of 16 up to 256)");
   if (p.batch * p.heads > 65535)
-    return invalid("batch * heads = " + llvm::Twine(p.batch * p.heads) +
+    return invalid("batch", "batch * heads = " + llvm::Twine(p.batch * p.heads) +
                    " exceeds the grid's y limit 65535");
   if (p.scale && (!std::isfinite(*p.scale) || *p.scale <= 0))
-    return invalid("scale must be a positive finite number");
+    return invalid("scale", "scale must be a positive finite number");
   return llvm::Error::success();
 }
 
@@ -106,7 +96,7 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       checked.set(i);
       const kernels::OperandInfo &info = kernels::operandInfo(param.operand);
       if (!bindings.bound(param.operand))
-        return invalid(info.name + " is not given");
+        return invalid(info.name, info.name + " is not given");
       llvm::Error e = info.layout == kernels::Layout::rows
                           ? validateRows(bindings[param.operand], info.name)
                           : validateTensor(p, bindings[param.operand], info.name);
@@ -121,9 +111,12 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.kind = kind;
   s.headDim = p.headDim;
   s.tiles = kernels::defaultTiles(kind, p.headDim, arch);
-  if (int producer = producerOverride(); producer >= 0 && bob::hasHopperFeatures(arch) &&
-                                         s.tiles.stages == 2 && s.tiles.warpCols == 1)
-    s.tiles.producer = producer == 1;
+  // FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
+  // kernel without column groups, whatever the tile table says: for A/B timing and the GPU
+  // tests of the producer path. Read once (support/Knobs.h): this is on every launch's path.
+  static const std::optional<bool> producer = support::knobs::producer();
+  if (producer && bob::hasHopperFeatures(arch) && s.tiles.stages == 2 && s.tiles.warpCols == 1)
+    s.tiles.producer = *producer;
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   s.causal = p.causal;
   s.scale = p.scale;

@@ -5,6 +5,7 @@
 #include "runtime/cache/DiskCache.h"
 #include "runtime/launch/EventTimer.h"
 #include "runtime/tune/Autotuner.h"
+#include "support/Knobs.h"
 
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
@@ -12,7 +13,6 @@
 #include <atomic>
 #include <map>
 #include <mutex>
-#include <cstdlib>
 
 namespace flashbob::jit {
 
@@ -25,10 +25,7 @@ bool autotuneEnabled() {
   if (s >= 0)
     return s == 1;
   // Read once: this is on every launch's path.
-  static const bool fromEnvironment = [] {
-    const char *env = std::getenv("FLASHBOB_AUTOTUNE");
-    return env && std::string(env) == "1";
-  }();
+  static const bool fromEnvironment = support::knobs::autotune();
   return fromEnvironment;
 }
 

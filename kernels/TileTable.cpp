@@ -2,6 +2,8 @@
 
 #include "compiler/dialect/Target.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
 namespace flashbob::kernels {
 
 namespace {
@@ -131,7 +133,7 @@ int64_t accumulatorCount(bob::KernelKind kind) {
   case bob::KernelKind::bob_q: return 4;
   case bob::KernelKind::bob_kv: return 2;
   }
-  return 1;
+  llvm_unreachable("every kernel kind keeps accumulators");
 }
 } // namespace
 

@@ -79,6 +79,30 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
   }];
 }
 
+def Bob_TensorMapAttr : AttrDef<Bob_Dialect, "TensorMap"> {
+  let mnemonic = "tensor_map";
+  let summary = "A tensor-map argument of a kernel (TMA loads, sm_90a)";
+  let description = [{
+    Set by bob-use-tma, one per `!llvm.ptr` argument it appends (a CUtensorMap in global
+    memory that the launcher encodes, support/TensorMapSpec.h), in the kernel's
+    `bob.tensor_maps` list:
+      map:      index of that !llvm.ptr argument
+      tensor:   index of the memref argument (batch, heads, seq, head_dim) it describes
+      rows_of:  index of the memref argument whose seq length bounds the rows (zero fill
+                past it)
+      box_rows, box_cols: the box one TMA copy moves
+      swizzle:  the shared tile's swizzle, 32, 64 or 128 bytes
+      element_bytes: of the tensor's elements
+    Example: `#bob.tensor_map<map = 5, tensor = 1, rows_of = 1, box_rows = 64, box_cols = 64,
+              swizzle = 128, element_bytes = 2>`
+  }];
+  let parameters = (ins "int64_t":$map, "int64_t":$tensor, "int64_t":$rows_of,
+                        "int64_t":$box_rows, "int64_t":$box_cols, "int64_t":$swizzle,
+                        "int64_t":$element_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Bob_ReduceKind : I32EnumAttr<"ReduceKind", "row reduction", [
     I32EnumAttrCase<"sum", 0>,
     I32EnumAttrCase<"max", 1>,

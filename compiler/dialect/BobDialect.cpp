@@ -167,6 +167,26 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
   return success();
 }
 
+LogicalResult TensorMapAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t map,
+                                    int64_t tensor, int64_t rowsOf, int64_t boxRows,
+                                    int64_t boxCols, int64_t swizzle, int64_t elementBytes) {
+  if (map < 0 || tensor < 0 || rowsOf < 0)
+    return emitError() << "tensor_map argument indices must be non-negative";
+  // TMA's limits: a box dimension within kTmaMaxBoxDim, the inner one the swizzle's span.
+  if (boxRows <= 0 || boxRows > kTmaMaxBoxDim || boxCols <= 0 || boxCols > kTmaMaxBoxDim)
+    return emitError() << "tensor_map box " << boxRows << "x" << boxCols << " must be within 1.."
+                       << kTmaMaxBoxDim << " in each dimension";
+  if (swizzle != 32 && swizzle != 64 && swizzle != 128)
+    return emitError() << "tensor_map swizzle " << swizzle << " must be 32, 64 or 128 bytes";
+  if (elementBytes != 2)
+    return emitError() << "tensor_map element_bytes " << elementBytes
+                       << " must be 2 (bf16 or f16 tiles)";
+  if (boxCols * elementBytes != swizzle)
+    return emitError() << "tensor_map box_cols " << boxCols << " x " << elementBytes
+                       << " bytes must span the swizzle of " << swizzle << " bytes";
+  return success();
+}
+
 static bool isTensorCoreInput(Type t) { return t.isBF16() || t.isF16(); }
 
 LogicalResult SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,

@@ -35,12 +35,7 @@ inline constexpr llvm::StringLiteral kSpecAttrName = "bob.spec";
 // bob-allocate-shared on bob.kernel, carried onto the gpu.func).
 inline constexpr llvm::StringLiteral kSharedBytesAttrName = "bob.shared_bytes";
 // Name of the attribute listing the tensor maps a kernel takes (bob-use-tma, on bob.kernel and
-// carried onto the gpu.func): one dictionary per tensor-map argument, in argument order, with
-//   map:     index of the !llvm.ptr argument (a CUtensorMap in global memory)
-//   tensor:  index of the memref argument (batch, heads, seq, head_dim) it describes
-//   rows_of: index of the memref argument whose seq length bounds the rows (zero fill past it)
-//   box_rows, box_cols: the box one TMA copy moves; swizzle: 32, 64 or 128 (bytes)
-//   element_bytes: of the tensor's elements
+// carried onto the gpu.func): one #bob.tensor_map per tensor-map argument, in argument order.
 inline constexpr llvm::StringLiteral kTensorMapsAttrName = "bob.tensor_maps";
 
 // The spec of the kernel that encloses `op` (a bob.kernel, or a function carrying bob.spec),

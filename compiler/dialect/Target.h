@@ -24,6 +24,8 @@ struct TargetInfo {
 inline constexpr int64_t kSharedReservePerBlock = 1024;
 inline constexpr int64_t kRegistersPerSm = 65536;
 inline constexpr int64_t kRegistersPerThread = 255;
+// A TMA box (sm_90a) spans at most this many elements in each dimension.
+inline constexpr int64_t kTmaMaxBoxDim = 256;
 
 const TargetInfo &targetInfo(Arch arch);
 llvm::ArrayRef<TargetInfo> allTargets();

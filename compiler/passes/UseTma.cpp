@@ -25,9 +25,6 @@ namespace flashbob::bob {
 namespace {
 using namespace mlir;
 
-// TMA boxes have at most 256 elements per dimension.
-constexpr int64_t kMaxBoxDim = 256;
-
 std::optional<unsigned> kernelArgument(KernelOp kernel, Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg || arg.getOwner() != &kernel.getBody().front())
@@ -65,7 +62,7 @@ struct UseTma : impl::BobUseTmaBase<UseTma> {
       std::optional<unsigned> tensor = kernelArgument(kernel, load.getSrc());
       std::optional<unsigned> rowsOf = sequenceLengthOf(kernel, load.getBound());
       shared::Layout layout = shared::layoutFor(load.getDst().getType(), /*hopper=*/true);
-      if (!tensor || !rowsOf || !layout.swizzled() || layout.rows > kMaxBoxDim)
+      if (!tensor || !rowsOf || !layout.swizzled() || layout.rows > kTmaMaxBoxDim)
         return;
       Key key{*tensor, *rowsOf, layout.rows, layout.blockCols(), layout.swizzleBytes};
       BlockArgument &map = maps[key];
@@ -74,15 +71,9 @@ struct UseTma : impl::BobUseTmaBase<UseTma> {
         if (failed(kernel.insertArgument(index, ptrType, DictionaryAttr(), kernel.getLoc())))
           return signalPassFailure();
         map = kernel.getArgument(index);
-        described.push_back(b.getDictionaryAttr({
-            b.getNamedAttr("map", b.getI64IntegerAttr(index)),
-            b.getNamedAttr("tensor", b.getI64IntegerAttr(*tensor)),
-            b.getNamedAttr("rows_of", b.getI64IntegerAttr(*rowsOf)),
-            b.getNamedAttr("box_rows", b.getI64IntegerAttr(layout.rows)),
-            b.getNamedAttr("box_cols", b.getI64IntegerAttr(layout.blockCols())),
-            b.getNamedAttr("swizzle", b.getI64IntegerAttr(layout.swizzleBytes)),
-            b.getNamedAttr("element_bytes", b.getI64IntegerAttr(layout.elemBytes)),
-        }));
+        described.push_back(TensorMapAttr::get(ctx, index, *tensor, *rowsOf, layout.rows,
+                                               layout.blockCols(), layout.swizzleBytes,
+                                               layout.elemBytes));
       }
       load.getTensorMapMutable().assign(map);
     });

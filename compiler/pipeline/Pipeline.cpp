@@ -113,12 +113,11 @@ llvm::Expected<KernelArtifacts> compileToPtx(ModuleOp module, const TargetOption
   if (auto bytes = func->getAttrOfType<IntegerAttr>(bob::kSharedBytesAttrName))
     out.sharedBytes = bytes.getInt();
   if (auto maps = func->getAttrOfType<ArrayAttr>(bob::kTensorMapsAttrName))
-    for (auto map : maps.getAsRange<DictionaryAttr>()) {
-      auto field = [&](llvm::StringRef name) {
-        return cast<IntegerAttr>(map.get(name)).getInt();
-      };
-      out.tensorMaps.push_back({field("tensor"), field("rows_of"), field("box_rows"),
-                                field("box_cols"), field("swizzle"), field("element_bytes")});
+    for (auto map : maps.getAsRange<bob::TensorMapAttr>()) {
+      auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+      out.tensorMaps.push_back({u(map.getTensor()), u(map.getRowsOf()), u(map.getBoxRows()),
+                                u(map.getBoxCols()), u(map.getSwizzle()),
+                                u(map.getElementBytes())});
     }
 
   llvm::LLVMContext llvmContext;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
+#include "support/TensorMapSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -21,18 +22,11 @@
 namespace flashbob::compiler {
 
 struct TargetOptions {
-  std::string arch = sm_90a; // sm_80, sm_86, sm_89, sm_90, sm_90a
+  bob::Arch arch = bob::Arch::sm_90a;
   unsigned optLevel = 3;
   // PTX ISA the NVPTX backend targets: 8.0 is the first with sm_90a and is read by every
   // CUDA 12+ driver.
   std::string ptxFeatures() const { return "+ptx80"; }
-};
-
-// A tensor-map argument the launcher must fill (bob.tensor_maps; runtime/launch/TensorMaps.h):
-// over memref argument `tensor`, sequence length of memref argument `rowsOf`, one TMA box of
-// boxRows x boxCols elements, swizzled over `swizzle` bytes. The maps follow the memrefs.
-struct TensorMapArg {
-  int64_t tensor = 0, rowsOf = 0, boxRows = 0, boxCols = 0, swizzle = 0, elementBytes = 0;
 };
 
 // Every stage of one kernel, like the files Triton keeps per kernel in its cache.
@@ -40,7 +34,8 @@ struct KernelArtifacts {
   std::string entry;        // kernel symbol in PTX and cubin
   int64_t threads = 0;      // threads per block (grid: see the kernel family's launch plan)
   int64_t sharedBytes = 0;  // dynamic shared memory per block
-  std::vector<TensorMapArg> tensorMaps; // sm_90a TMA kernels: arguments after the memrefs
+  // sm_90a TMA kernels: the tensor-map arguments after the memrefs (from bob.tensor_maps).
+  std::vector<support::TensorMapSpec> tensorMaps;
   std::string bobIR;        // input, in the bob dialect
   std::string loweredIR;    // after the bob passes (upstream dialects only)
   std::string llvmIR;       // optimized LLVM IR given to the NVPTX backend

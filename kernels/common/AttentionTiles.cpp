@@ -47,8 +47,10 @@ Tile probabilities(KernelBuilder &kb, const Tile &scores, const Tile &lseLog2, V
 }
 
 Tile outputDotRows(KernelBuilder &kb) {
-  Tile o = kb.loadOwn(Operand::o);
+  // dO before O: the order of bob_q's measured PTX (before this helper, bwd_q loaded O first;
+  // its PTX differs from then by that order alone).
   Tile dO = kb.loadOwn(Operand::dO);
+  Tile o = kb.loadOwn(Operand::o);
   return rowSum(o * dO);
 }
 

@@ -124,7 +124,7 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
                                     /*tensor_map=*/Value(), /*async=*/false);
         scf::YieldOp::create(b, body(start, carried));
       });
-  return llvm::to_vector(loop.getResults());
+  return llvm::SmallVector<Value>(loop.getResults());
 }
 
 Tile KernelBuilder::loadOwn(Operand operand) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "runtime/driver/CudaDriver.h"
+#include "support/TensorMapSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -22,14 +23,8 @@
 
 namespace flashbob::runtime {
 
-// One tensor-map argument of a kernel. `tensorArg` and `rowsArg` index the kernel's memref
-// arguments: the map covers tensorArg (batch, heads, seq, head_dim), with rowsArg's sequence
-// length (rows past it read as zero); one TMA copy moves boxRows x boxCols elements into a
-// shared tile swizzled over swizzleBytes (32, 64 or 128).
-struct TensorMapSpec {
-  unsigned tensorArg = 0, rowsArg = 0;
-  unsigned boxRows = 0, boxCols = 0, swizzleBytes = 0, elementBytes = 0;
-};
+// One tensor-map argument of a kernel (support/TensorMapSpec.h).
+using support::TensorMapSpec;
 
 // A memref argument as the launcher passed it.
 struct MemRefArg {

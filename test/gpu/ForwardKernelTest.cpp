@@ -37,7 +37,7 @@ void runCase(const Case &c) {
   runtime::KernelImage image{artifacts->cubin, false, artifacts->entry,
                              static_cast<unsigned>(artifacts->threads),
                              static_cast<unsigned>(artifacts->sharedBytes),
-                             jit::tensorMapsOf(*artifacts)};
+                             artifacts->tensorMaps};
   auto kernel = runtime::LoadedKernel::load(test::driver(), image);
   if (!kernel)
     FAIL(llvm::toString(kernel.takeError()));

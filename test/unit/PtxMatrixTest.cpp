@@ -230,7 +230,7 @@ TEST_CASE("specs the compiler cannot build are rejected before any compilation",
   CHECK(compiler::parseArch("sm_90a") == Arch::sm_90a);
 
   spec = {};
-  spec.blockM = 48; // 3 fragments of 16 rows cannot be split over 4 warps
+  spec.tiles.blockM = 48; // 3 fragments of 16 rows cannot be split over 4 warps
   bad = jit::compileKernel(spec, false);
   REQUIRE_FALSE(static_cast<bool>(bad));
   CHECK_THAT(llvm::toString(bad.takeError()), Catch::Contains("block_m 48"));
@@ -254,7 +254,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         // Static shared memory on top of the tiles: sm_90a, the TMA mbarriers' 1024-byte slot
         // (which also holds a row exchange of 512 bytes); sm_80, the row exchange of a kernel
         // with column groups that reduces rows (bob_q: 2 groups x 64 rows x 4 bytes).
-        const bool groups = spec.warpCols > 1;
+        const bool groups = spec.tiles.warpCols > 1;
         const int64_t barriers =
             hopper ? 1024 : (groups && kind == bob::KernelKind::bob_q ? 2 * 64 * 4 : 0);
         CHECK(*estimate == compiled->sharedBytes + barriers);
@@ -268,8 +268,8 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
             return (rows * cols * 2 + 1023) / 1024 * 1024;
           return (rows * (cols + 8) * 2 + 127) / 128 * 128;
         };
-        int64_t q = tile(spec.blockM, d), k = tile(spec.blockN, d);
-        (bob::isKeyMajor(kind) ? q : k) *= spec.stages;
+        int64_t q = tile(spec.tiles.blockM, d), k = tile(spec.tiles.blockN, d);
+        (bob::isKeyMajor(kind) ? q : k) *= spec.tiles.stages;
         int64_t expected = 0;
         switch (kind) {
         case bob::KernelKind::fwd: expected = q + 2 * k; break;           // Q | K, V
@@ -289,8 +289,8 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
           default: break;
           }
           const bool keyMajor = bob::isKeyMajor(kind);
-          expected += staged * (keyMajor ? tile(spec.blockN, spec.blockM)
-                                         : tile(spec.blockM, spec.blockN));
+          expected += staged * (keyMajor ? tile(spec.tiles.blockN, spec.tiles.blockM)
+                                         : tile(spec.tiles.blockM, spec.tiles.blockN));
         }
         CHECK(*estimate == expected + barriers);
       }

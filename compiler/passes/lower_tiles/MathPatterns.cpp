@@ -16,24 +16,22 @@ using namespace mlir;
 namespace flashbob::bob::lowering {
 namespace {
 
-struct SplatLowering : OpConversionPattern<SplatOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(SplatOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
-    auto type = cast<VectorType>(getTypeConverter()->convertType(op.getType()));
-    Emitter e(op.getLoc(), rw);
+struct SplatLowering : TilePattern<SplatOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(SplatOp op, OpAdaptor, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto type = cast<VectorType>(converter()->convertType(op.getType()));
     rw.replaceOp(op, e.splat(type, op.getValue().convertToDouble()));
     return success();
   }
 };
 
-struct ConvertLowering : OpConversionPattern<ConvertOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(ConvertOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+struct ConvertLowering : TilePattern<ConvertOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(ConvertOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     // The accumulator order is already the A-operand order (FragmentLayout.h): round, then view
     // each pair of 16-bit values as one 32-bit register.
     auto src = cast<VectorType>(a.getSource().getType());
-    auto dst = cast<VectorType>(getTypeConverter()->convertType(op.getType()));
-    Emitter e(op.getLoc(), rw);
+    auto dst = cast<VectorType>(converter()->convertType(op.getType()));
     Value narrow = arith::TruncFOp::create(
         e.b, VectorType::get(src.getShape(), op.getType().getElementType()), a.getSource());
     rw.replaceOp(op, vector::BitCastOp::create(e.b, dst, narrow));
@@ -61,12 +59,11 @@ Value broadcastOperand(Emitter &e, const TileTypeConverter &conv, Type lhsType, 
 }
 
 template <typename BobOp, typename ArithOp>
-struct BinaryLowering : OpConversionPattern<BobOp> {
-  using OpConversionPattern<BobOp>::OpConversionPattern;
+struct BinaryLowering : TilePattern<BobOp> {
+  using TilePattern<BobOp>::TilePattern;
   using OpAdaptor = typename BobOp::Adaptor;
-  LogicalResult matchAndRewrite(BobOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(this->getTypeConverter());
-    Emitter e(op.getLoc(), rw);
+  LogicalResult lower(BobOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = this->converter();
     Value rhs = broadcastOperand(e, *conv, op.getLhs().getType(), op.getRhs().getType(),
                                  a.getLhs(), a.getRhs());
     rw.replaceOp(op, ArithOp::create(e.b, a.getLhs(), rhs).getResult());
@@ -77,13 +74,12 @@ struct BinaryLowering : OpConversionPattern<BobOp> {
 // exp2 / log2 through the PTX approximations (ex2.approx.f32: max 2 ulp; lg2.approx.f32, whose LLVM intrinsic is named .f), element
 // by element: these intrinsics are scalar.
 template <typename BobOp>
-struct IntrinsicLowering : OpConversionPattern<BobOp> {
+struct IntrinsicLowering : TilePattern<BobOp> {
   IntrinsicLowering(TypeConverter &tc, MLIRContext *ctx, StringRef intrinsic)
-      : OpConversionPattern<BobOp>(tc, ctx), intrinsic(intrinsic.str()) {}
+      : TilePattern<BobOp>(tc, ctx), intrinsic(intrinsic.str()) {}
   std::string intrinsic;
   using OpAdaptor = typename BobOp::Adaptor;
-  LogicalResult matchAndRewrite(BobOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    Emitter e(op.getLoc(), rw);
+  LogicalResult lower(BobOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     Value vec = a.getSource();
     int64_t n = cast<VectorType>(vec.getType()).getNumElements();
     Value result = vec;
@@ -98,10 +94,9 @@ struct IntrinsicLowering : OpConversionPattern<BobOp> {
   }
 };
 
-struct ReplaceLowering : OpConversionPattern<ReplaceOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(ReplaceOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    Emitter e(op.getLoc(), rw);
+struct ReplaceLowering : TilePattern<ReplaceOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(ReplaceOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     auto type = cast<VectorType>(a.getSource().getType());
     Value from = e.splat(type, op.getFrom().convertToDouble());
     Value to = e.splat(type, op.getTo().convertToDouble());
@@ -111,14 +106,13 @@ struct ReplaceLowering : OpConversionPattern<ReplaceOp> {
   }
 };
 
-struct MaskLowering : OpConversionPattern<MaskOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(MaskOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct MaskLowering : TilePattern<MaskOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(MaskOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     layout::TileShape s = conv->shape(op.getSource().getType());
     auto vecType = cast<VectorType>(a.getSource().getType());
     auto intVec = VectorType::get(vecType.getShape(), rw.getI32Type());
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     auto toI32 = [&](Value v) { return arith::IndexCastOp::create(e.b, rw.getI32Type(), v).getResult(); };
     auto bcast = [&](Value v) { return vector::BroadcastOp::create(e.b, intVec, v).getResult(); };
@@ -206,14 +200,13 @@ memref::GlobalOp rowExchange(Operation *op, int64_t floats) {
   return exchange;
 }
 
-struct ReduceLowering : OpConversionPattern<ReduceOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(ReduceOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct ReduceLowering : TilePattern<ReduceOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(ReduceOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     layout::TileShape s = conv->shape(op.getSource().getType());
     auto resultType = cast<VectorType>(conv->convertType(op.getType()));
     const ReduceKind kind = op.getKind();
-    Emitter e(op.getLoc(), rw);
     Value result = e.splat(resultType, 0.0);
     for (int64_t mi = 0; mi < s.mFrags(); ++mi)
       for (int64_t h = 0; h < 2; ++h) {
@@ -242,10 +235,10 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
   }
 };
 
-struct CombineGroupsLowering : OpConversionPattern<CombineGroupsOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(CombineGroupsOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct CombineGroupsLowering : TilePattern<CombineGroupsOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(CombineGroupsOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     if (conv->warpCols() == 1) {
       rw.replaceOp(op, a.getSource());
       return success();
@@ -254,7 +247,6 @@ struct CombineGroupsLowering : OpConversionPattern<CombineGroupsOp> {
     auto exchange = rowExchange(op, conv->warpCols() * s.rows);
     if (!exchange)
       return rw.notifyMatchFailure(op, "no row exchange buffer of warp_cols x rows f32");
-    Emitter e(op.getLoc(), rw);
     rw.replaceOp(op, combineColumnGroups(e, *conv, s, exchange, a.getSource(), op.getKind()));
     return success();
   }

@@ -29,34 +29,32 @@ void publishToAsyncProxy(Emitter &e, const TileTypeConverter &conv) {
 }
 
 // %base = view of the external shared-memory symbol at the tile's byte offset.
-struct AllocSharedLowering : OpConversionPattern<AllocSharedOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(AllocSharedOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+struct AllocSharedLowering : TilePattern<AllocSharedOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(AllocSharedOp op, OpAdaptor, Emitter &e, ConversionPatternRewriter &rw) const override {
     if (!op.getOffset())
       return rw.notifyMatchFailure(op, "shared tile has no offset: run bob-allocate-shared first");
-    Emitter e(op.getLoc(), rw);
     auto space = gpu::AddressSpaceAttr::get(rw.getContext(), gpu::AddressSpace::Workgroup);
     auto rawType = MemRefType::get({0}, rw.getI8Type(), MemRefLayoutAttrInterface(), space);
     auto dynType = MemRefType::get({ShapedType::kDynamic}, rw.getI8Type(),
                                    MemRefLayoutAttrInterface(), space);
     Value raw = memref::GetGlobalOp::create(e.b, rawType, kSharedMemorySymbol);
     Value bytes = memref::CastOp::create(e.b, dynType, raw);
-    Type tileType = getTypeConverter()->convertType(op.getType());
+    Type tileType = converter()->convertType(op.getType());
     Value view = memref::ViewOp::create(e.b, tileType, bytes, e.index(*op.getOffset()), ValueRange{});
     rw.replaceOp(op, view);
     return success();
   }
 };
 
-struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(LoadSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+struct LoadSharedLowering : TilePattern<LoadSharedOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(LoadSharedOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     if (op.getTensorMap())
       return rw.notifyMatchFailure(op, "TMA load: TmaPatterns.cpp");
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    auto conv = converter();
     SharedTileType tile = op.getDst().getType();
     shared::Layout layout = conv->layout(tile);
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords();
     const int64_t elemsPerChunk = 16 / shared::elementBytes(tile); // one 16-byte cp.async
     const int64_t chunksPerRow = tile.getCols() / elemsPerChunk;
@@ -107,12 +105,11 @@ struct LoadSharedLowering : OpConversionPattern<LoadSharedOp> {
 
 // The TMA loads in flight and all of this thread's cp.async groups complete, then visible to
 // the block (TMA data is visible to each thread that waited on its mbarrier).
-struct WaitSharedLowering : OpConversionPattern<WaitSharedOp> {
+struct WaitSharedLowering : TilePattern<WaitSharedOp> {
   WaitSharedLowering(TileTypeConverter &conv, const TmaBarriers &tma, MLIRContext *ctx)
-      : OpConversionPattern(conv, ctx), tma(tma) {}
-  LogicalResult matchAndRewrite(WaitSharedOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
-    Emitter e(op.getLoc(), rw);
+      : TilePattern(conv, ctx), tma(tma) {}
+  LogicalResult lower(WaitSharedOp op, OpAdaptor, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     if (tma.count > 0)
       waitPendingTmaLoads(e, tma);
     if (tma.count == 0 || tma.cpAsync) {
@@ -128,9 +125,9 @@ struct WaitSharedLowering : OpConversionPattern<WaitSharedOp> {
 
 // arith.select between two shared tiles (bob-pipeline-loads picks this iteration's buffer):
 // the same select on their converted memrefs.
-struct SelectSharedLowering : OpConversionPattern<arith::SelectOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(arith::SelectOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+struct SelectSharedLowering : TilePattern<arith::SelectOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(arith::SelectOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     if (!isa<SharedTileType>(op.getType()))
       return failure();
     rw.replaceOpWithNewOp<arith::SelectOp>(op, a.getCondition(), a.getTrueValue(),
@@ -163,16 +160,15 @@ Value truncPair(Emitter &e, Value pair, Type elem) {
 // Register tile -> shared tile. The barrier before keeps readers of the tile's previous contents
 // ahead of the writes; the one after publishes them. Inside a run of stores (StoreRuns) only
 // the run's first store waits before and its last one publishes.
-struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
+struct StoreSharedLowering : TilePattern<StoreSharedOp> {
   StoreSharedLowering(TileTypeConverter &conv, const StoreRuns &runs, MLIRContext *ctx)
-      : OpConversionPattern(conv, ctx), runs(runs) {}
+      : TilePattern(conv, ctx), runs(runs) {}
   const StoreRuns &runs;
-  LogicalResult matchAndRewrite(StoreSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+  LogicalResult lower(StoreSharedOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     layout::TileShape s = conv->shape(op.getValue().getType());
     Type elem = op.getDst().getType().getElementType();
     shared::Layout layout = conv->layout(op.getDst().getType());
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     Value colBase = e.threadColBase(c, s);
     if (!runs.continuing.contains(op))
@@ -194,13 +190,12 @@ struct StoreSharedLowering : OpConversionPattern<StoreSharedOp> {
   }
 };
 
-struct StoreTileLowering : OpConversionPattern<StoreTileOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(StoreTileOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct StoreTileLowering : TilePattern<StoreTileOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(StoreTileOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     layout::TileShape s = conv->shape(op.getValue().getType());
     Type elem = cast<MemRefType>(op.getDst().getType()).getElementType();
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     Value colBase = e.threadColBase(c, s);
     forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
@@ -221,15 +216,14 @@ struct StoreTileLowering : OpConversionPattern<StoreTileOp> {
   }
 };
 
-struct LoadTileLowering : OpConversionPattern<LoadTileOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(LoadTileOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct LoadTileLowering : TilePattern<LoadTileOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(LoadTileOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     layout::TileShape s = conv->shape(op.getResult().getType());
     Type elem = cast<MemRefType>(op.getSrc().getType()).getElementType();
     auto resultType = cast<VectorType>(conv->convertType(op.getResult().getType()));
     auto pairType = VectorType::get({2}, rw.getF32Type());
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     Value colBase = e.threadColBase(c, s);
     Value result = e.splat(resultType, 0.0);
@@ -255,12 +249,11 @@ struct LoadTileLowering : OpConversionPattern<LoadTileOp> {
   }
 };
 
-struct LoadVecLowering : OpConversionPattern<LoadVecOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(LoadVecOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct LoadVecLowering : TilePattern<LoadVecOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(LoadVecOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     auto resultType = cast<VectorType>(conv->convertType(op.getResult().getType()));
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     Value result = e.splat(resultType, 0.0);
     Value padding = e.f32(op.getPadding().convertToDouble());
@@ -292,12 +285,11 @@ struct LoadVecLowering : OpConversionPattern<LoadVecOp> {
   }
 };
 
-struct StoreVecLowering : OpConversionPattern<StoreVecOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(StoreVecOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct StoreVecLowering : TilePattern<StoreVecOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(StoreVecOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     layout::TileShape s = conv->shape(op.getValue().getType());
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     // The 4 threads of a group (and every column group) hold the same row values: the first
     // one writes.

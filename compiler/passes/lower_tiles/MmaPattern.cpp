@@ -22,8 +22,8 @@ using namespace mlir;
 namespace flashbob::bob::lowering {
 namespace {
 
-struct MmaLowering : OpConversionPattern<MmaOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct MmaLowering : TilePattern<MmaOp> {
+  using TilePattern::TilePattern;
 
   // Four registers of one ldmatrix x4 at shared tile position (row, col) per lane.
   static SmallVector<Value> ldmatrix(Emitter &e, Value tile, const shared::Layout &layout,
@@ -40,8 +40,8 @@ struct MmaLowering : OpConversionPattern<MmaOp> {
     return regs;
   }
 
-  LogicalResult matchAndRewrite(MmaOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+  LogicalResult lower(MmaOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     RegTileType accType = op.getAcc().getType();
     layout::TileShape s = conv->shape(accType);
     SharedTileType bType = op.getB().getType();
@@ -54,8 +54,6 @@ struct MmaLowering : OpConversionPattern<MmaOp> {
     if (isa<RegTileType>(op.getA().getType()) && conv->warpCols() > 1)
       return rw.notifyMatchFailure(
           op, "register A operand split across column groups: bob-stage-operands moves it to shared");
-
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     // ldmatrix lane roles: matrix j = lane / 8, row r = lane % 8.
     Value j = arith::DivUIOp::create(e.b, c.lane, e.index(8));

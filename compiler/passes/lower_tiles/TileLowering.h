@@ -90,6 +90,31 @@ public:
                                                mlir::Value col);
 };
 
+// The base of every bob-lower-tiles pattern: the conversion hands `lower` the op, its converted
+// operands, an Emitter at the op and the rewriter, and converter() is the tile type converter,
+// so that each pattern is only its lowering.
+template <typename Op>
+class TilePattern : public mlir::OpConversionPattern<Op> {
+public:
+  using OpAdaptor = typename Op::Adaptor;
+  TilePattern(const mlir::TypeConverter &converter, mlir::MLIRContext *ctx,
+              mlir::PatternBenefit benefit = 1)
+      : mlir::OpConversionPattern<Op>(converter, ctx, benefit) {}
+
+  mlir::LogicalResult matchAndRewrite(Op op, OpAdaptor a,
+                                      mlir::ConversionPatternRewriter &rw) const final {
+    Emitter e(op.getLoc(), rw);
+    return lower(op, a, e, rw);
+  }
+
+protected:
+  virtual mlir::LogicalResult lower(Op op, OpAdaptor a, Emitter &e,
+                                    mlir::ConversionPatternRewriter &rw) const = 0;
+  const TileTypeConverter *converter() const {
+    return static_cast<const TileTypeConverter *>(this->getTypeConverter());
+  }
+};
+
 // The mbarriers of a kernel's TMA loads (TmaPatterns.cpp), made at its entry before the
 // conversion by prepareTmaBarriers; count == 0 when the kernel has no TMA loads. Loads issued
 // together (a batch) complete on one barrier: that of the batch's first destination tile.

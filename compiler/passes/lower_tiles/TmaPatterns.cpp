@@ -86,14 +86,14 @@ nvgpu::TensorMapSwizzleKind swizzleKind(int64_t bytes) {
   }
 }
 
-struct TmaLoadLowering : OpConversionPattern<LoadSharedOp> {
+struct TmaLoadLowering : TilePattern<LoadSharedOp> {
   TmaLoadLowering(TileTypeConverter &conv, const TmaBarriers &tma, MLIRContext *ctx)
-      : OpConversionPattern(conv, ctx, /*benefit=*/2), tma(tma) {}
+      : TilePattern(conv, ctx, /*benefit=*/2), tma(tma) {}
 
-  LogicalResult matchAndRewrite(LoadSharedOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+  LogicalResult lower(LoadSharedOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     if (!op.getTensorMap())
       return failure();
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+    auto conv = converter();
     SharedTileType tile = op.getDst().getType();
     shared::Layout layout = conv->layout(tile);
     if (!layout.swizzled())
@@ -101,7 +101,6 @@ struct TmaLoadLowering : OpConversionPattern<LoadSharedOp> {
     const TmaBarriers::Batch &batch = tma.batches[tma.batchOf.lookup(op)];
     const bool first = batch.first == op.getOperation(), last = batch.last == op.getOperation();
     MLIRContext *ctx = rw.getContext();
-    Emitter e(op.getLoc(), rw);
 
     // Nobody may still be reading the batch's tiles' previous contents (as for cp.async loads).
     if (first && !op.getAsync())
@@ -184,15 +183,14 @@ Value emptyBarrier(Emitter &e, const TmaBarriers &tma, Value full) {
 }
 
 template <typename Op>
-struct HandshakeLowering : OpConversionPattern<Op> {
+struct HandshakeLowering : TilePattern<Op> {
   HandshakeLowering(TileTypeConverter &conv, const TmaBarriers &tma, MLIRContext *ctx)
-      : OpConversionPattern<Op>(conv, ctx), tma(tma) {}
+      : TilePattern<Op>(conv, ctx), tma(tma) {}
   const TmaBarriers &tma;
 
-  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor, ConversionPatternRewriter &rw) const override {
+  LogicalResult lower(Op op, typename Op::Adaptor, Emitter &e, ConversionPatternRewriter &rw) const override {
     if (!tma.producer)
       return rw.notifyMatchFailure(op, "only kernels with a producer hand buffers over");
-    Emitter e(op.getLoc(), rw);
     for (Value full : barriersOf(e, rw, tma, op.getTiles())) {
       if constexpr (std::is_same_v<Op, ConsumerWaitOp>) {
         waitTmaBarrier(e, tma, full);

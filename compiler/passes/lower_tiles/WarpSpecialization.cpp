@@ -33,10 +33,10 @@ constexpr llvm::StringLiteral kRolesAttrName = "bob.warp_roles";
 // Named barrier of the consumers (0 is bar.sync's, the whole block's).
 constexpr int32_t kConsumerBarrier = 1;
 
-struct WarpSpecializeLowering : OpConversionPattern<WarpSpecializeOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(WarpSpecializeOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+struct WarpSpecializeLowering : TilePattern<WarpSpecializeOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(WarpSpecializeOp op, OpAdaptor, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     const int64_t consumers = 32 * conv->warps();
     auto func = op->getParentOfType<gpu::GPUFuncOp>();
     auto registers = [&](StringRef name) {
@@ -46,7 +46,6 @@ struct WarpSpecializeLowering : OpConversionPattern<WarpSpecializeOp> {
     const int32_t producerRegisters = registers(kProducerRegistersAttrName);
     const int32_t consumerRegisters = registers(kConsumerRegistersAttrName);
     const bool moveRegisters = producerRegisters > 0 && consumerRegisters > 0;
-    Emitter e(op.getLoc(), rw);
     Value tid = gpu::ThreadIdOp::create(e.b, gpu::Dimension::x);
     Value isProducer =
         arith::CmpIOp::create(e.b, arith::CmpIPredicate::uge, tid, e.index(consumers));

@@ -87,13 +87,13 @@ bool startsFromZero(MmaOp op) {
   return splat && splat.getValue().isZero();
 }
 
-struct WgmmaLowering : OpConversionPattern<MmaOp> {
+struct WgmmaLowering : TilePattern<MmaOp> {
   WgmmaLowering(TypeConverter &conv, const ProductRuns &runs, MLIRContext *ctx)
-      : OpConversionPattern<MmaOp>(conv, ctx, /*benefit=*/2), runs(runs) {}
+      : TilePattern(conv, ctx, /*benefit=*/2), runs(runs) {}
   const ProductRuns &runs;
 
-  LogicalResult matchAndRewrite(MmaOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    auto conv = static_cast<const TileTypeConverter *>(getTypeConverter());
+  LogicalResult lower(MmaOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
     if (!wgmma::applies(op, getEnclosingSpec(op)))
       return rw.notifyMatchFailure(op, "not a wgmma product (see WgmmaRules.h)");
     auto aType = cast<SharedTileType>(op.getA().getType());
@@ -105,8 +105,6 @@ struct WgmmaLowering : OpConversionPattern<MmaOp> {
     const int64_t n = s.colsPerWarp(); // this column group's columns
     const int64_t inner = bKMajor ? bType.getCols() : bType.getRows();
     MLIRContext *ctx = rw.getContext();
-
-    Emitter e(op.getLoc(), rw);
     ThreadCoords c = e.coords(conv);
     Value firstRow = e.mul(arith::DivUIOp::create(e.b, c.rowWarp, e.index(4)), e.index(64));
     Descriptor da = describe(e, a.getA(), la, aKMajor), db = describe(e, a.getB(), lb, bKMajor);

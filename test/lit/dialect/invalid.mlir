@@ -178,17 +178,25 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // -----
 
-// unsupported arch
-// expected-error @+1 {{arch 'sm_70' is unsupported (sm_80, sm_86, sm_89, sm_90, sm_90a)}}
+// unsupported arch: targets are an enum (compiler/dialect/Target.h)
+// expected-error @+2 {{expected one of [sm_80, sm_86, sm_89, sm_90, sm_90a] for SM target, got: sm_70}}
+// expected-error @+1 {{failed to parse Bob_SpecAttr parameter 'arch' which is to be a `Arch`}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_70>} {
   bob.return
 }
 
 // -----
 
-// arch names are exact
-// expected-error @+1 {{arch 'SM_90A' is unsupported}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = "SM_90A">} {
+// tensor maps are checked against TMA's limits
+// expected-error @+1 {{tensor_map swizzle 48 must be 32, 64 or 128 bytes}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>, bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 64, box_cols = 24, swizzle = 48, element_bytes = 2>]} {
+  bob.return
+}
+
+// -----
+
+// expected-error @+1 {{tensor_map box_cols 32 x 2 bytes must span the swizzle of 128 bytes}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>, bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 64, box_cols = 32, swizzle = 128, element_bytes = 2>]} {
   bob.return
 }
 

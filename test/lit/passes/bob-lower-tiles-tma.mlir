@@ -8,7 +8,7 @@
 // Three barriers: Q's tile and K's two buffers. Per-thread parity and in-flight masks start 0.
 // CHECK-LABEL: gpu.func @tma(
 // CHECK-SAME: %[[MQ:[^:]+]]: !llvm.ptr, %[[MK:[^:]+]]: !llvm.ptr)
-// CHECK-SAME: bob.tensor_maps = [{{.*}}box_cols = 64{{.*}}box_rows = 64{{.*}}tensor = 0{{.*}}tensor = 1
+// CHECK-SAME: bob.tensor_maps = [#bob.tensor_map<map = {{[0-9]+}}, tensor = 0, rows_of = {{[0-9]+}}, box_rows = 64, box_cols = 64{{.*}}#bob.tensor_map<map = {{[0-9]+}}, tensor = 1
 // CHECK: %[[BARS:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 3>
 // CHECK: %[[PHASES:.+]] = memref.alloca() : memref<i32>
 // CHECK: %[[PENDING:.+]] = memref.alloca() : memref<i32>

@@ -11,9 +11,9 @@
 // CHECK-LABEL: bob.kernel @maps
 // CHECK-SAME: (%[[Q:.+]]: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>, %[[K:.+]]: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>, %[[MQ:.+]]: !llvm.ptr, %[[MK:.+]]: !llvm.ptr, %[[MK2:.+]]: !llvm.ptr)
 // CHECK-SAME: bob.tensor_maps = [
-// CHECK-SAME: {box_cols = 64 : i64, box_rows = 64 : i64, element_bytes = 2 : i64, map = 2 : i64, rows_of = 0 : i64, swizzle = 128 : i64, tensor = 0 : i64},
-// CHECK-SAME: {box_cols = 64 : i64, box_rows = 32 : i64, element_bytes = 2 : i64, map = 3 : i64, rows_of = 1 : i64, swizzle = 128 : i64, tensor = 1 : i64},
-// CHECK-SAME: {box_cols = 64 : i64, box_rows = 32 : i64, element_bytes = 2 : i64, map = 4 : i64, rows_of = 0 : i64, swizzle = 128 : i64, tensor = 1 : i64}]
+// CHECK-SAME: #bob.tensor_map<map = 2, tensor = 0, rows_of = 0, box_rows = 64, box_cols = 64, swizzle = 128, element_bytes = 2>,
+// CHECK-SAME: #bob.tensor_map<map = 3, tensor = 1, rows_of = 1, box_rows = 32, box_cols = 64, swizzle = 128, element_bytes = 2>,
+// CHECK-SAME: #bob.tensor_map<map = 4, tensor = 1, rows_of = 0, box_rows = 32, box_cols = 64, swizzle = 128, element_bytes = 2>]
 // CHECK: bob.load_shared %[[Q]]{{.*}} tma %[[MQ]] :
 // CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK]] {async} :
 // CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK]] :
@@ -40,7 +40,7 @@ bob.kernel @maps(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_d
 // cp.async. A 64-column f16 tile takes a 128-byte box of 64 columns.
 // CHECK-LABEL: bob.kernel @kept
 // CHECK-SAME: (%[[A:.+]]: memref<?x?x?x64xf16, strided<[?, ?, ?, 1]>>, %{{.+}}: !llvm.ptr)
-// CHECK-SAME: bob.tensor_maps = [{box_cols = 64 : i64, box_rows = 16 : i64, element_bytes = 2 : i64, map = 1 : i64, rows_of = 0 : i64, swizzle = 128 : i64, tensor = 0 : i64}]
+// CHECK-SAME: bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 16, box_cols = 64, swizzle = 128, element_bytes = 2>]
 // CHECK: bob.load_shared %[[A]]{{.*}} bound %c100 into %{{[0-9]+}} :
 // CHECK: bob.load_shared %[[A]]{{.*}} tma
 bob.kernel @kept(%a: !S) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
