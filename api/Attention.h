@@ -1,7 +1,7 @@
 // FlashBoB's C++ API: attention forward, backward and backward-over-backward (BoB) on device
 // pointers. Kernels are generated for the problem's specialization on first use (JIT) and kept
 // for the process. Every argument is checked before anything is launched; errors name the
-// argument. Exact math (bob-math.md); extra device memory is O(N) floats, nothing N x N.
+// argument. Exact math (docs/bob-math.md); extra device memory is O(N) floats, nothing N x N.
 #pragma once
 
 #include <cuda.h>

@@ -1,5 +1,5 @@
 // BoB pass 2 (bob_kv), key-major: a block owns block_n key rows and sweeps the query blocks,
-// reloading the row scalars L, D, c, b of pass 1, and accumulates (bob-math.md)
+// reloading the row scalars L, D, c, b of pass 1, and accumulates (docs/bob-math.md)
 //   gK = s (dS^T uQ + Sbar^T Q)          gV = dPbar^T dO
 // with dPbar = P o (G - c) and Sbar = G o dS + P o W - c o (P o dP) - b o P, all formed
 // transposed (keys on rows) so the two accumulators stay in registers.

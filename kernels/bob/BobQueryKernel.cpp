@@ -1,7 +1,7 @@
 // BoB pass 1 (bob_q), query-major: a block owns block_m query rows and sweeps the key blocks.
 // With G = s (uQ K^T + Q uK^T) and W = dO uV^T it accumulates the row scalars
 //   c = rowsum(G o P),   b = rowsum(G o dS) + rowsum(P o W) - c o D
-// and four accumulators that do not depend on c, b (bob-math.md):
+// and four accumulators that do not depend on c, b (docs/bob-math.md):
 //   X1 = dS uK + (G o dS + P o W) K   X2 = (P o dP) K   X3 = P K   X4 = P uV + (P o G) V
 // then finishes gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O in the same sweep.
 // X2 is accumulated here (the oracle's X2Source::Accumulate) rather than formed from a saved dQ,
