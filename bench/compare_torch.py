@@ -663,7 +663,7 @@ def make_table(args):
              "`flashbob bench` (its first call compiles or loads the kernels and runs once; an "
              "extra warm-up run only when one run takes < 2 s).")
     L.append("- TFLOP/s: canonical counts per head, halved for causal: forward 4 N M d, backward "
-             "10 N M d, BoB 36 N M d (bob-math.md); % ceiling = TFLOP/s over the ceiling above.")
+             "10 N M d, BoB 36 N M d (docs/bob-math.md); % ceiling = TFLOP/s over the ceiling above.")
     L.append("- Memory: ours = device memory in use after the run over the process baseline "
              "(cuMemGetInfo; all inputs, outputs and O(N) workspace; the kernels allocate nothing); "
              "torch = torch.cuda.max_memory_allocated over the run, inputs included.")

@@ -19,17 +19,17 @@ struct Row {
 // (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each (one warpgroup: wgmma on sm_90a), or 8 warps
 // in two column groups (two warpgroups side by side, each with half the columns). Two stages:
 // the next block's tiles load while this one computes (bob-pipeline-loads). Rows marked "tuned"
-// follow the autotuner at 16 heads x N = 16K on the H200 (scripts/device/tune-table.sh, results
-// in bench/results/2026-11-30-h200-hopper-path.md; bwd_kv d <= 64: at 64K with TMA loads,
-// scripts/device/tune-tma.sh, logs in 2026-11-30-h200-logs/tma/tune/; with column groups and
-// the d = 128 backward: scripts/device/column-groups*.sh, logs in
-// 2026-11-30-h200-logs/column-groups/); the others were its winners already. The generic
+// follow the autotuner at 16 heads x N = 16K on the H200 (`flashbob tune`, bench/NOTES.md
+// "Experiments"; results in bench/results/2026-11-30-h200-hopper-path.md; bwd_kv d <= 64: at
+// 64K with TMA loads, bench/NOTES.md "Retune after TMA"; with column groups and the d = 128
+// backward: bench/results/2026-11-30-h200-column-groups.md); the others were its winners
+// already. The generic
 // column keeps every kernel within sm_80's shared memory (padded tiles are larger, and the
 // scratch tiles of column groups come on top): test/unit/PtxMatrixTest.cpp checks both budgets.
 // Rows ending in `true` take a producer warpgroup (warp specialization: 4 consumer warps, two
 // blocks per SM, compiler/passes/WarpRoles.h), tuned with it at 16 heads x 16K
-// (scripts/device/warp-specialization.sh, logs in 2026-11-30-h200-logs/warp-specialization/
-// third-run-no-column-groups/); the BoB kernels were faster without it (bench/NOTES.md).
+// (bench/NOTES.md, "Warp specialization"); the BoB kernels were faster without it
+// (the same section).
 const Row kTable[] = {
     // tuned: 3.52 vs 3.63 ms (64x64x4 without producer)
     {bob::KernelKind::fwd, 64, {64, 128, 4, 2, 1, true}, {64, 64, 4, 2}},

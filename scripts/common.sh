@@ -4,7 +4,7 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FLASHBOB_BUILD_DIR:-$ROOT/build}"
 
-# The Debian packages the build needs (toolchain.md). Everything else (g++, cmake, the CUDA
+# The Debian packages the build needs (docs/toolchain.md). Everything else (g++, cmake, the CUDA
 # toolkit in /usr/local/cuda) is part of the machine image.
 PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 catch2 ninja-build)
 

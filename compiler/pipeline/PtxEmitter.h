@@ -9,7 +9,7 @@ namespace flashbob::compiler {
 
 // Sets the NVPTX triple and data layout, optimizes at target.optLevel, prints the optimized IR
 // into *optimizedIR (if given) and returns the PTX. Checks the PTX declares dynamic shared memory
-// as `.extern` (a zero-size internal declaration would be a 1-byte array: toolchain.md).
+// as `.extern` (a zero-size internal declaration would be a 1-byte array: docs/toolchain.md).
 llvm::Expected<std::string> emitPtx(llvm::Module &module, const TargetOptions &target,
                                     std::string *optimizedIR = nullptr);
 

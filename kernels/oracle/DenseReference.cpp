@@ -1,4 +1,4 @@
-// Dense float64 reference: every N x M matrix of bob-math.md is materialized, and each line
+// Dense float64 reference: every N x M matrix of docs/bob-math.md is materialized, and each line
 // below is one line of that document. Also holds the shared helpers of Oracle.h (Matrix,
 // Problem, argument checking, causal loop bounds) and the multi-head loop.
 #include "kernels/oracle/Oracle.h"

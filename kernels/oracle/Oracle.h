@@ -1,5 +1,5 @@
 // Float64 CPU oracle for FlashBoB: softmax attention forward, first backward, and
-// backward-over-backward (BoB), exactly as defined in shared/design/bob-math.md.
+// backward-over-backward (BoB), exactly as defined in docs/bob-math.md.
 //
 // Two independent implementations of the same math:
 //   dense::  materializes every N x M matrix; short and obviously-correct, the reference.

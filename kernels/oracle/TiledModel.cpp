@@ -1,4 +1,4 @@
-// Tiled float64 model of the FlashBoB schedule (bob-math.md, "The two-pass schedule").
+// Tiled float64 model of the FlashBoB schedule (docs/bob-math.md, "The two-pass schedule").
 //
 // This is the executable spec for the GPU kernels: every loop here is a loop a kernel runs,
 // "one query block" is one thread block of a query-major kernel, "one key block" is one

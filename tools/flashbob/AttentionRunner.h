@@ -17,7 +17,7 @@ namespace flashbob::tool {
 enum class Op { fwd, bwd, bob };
 
 const char *opName(Op op);
-// Canonical flops per head and unmasked (query, key) pair, in units of d (bob-math.md):
+// Canonical flops per head and unmasked (query, key) pair, in units of d (docs/bob-math.md):
 // forward 4, backward 10 (S and dP recomputed, dQ, dK, dV), BoB 36.
 double flopsPerPair(Op op);
 
@@ -48,7 +48,7 @@ struct RunReport {
   std::vector<float> timesMs; // every timed run, in order
   double firstMs = 0;         // first call: JIT compile or disk-cache load, then one run
   double flops = 0;           // canonical count for the whole problem (all heads)
-  double tflops = 0;          // canonical flop count (bob-math.md) over the median time
+  double tflops = 0;          // canonical flop count (docs/bob-math.md) over the median time
   double tensorBytes = 0;     // inputs + outputs (N x d and M x d tensors)
   double workspaceBytes = 0;  // L, D, c, b: O(N)
   double deviceUsedBytes = 0; // device memory in use at the end, over the baseline (peak: the

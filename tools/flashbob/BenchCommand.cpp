@@ -191,7 +191,7 @@ struct Ceiling {
   double bestMs = 0;
 };
 
-// Random bf16 bit patterns with magnitudes in [2^-6, 4): never zeros (METHOD.md: zeros run a
+// Random bf16 bit patterns with magnitudes in [2^-6, 4): never zeros (zeros run a
 // matrix product faster than real data).
 std::vector<uint16_t> randomBf16(size_t n, uint64_t seed) {
   std::vector<uint16_t> out(n);

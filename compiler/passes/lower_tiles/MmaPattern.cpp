@@ -97,7 +97,7 @@ struct MmaLowering : TilePattern<MmaOp> {
     auto f32 = rw.getF32Type();
     auto resultType = LLVM::LLVMStructType::getLiteral(rw.getContext(), {f32, f32, f32, f32});
     NVVM::MMATypes ptxType = elem.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-    // f16 operands are passed as vector<2xf16>; bf16 ones as i32 (toolchain.md).
+    // f16 operands are passed as vector<2xf16>; bf16 ones as i32 (docs/toolchain.md).
     auto operand = [&](Value reg) -> Value {
       if (elem.isBF16())
         return reg;
