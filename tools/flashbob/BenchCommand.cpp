@@ -11,6 +11,7 @@
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/DeviceBuffer.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/ProblemOptions.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -36,13 +37,14 @@ ProblemOptions problemOptions({&benchCommand}, {/*seq=*/4096, /*iters=*/10, /*wa
 cl::opt<double> ceilingTflops("ceiling-tflops",
                               cl::desc("Use this bf16 matmul ceiling (TFLOP/s) instead of "
                                        "measuring one with cuBLAS"),
-                              cl::sub(benchCommand), cl::init(0.0));
+                              cl::sub(benchCommand), cl::cat(benchCategory), cl::init(0.0));
 cl::opt<int64_t> flushMiB("l2-flush-mib",
                           cl::desc("MiB written before each timed run to flush the L2 "
                                    "(at least 256)"),
-                          cl::sub(benchCommand), cl::init(256));
+                          cl::sub(benchCommand), cl::cat(benchCategory), cl::init(256));
 cl::opt<std::string> jsonPath("json", cl::desc("Write every figure as one JSON object to FILE"),
-                              cl::value_desc("FILE"), cl::sub(benchCommand));
+                              cl::value_desc("FILE"), cl::sub(benchCommand),
+                              cl::cat(benchCategory));
 
 constexpr double kHbmNominalTBs = 4.8; // H200 datasheet
 

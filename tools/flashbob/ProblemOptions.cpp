@@ -1,4 +1,5 @@
 #include "tools/flashbob/ProblemOptions.h"
+#include "tools/flashbob/OptionCategories.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -12,39 +13,45 @@ namespace cl = llvm::cl;
 ProblemOptions::ProblemOptions(std::initializer_list<cl::SubCommand *> subcommands,
                                const ProblemDefaults &defaults)
     : subcommands_(subcommands),
-      op_("op", cl::desc("Operation"), cl::sub(subcommands_),
+      op_("op", cl::desc("Operation"), cl::sub(subcommands_), cl::cat(problemCategory),
           cl::init(Op::bob),
           cl::values(clEnumValN(Op::fwd, "fwd", "forward: O, L"),
                      clEnumValN(Op::bwd, "bwd", "backward: dQ, dK, dV"),
                      clEnumValN(Op::bob, "bob", "backward-over-backward: gQ, gK, gV, gdO"))),
-      batch_("batch", cl::desc("Batch size"), cl::sub(subcommands_),
+      batch_("batch", cl::desc("Batch size"), cl::sub(subcommands_), cl::cat(problemCategory),
              cl::init(1)),
-      heads_("heads", cl::desc("Heads"), cl::sub(subcommands_),
+      heads_("heads", cl::desc("Heads"), cl::sub(subcommands_), cl::cat(problemCategory),
              cl::init(1)),
-      seqQ_("seq-q", cl::desc("Queries N"), cl::sub(subcommands_),
+      seqQ_("seq-q", cl::desc("Queries N"), cl::sub(subcommands_), cl::cat(problemCategory),
             cl::init(defaults.seq)),
       // The keys default to the queries, so one length for both is just --seq-q. (Aliases are
       // hidden from --help unless told otherwise.)
       seq_("seq", cl::desc("Alias for --seq-q (N = M unless --seq-k is given)"),
            cl::aliasopt(seqQ_), cl::NotHidden),
-      seqK_("seq-k", cl::desc("Keys M (default N)"), cl::sub(subcommands_), cl::init(0)),
-      headDim_("head-dim", cl::desc("Head dimension d"), cl::sub(subcommands_), cl::init(64)),
-      dtype_("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(subcommands_), cl::init("bf16")),
-      causal_("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(subcommands_)),
+      seqK_("seq-k", cl::desc("Keys M (default N)"), cl::sub(subcommands_),
+            cl::cat(problemCategory), cl::init(0)),
+      headDim_("head-dim", cl::desc("Head dimension d"), cl::sub(subcommands_),
+               cl::cat(problemCategory), cl::init(64)),
+      dtype_("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(subcommands_),
+             cl::cat(problemCategory), cl::init("bf16")),
+      causal_("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(subcommands_),
+              cl::cat(problemCategory)),
       scale_("scale", cl::desc("Softmax scale (default 1/sqrt(head-dim))"),
-             cl::sub(subcommands_), cl::init(0.0)),
-      iters_("iters", cl::desc("Timed runs (median reported)"), cl::sub(subcommands_), cl::init(defaults.iters)),
+             cl::sub(subcommands_), cl::cat(problemCategory), cl::init(0.0)),
+      iters_("iters", cl::desc("Timed runs (median reported)"), cl::sub(subcommands_),
+             cl::cat(measureCategory), cl::init(defaults.iters)),
       warmup_("warmup", cl::desc("Untimed warm runs after the first call"),
-              cl::sub(subcommands_), cl::init(defaults.warmup)),
+              cl::sub(subcommands_), cl::cat(measureCategory), cl::init(defaults.warmup)),
       timeBudget_("time-budget",
                   cl::desc("Seconds: stop timing once the timed runs took this long, after at "
                            "least 2 (0: always --iters)"),
-                  cl::sub(subcommands_), cl::init(0.0)),
-      check_("check", cl::desc("Compare with the float64 oracle"), cl::sub(subcommands_)),
+                  cl::sub(subcommands_), cl::cat(measureCategory), cl::init(0.0)),
+      check_("check", cl::desc("Compare with the float64 oracle"), cl::sub(subcommands_),
+             cl::cat(measureCategory)),
       checkRows_("check-rows",
                  cl::desc("Query rows checked when the problem is too large for a dense check "
                           "(the last rows of head 0)"),
-                 cl::sub(subcommands_), cl::init(64)) {}
+                 cl::sub(subcommands_), cl::cat(measureCategory), cl::init(64)) {}
 
 namespace {
 llvm::Error bad(const llvm::Twine &message) {

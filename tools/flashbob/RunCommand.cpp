@@ -5,6 +5,7 @@
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/ProblemOptions.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -23,10 +24,10 @@ ProblemOptions problemOptions({&runCommand, &tuneCommand}, {/*seq=*/1024, /*iter
                                                             /*warmup=*/0});
 cl::opt<bool> tune("tune", cl::desc("Autotune the tiles first (winners persist in the cache "
                                     "directory; FLASHBOB_AUTOTUNE=1 does the same)"),
-                   cl::sub(runCommand));
+                   cl::sub(runCommand), cl::cat(runCategory));
 cl::opt<bool> launchOverhead("launch-overhead",
                               cl::desc("Also measure the host cost of one warm call"),
-                              cl::sub(runCommand));
+                              cl::sub(runCommand), cl::cat(runCategory));
 } // namespace
 
 int runRun() {
