@@ -102,7 +102,7 @@ RUN_CHECK_LINE = re.compile(r"^\s{2}(\S+)\s+([0-9.]+E[-+][0-9]+|inf)(\s+FAIL)?\s
 def run_check(args, logf, op, d, causal, n, timeout):
     """`flashbob run --check` (one timed run) for a size the grid ran without a check."""
     cmd = [args.flashbob, "run", "--op", op, "--batch", str(BATCH), "--heads", str(HEADS),
-           "--seq-q", str(n), "--head-dim", str(d), "--dtype", "bf16", "--repeat", "1",
+           "--seq-q", str(n), "--head-dim", str(d), "--dtype", "bf16", "--iters", "1",
            "--check", "--check-rows", str(CHECK_ROWS)] + (["--causal"] if causal else [])
     res = {"cmd": " ".join(cmd), "via": "flashbob run --check"}
     t = time.time()
@@ -183,7 +183,7 @@ def run_ours(args):
         # A small first call measures the two ceilings (cuBLAS matmul, device copy) once; the grid
         # then gets the matmul ceiling with --ceiling-tflops (loading cuBLAS in every process
         # would cost ~1 s each).
-        probe = bench_call(args, logf, base + ["--op", "fwd", "--seq", "1024", "--head-dim", "64",
+        probe = bench_call(args, logf, base + ["--op", "fwd", "--seq-q", "1024", "--head-dim", "64",
                                                "--warmup", "1", "--iters", "3"], timeout=120)
         state["probe"] = probe
         pb = probe.get("bench") or {}
@@ -232,7 +232,7 @@ def run_ours(args):
                 write_json(out_path, state)
                 continue
             warmup = 1 if est_op_s < 2.0 else 0  # above that the first call is the warm-up
-            cmd = base + ["--op", op, "--seq", str(n), "--head-dim", str(d),
+            cmd = base + ["--op", op, "--seq-q", str(n), "--head-dim", str(d),
                           "--warmup", str(warmup), "--iters", str(MAX_ITERS),
                           "--time-budget", str(TIME_BUDGET_S)]
             if rows:

@@ -1,6 +1,7 @@
 // Runs forward / backward / BoB through the C++ API on generated inputs, times the requested
-// op, measures device memory, and checks against the float64 oracle. Shared by `flashbob run`
-// and `flashbob demo`.
+// op, measures device memory, and checks against the float64 oracle. Shared by `flashbob run`,
+// `tune`, `bench` and `demo`; its steps are ProblemBuffers (allocate), timeOp (time) and
+// OracleCheck (check).
 #pragma once
 
 #include "api/Attention.h"
@@ -25,13 +26,13 @@ struct RunOptions {
   Op op = Op::bob;
   AttentionProblem problem;
   bool check = false;
-  int repeat = 5;         // timed runs (median reported)
+  int iters = 5;          // timed runs (median reported)
   uint64_t seed = 1;
   int64_t checkRows = 64; // query rows checked when the problem is too large for a dense check
   bool launchOverhead = false; // also time the host side of many warm calls
   int warmup = 0;         // untimed runs after the first call (which compiles or loads)
   // When positive: stop timing once this much wall time has gone into the timed runs, after at
-  // least min(2, repeat) of them (`repeat` stays the upper bound).
+  // least min(2, iters) of them (`iters` stays the upper bound).
   double timeBudgetMs = 0;
   // Called before each timed run, outside the timed interval (`flashbob bench` flushes the L2).
   std::function<llvm::Error()> beforeTimedRun;

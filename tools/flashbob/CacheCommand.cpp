@@ -4,6 +4,7 @@
 #include "runtime/cache/DiskCache.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/OptionCategories.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -16,7 +17,7 @@ cl::SubCommand cacheCommand("cache", "Show or clear the kernel cache: path, list
 
 namespace {
 cl::opt<std::string> action(cl::Positional, cl::desc("<path|list|clear>"), cl::sub(cacheCommand),
-                            cl::init("path"));
+                            cl::cat(cacheCategory), cl::init("path"));
 } // namespace
 
 int runCache() {

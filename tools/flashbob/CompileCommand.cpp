@@ -5,6 +5,7 @@
 #include "kernels/Kernels.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/SpecOptions.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -26,19 +27,20 @@ SpecOptions specOptions(compileCommand);
 
 enum class Stage { bob, lowered, llvm, ptx, cubin };
 cl::opt<Stage> emit("emit", cl::desc("Stage to write"), cl::sub(compileCommand),
-                    cl::init(Stage::ptx),
+                    cl::cat(compileCategory), cl::init(Stage::ptx),
                     cl::values(clEnumValN(Stage::bob, "bob", "the kernel in the bob dialect"),
                                clEnumValN(Stage::lowered, "lowered",
                                           "after the bob passes (gpu/nvgpu/nvvm/vector)"),
                                clEnumValN(Stage::llvm, "llvm", "optimized LLVM IR for NVPTX"),
                                clEnumValN(Stage::ptx, "ptx", "PTX from LLVM's NVPTX backend"),
                                clEnumValN(Stage::cubin, "cubin", "cubin from ptxas")));
-cl::opt<std::string> output("o", cl::desc("Output file (default: stdout)"), cl::sub(compileCommand),
-                            cl::init("-"));
+cl::opt<std::string> output("o", cl::desc("Output file (default: stdout)"),
+                            cl::sub(compileCommand), cl::cat(compileCategory), cl::init("-"));
 cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Write every stage here (default: $FLASHBOB_DUMP_DIR)"),
-                             cl::sub(compileCommand));
-cl::opt<bool> timing("time", cl::desc("Print how long each step took"), cl::sub(compileCommand));
+                             cl::sub(compileCommand), cl::cat(compileCategory));
+cl::opt<bool> timing("time", cl::desc("Print how long each step took"), cl::sub(compileCommand),
+                     cl::cat(compileCategory));
 
 llvm::Error writeFile(llvm::StringRef path, llvm::StringRef data) {
   std::error_code ec;

@@ -13,6 +13,7 @@
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/OptionCategories.h"
 
 #include "kernels/TileTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -30,7 +31,6 @@ namespace flashbob::tool {
 llvm::cl::SubCommand demoCommand("demo", "Run exact BoB on a default problem and check it");
 
 namespace {
-llvm::cl::OptionCategory demoCategory("demo options");
 llvm::cl::opt<int64_t> seqQ("seq-q", llvm::cl::desc("Queries N"), llvm::cl::init(200),
                             llvm::cl::sub(demoCommand), llvm::cl::cat(demoCategory));
 llvm::cl::opt<int64_t> seqK("seq-k", llvm::cl::desc("Keys M"), llvm::cl::init(232),

@@ -1,4 +1,5 @@
 #include "tools/flashbob/SpecOptions.h"
+#include "tools/flashbob/OptionCategories.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -7,25 +8,32 @@ namespace cl = llvm::cl;
 
 SpecOptions::SpecOptions(cl::SubCommand &sub)
     : kernel("kernel", cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv"), cl::sub(sub),
-             cl::init("fwd")),
-      headDim("head-dim", cl::desc("Head dimension d"), cl::sub(sub), cl::init(64)),
-      blockM("block-m", cl::desc("Query rows per tile"), cl::sub(sub), cl::init(64)),
-      blockN("block-n", cl::desc("Key rows per tile"), cl::sub(sub), cl::init(64)),
-      warps("warps", cl::desc("Warps per block"), cl::sub(sub), cl::init(4)),
+             cl::cat(specCategory), cl::init("fwd")),
+      headDim("head-dim", cl::desc("Head dimension d"), cl::sub(sub), cl::cat(specCategory),
+              cl::init(64)),
+      blockM("block-m", cl::desc("Query rows per tile"), cl::sub(sub), cl::cat(specCategory),
+             cl::init(64)),
+      blockN("block-n", cl::desc("Key rows per tile"), cl::sub(sub), cl::cat(specCategory),
+             cl::init(64)),
+      warps("warps", cl::desc("Warps per block"), cl::sub(sub), cl::cat(specCategory),
+            cl::init(4)),
       warpCols("warp-cols",
                cl::desc("Column groups the warps form: each register tile's columns are split "
                         "among them (1, 2, 4)"),
-               cl::sub(sub), cl::init(1)),
-      stages("stages", cl::desc("Global->shared pipeline depth"), cl::sub(sub), cl::init(1)),
+               cl::sub(sub), cl::cat(specCategory), cl::init(1)),
+      stages("stages", cl::desc("Global->shared pipeline depth"), cl::sub(sub),
+             cl::cat(specCategory), cl::init(1)),
       producer("producer",
                cl::desc("A producer warpgroup issues the loop's TMA loads (sm_90a, stages 2)"),
-               cl::sub(sub)),
-      dtype("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(sub), cl::init("bf16")),
-      causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(sub)),
+               cl::sub(sub), cl::cat(specCategory)),
+      dtype("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(sub), cl::cat(specCategory),
+            cl::init("bf16")),
+      causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(sub),
+             cl::cat(specCategory)),
       scale("scale", cl::desc("Softmax scale (default 1/sqrt(head-dim))"), cl::sub(sub),
-            cl::init(0.0)),
+            cl::cat(specCategory), cl::init(0.0)),
       arch("arch", cl::desc("Target: sm_80, sm_86, sm_89, sm_90, sm_90a"), cl::sub(sub),
-           cl::init("sm_90a")) {}
+           cl::cat(specCategory), cl::init("sm_90a")) {}
 
 llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   auto fail = [](const llvm::Twine &msg) {

@@ -1,4 +1,5 @@
-// Command-line flags that describe a kernel spec, shared by `compile` (and later tune/bench).
+// Command-line flags that describe a kernel spec (`compile`). The flags that name a property of
+// the problem too (--head-dim, --dtype, --causal, --scale) are spelled as in ProblemOptions.
 #pragma once
 
 #include "compiler/KernelSpec.h"

@@ -1,0 +1,125 @@
+#include "tools/flashbob/OracleCheck.h"
+
+#include "kernels/oracle/ErrorMeasure.h"
+#include "kernels/oracle/Oracle.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace flashbob::tool {
+using runtime::CudaDriver;
+
+namespace {
+// N x M of the largest head the dense oracle holds whole (key-major outputs need all of it).
+constexpr int64_t kDenseLimit = 2048LL * 2048;
+
+// One output compared: `rows` rows from row `first` of head (0, 0), each d elements of the
+// dtype (a tensor) or one f32 (a row vector: L, D, c, b).
+struct Compared {
+  const char *name;
+  const ProblemBuffers::Buffer *buffer;
+  bool rowVector;
+  int64_t first, rows;
+  const std::vector<double> *ref;
+};
+
+llvm::Expected<std::vector<double>> readRows(CudaDriver &driver, const Compared &c,
+                                             const AttentionProblem &p) {
+  if (c.rowVector) {
+    std::vector<float> f(static_cast<size_t>(c.rows));
+    FLASHBOB_CU(driver, cuMemcpyDtoH(f.data(), (*c.buffer)->get() + c.first * 4, f.size() * 4));
+    return std::vector<double>(f.begin(), f.end());
+  }
+  const int64_t d = p.headDim;
+  std::vector<uint16_t> bits(static_cast<size_t>(c.rows * d));
+  FLASHBOB_CU(driver,
+              cuMemcpyDtoH(bits.data(), (*c.buffer)->get() + c.first * d * 2, bits.size() * 2));
+  std::vector<double> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i)
+    v[i] = fromBits(bits[i], p.dtype);
+  return v;
+}
+} // namespace
+
+llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers, uint64_t seed,
+                               int64_t checkRows, RunReport &report, llvm::raw_ostream &os) {
+  // Query-major outputs of query row i depend only on row i and all keys, so the last r rows form
+  // an exact sub-problem (keeping the causal alignment). Key-major outputs need every query and
+  // are checked only when the whole head is small enough for the dense oracle.
+  const AttentionProblem &p = buffers.problem;
+  const int64_t d = p.headDim;
+  const bool full = p.seqQ <= kDenseLimit / p.seqK;
+  const int64_t r = full ? p.seqQ : std::min(checkRows, p.seqQ);
+  const int64_t row0 = p.seqQ - r;
+  auto hostRows = [&](unsigned tensor, int64_t first, int64_t rows) {
+    oracle::Matrix m(rows, d);
+    for (int64_t i = 0; i < rows * d; ++i)
+      m.data[i] = inputElement(seed, tensor, (first * d) + i, p.dtype);
+    return m;
+  };
+  oracle::Problem sub = oracle::makeProblem(r, p.seqK, d, p.causal);
+  if (p.scale)
+    sub.scale = *p.scale;
+  oracle::Matrix q = hostRows(kQ, row0, r), k = hostRows(kK, 0, p.seqK),
+                 v = hostRows(kV, 0, p.seqK);
+  const double tol = p.dtype == DType::bf16 ? 5e-3 : 1e-3;
+  report.checked = true;
+  report.checkBound = tol;
+  report.checkedRows = r;
+  os << llvm::formatv("check vs float64 oracle, head (0,0), {0}: rel L2 (bound {1:E0})\n",
+                      full ? "every row" : llvm::formatv("last {0} query rows", r).str(), tol);
+
+  // The backward ops consume the GPU's own O (rounded to the dtype), as a framework would.
+  const ProblemBuffers &b = buffers;
+  std::optional<oracle::ForwardResult> fw;
+  std::optional<oracle::BackwardResult> bw;
+  std::optional<oracle::BobResult> bb;
+  std::vector<Compared> outputs;
+  switch (b.op) {
+  case Op::fwd:
+    fw = oracle::dense::forward(sub, q, k, v);
+    outputs = {{"O", &b.out, false, row0, r, &fw->O.data}, {"L", &b.lse, true, row0, r, &fw->L}};
+    break;
+  case Op::bwd:
+    bw = oracle::dense::backward(sub, q, k, v, hostRows(kdO, row0, r));
+    outputs = {{"dQ", &b.dq, false, row0, r, &bw->dQ.data}, {"D", &b.dRow, true, row0, r, &bw->D}};
+    if (full)
+      outputs.insert(outputs.end(), {{"dK", &b.dk, false, 0, p.seqK, &bw->dK.data},
+                                     {"dV", &b.dv, false, 0, p.seqK, &bw->dV.data}});
+    break;
+  case Op::bob:
+    bb = oracle::dense::bob(sub, q, k, v, hostRows(kdO, row0, r), hostRows(kuQ, row0, r),
+                            hostRows(kuK, 0, p.seqK), hostRows(kuV, 0, p.seqK));
+    outputs = {{"gQ", &b.gq, false, row0, r, &bb->gQ.data},
+               {"gdO", &b.gdo, false, row0, r, &bb->gdO.data},
+               {"c", &b.cRow, true, row0, r, &bb->c},
+               {"b", &b.bRow, true, row0, r, &bb->b}};
+    if (full)
+      outputs.insert(outputs.end(), {{"gK", &b.gk, false, 0, p.seqK, &bb->gK.data},
+                                     {"gV", &b.gv, false, 0, p.seqK, &bb->gV.data}});
+    break;
+  }
+
+  for (const Compared &c : outputs) {
+    auto got = readRows(driver, c, p);
+    if (!got)
+      return got.takeError();
+    oracle::ErrorStats stats = oracle::compare(*got, *c.ref);
+    double e = stats.nonFinite ? std::numeric_limits<double>::infinity() : stats.relL2;
+    bool ok = e <= tol;
+    report.passed &= ok;
+    report.checks.push_back({c.name, e, ok});
+    os << llvm::formatv("  {0,-4} {1:E2}{2}\n", c.name, e, ok ? "" : "  FAIL");
+  }
+  if (!full)
+    os << "  (key-major outputs need every query row: checked by the tests at sizes the dense "
+          "oracle can hold)\n";
+  os << (report.passed ? "check: PASS\n" : "check: FAIL\n");
+  return llvm::Error::success();
+}
+
+} // namespace flashbob::tool

@@ -1,0 +1,145 @@
+#include "tools/flashbob/ProblemBuffers.h"
+
+#include "runtime/launch/Kernel.h"
+#include "runtime/support/HalfFloat.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+namespace flashbob::tool {
+using runtime::CudaDriver;
+
+namespace {
+float inputValue(uint64_t seed, unsigned tensor, uint64_t index) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + (static_cast<uint64_t>(tensor) << 58) + index;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  double u = static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0);
+  return static_cast<float>((2.0 * u - 1.0) * 1.7320508075688772);
+}
+
+uint16_t toBits(float f, DType t) {
+  return t == DType::bf16 ? runtime::floatToBf16(f) : runtime::floatToHalf(f);
+}
+
+// Input `tensor` on the host, generated on every core (the large problems have GiBs of inputs).
+std::vector<uint16_t> generateInput(uint64_t seed, unsigned tensor, size_t n, DType dtype) {
+  std::vector<uint16_t> host(n);
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < threads; ++w)
+    pool.emplace_back([&, w] {
+      for (size_t i = w; i < n; i += threads)
+        host[i] = toBits(inputValue(seed, tensor, i), dtype);
+    });
+  for (auto &th : pool)
+    th.join();
+  return host;
+}
+} // namespace
+
+double inputElement(uint64_t seed, unsigned tensor, uint64_t index, DType dtype) {
+  return fromBits(toBits(inputValue(seed, tensor, index), dtype), dtype);
+}
+
+double fromBits(uint16_t bits, DType dtype) {
+  return dtype == DType::bf16 ? runtime::bf16ToFloat(bits) : runtime::halfToFloat(bits);
+}
+
+llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op op,
+                                                        const AttentionProblem &p,
+                                                        uint64_t seed) {
+  ProblemBuffers b;
+  b.op = op;
+  b.problem = p;
+  const size_t bh = static_cast<size_t>(p.batch * p.heads), d = static_cast<size_t>(p.headDim);
+  const size_t qElems = bh * p.seqQ * d, kElems = bh * p.seqK * d;
+  const size_t rowBytes = bh * p.seqQ * 4;
+  const bool grad = op != Op::fwd, bob = op == Op::bob;
+
+  auto newBuffer = [&](size_t bytes, double &total) -> llvm::Expected<Buffer> {
+    auto buffer = std::make_unique<DeviceBuffer>(driver);
+    if (llvm::Error e = buffer->allocate(bytes))
+      return std::move(e);
+    total += bytes;
+    return std::move(buffer);
+  };
+
+  for (unsigned t = 0; t < kInputs; ++t) {
+    if ((t == kdO && !grad) || (t >= kuQ && !bob))
+      continue;
+    const bool queryMajor = t == kQ || t == kdO || t == kuQ;
+    const size_t n = queryMajor ? qElems : kElems;
+    // The device buffer first: a problem too large for the GPU fails here, in one line, before
+    // the host copy of its inputs is made.
+    auto buffer = newBuffer(n * 2, b.tensorBytes);
+    if (!buffer)
+      return buffer.takeError();
+    std::vector<uint16_t> host = generateInput(seed, t, n, p.dtype);
+    FLASHBOB_CU(driver, cuMemcpyHtoD((*buffer)->get(), host.data(), n * 2));
+    b.inputs[t] = std::move(*buffer);
+  }
+
+  const struct {
+    Buffer *slot;
+    size_t bytes;
+    bool tensor; // else an O(N) workspace
+    bool wanted;
+  } outputs[] = {
+      {&b.out, qElems * 2, true, true},  {&b.lse, rowBytes, false, true},
+      {&b.dRow, rowBytes, false, grad},  {&b.dq, qElems * 2, true, op == Op::bwd},
+      {&b.dk, kElems * 2, true, op == Op::bwd}, {&b.dv, kElems * 2, true, op == Op::bwd},
+      {&b.gq, qElems * 2, true, bob},    {&b.gk, kElems * 2, true, bob},
+      {&b.gv, kElems * 2, true, bob},    {&b.gdo, qElems * 2, true, bob},
+      {&b.cRow, rowBytes, false, bob},   {&b.bRow, rowBytes, false, bob},
+  };
+  for (const auto &o : outputs) {
+    if (!o.wanted)
+      continue;
+    auto buffer = newBuffer(o.bytes, o.tensor ? b.tensorBytes : b.workspaceBytes);
+    if (!buffer)
+      return buffer.takeError();
+    FLASHBOB_CU(driver, cuMemsetD8((*buffer)->get(), 0xFF, o.bytes)); // NaN everywhere
+    *o.slot = std::move(*buffer);
+  }
+  return std::move(b);
+}
+
+namespace {
+// Contiguous (batch, heads, rows, d) views of the buffers: query-major and key-major.
+struct Views {
+  const AttentionProblem &p;
+  Tensor q(const ProblemBuffers::Buffer &b) const { return p.contiguous(b->get(), p.seqQ); }
+  Tensor k(const ProblemBuffers::Buffer &b) const { return p.contiguous(b->get(), p.seqK); }
+};
+} // namespace
+
+llvm::Error ProblemBuffers::forward() const {
+  Views t{problem};
+  return attentionForward(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]), t.q(out),
+                          {lse->get()});
+}
+
+llvm::Error ProblemBuffers::launch() const {
+  Views t{problem};
+  switch (op) {
+  case Op::fwd:
+    return forward();
+  case Op::bwd:
+    return attentionBackward(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]), t.q(out),
+                             t.q(inputs[kdO]), {lse->get()}, t.q(dq), t.k(dk), t.k(dv),
+                             {dRow->get()});
+  case Op::bob:
+    return attentionBob(problem,
+                        {t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]), t.q(out),
+                         t.q(inputs[kdO]), {lse->get()}, t.q(inputs[kuQ]), t.k(inputs[kuK]),
+                         t.k(inputs[kuV])},
+                        {t.q(gq), t.k(gk), t.k(gv), t.q(gdo), {dRow->get()}, {cRow->get()},
+                         {bRow->get()}});
+  }
+  return llvm::Error::success();
+}
+
+} // namespace flashbob::tool
