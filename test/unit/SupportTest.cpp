@@ -1,0 +1,254 @@
+// support/: the knob table (defaults, parsing, the one-time read of the environment, overrides),
+// the error kinds and the log sink.
+#include "support/Errors.h"
+#include "support/Knobs.h"
+#include "support/Log.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using namespace flashbob::support;
+
+namespace {
+
+// Collects what reaches the log sink for one scope, then restores the default sink.
+struct CapturedLog {
+  std::mutex mutex;
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  CapturedLog() {
+    setLogSink([this](LogLevel level, llvm::StringRef message) {
+      std::lock_guard<std::mutex> lock(mutex);
+      lines.emplace_back(level, message.str());
+    });
+  }
+  ~CapturedLog() { setLogSink(nullptr); }
+};
+
+// Overrides a knob for one scope.
+struct ScopedOverride {
+  Knob knob;
+  ScopedOverride(Knob k, llvm::StringRef value) : knob(k) { setOverride(k, value); }
+  ~ScopedOverride() { clearOverride(knob); }
+};
+
+} // namespace
+
+TEST_CASE("the environment is read once, at a knob's first access", "[knobs]") {
+  // First in the file (Catch runs cases in declaration order): the table test below reads every
+  // knob, and FLASHBOB_CUBLAS is read by no code this test links, so this is its first access.
+  ::setenv("FLASHBOB_CUBLAS", "/first/libcublas.so", 1);
+  CHECK(knobs::cublas() == "/first/libcublas.so");
+  ::setenv("FLASHBOB_CUBLAS", "/second/libcublas.so", 1);
+  CHECK(knobs::cublas() == "/first/libcublas.so");
+  {
+    ScopedOverride o(Knob::Cublas, "/override/libcublas.so");
+    CHECK(knobs::cublas() == "/override/libcublas.so");
+  }
+  CHECK(knobs::cublas() == "/first/libcublas.so"); // clearOverride: back to the environment
+  ::unsetenv("FLASHBOB_CUBLAS");
+}
+
+TEST_CASE("the knob table declares each variable once, with a default of its type", "[knobs]") {
+  llvm::StringSet<> names;
+  size_t index = 0;
+  for (const KnobInfo &k : allKnobs()) {
+    INFO(k.name.str());
+    CHECK(size_t(k.knob) == index++); // the table is indexed by Knob
+    CHECK(&knobInfo(k.knob) == &k);
+    CHECK(k.name.starts_with("FLASHBOB_"));
+    CHECK(names.insert(k.name).second);
+    CHECK(k.doc.size() > 20);
+    ScopedOverride unset(k.knob, ""); // whatever the test's environment holds
+    CHECK(!rawValue(k.knob));
+    CHECK(!checkValue(k.knob));
+    // The default is a value of the knob's own type.
+    {
+      ScopedOverride asDefault(k.knob, k.defaultValue);
+      CHECK(!checkValue(k.knob));
+    }
+  }
+  CHECK(names.size() == 11);
+  CHECK(knobInfo(Knob::Library).readByPython);
+  CHECK(!knobInfo(Knob::CacheDir).readByPython);
+}
+
+TEST_CASE("knob defaults apply when unset or empty", "[knobs]") {
+  ScopedOverride a(Knob::Autotune, ""), p(Knob::PrintAutotuning, ""), d(Knob::CudaDriver, ""),
+      m(Knob::CacheMaxMB, ""), r(Knob::Producer, ""), c(Knob::CacheDir, "");
+  CHECK(!knobs::autotune());
+  CHECK(!knobs::printAutotuning());
+  CHECK(knobs::cudaDriver() == "libcuda.so.1");
+  CHECK(knobs::cacheMaxMB() == 2048);
+  CHECK(!knobs::producer().has_value()); // the tile table decides
+  CHECK(knobs::cacheDir().empty());
+}
+
+TEST_CASE("knob values parse by type; overrides win over the environment", "[knobs]") {
+  for (const char *on : {"1", "true", "ON", "yes", " 1 "}) {
+    ScopedOverride o(Knob::Autotune, on);
+    CHECK(knobs::autotune());
+  }
+  for (const char *off : {"0", "false", "Off", "no"}) {
+    ScopedOverride o(Knob::Autotune, off);
+    CHECK(!knobs::autotune());
+  }
+  {
+    ScopedOverride o(Knob::Producer, "0");
+    CHECK(knobs::producer() == std::optional<bool>(false));
+  }
+  {
+    ScopedOverride o(Knob::Producer, "1");
+    CHECK(knobs::producer() == std::optional<bool>(true));
+  }
+  {
+    ScopedOverride o(Knob::CacheMaxMB, "17");
+    CHECK(knobs::cacheMaxMB() == 17);
+  }
+  {
+    ScopedOverride o(Knob::CacheMaxMB, "0");
+    CHECK(knobs::cacheMaxMB() == 0);
+  }
+  {
+    ScopedOverride o(Knob::Arch, "sm_90");
+    CHECK(knobs::arch() == "sm_90");
+    CHECK(rawValue(Knob::Arch) == std::optional<std::string>("sm_90"));
+  }
+}
+
+TEST_CASE("a malformed knob value falls back to the default, warns once, and checkValue names it",
+          "[knobs]") {
+  CapturedLog captured;
+  {
+    ScopedOverride o(Knob::CacheMaxMB, "lots");
+    CHECK(knobs::cacheMaxMB() == 2048);
+    CHECK(knobs::cacheMaxMB() == 2048);
+    llvm::Error e = checkValue(Knob::CacheMaxMB);
+    REQUIRE(static_cast<bool>(e));
+    ErrorReport report = takeErrorReport(std::move(e));
+    CHECK(report.kind == ErrorKind::InvalidArgument);
+    CHECK(report.message == "FLASHBOB_CACHE_MAX_MB='lots' is not a non-negative integer");
+  }
+  {
+    ScopedOverride o(Knob::CacheMaxMB, "-5");
+    CHECK(knobs::cacheMaxMB() == 2048);
+  }
+  {
+    ScopedOverride o(Knob::Producer, "maybe");
+    CHECK(!knobs::producer().has_value());
+  }
+  {
+    ScopedOverride o(Knob::Autotune, "2");
+    CHECK(!knobs::autotune());
+  }
+  REQUIRE(captured.lines.size() == 4); // once per bad value, not per read
+  CHECK(captured.lines[0].first == LogLevel::Warning);
+  CHECK(captured.lines[0].second == "flashbob: warning: FLASHBOB_CACHE_MAX_MB='lots' is not a "
+                                    "non-negative integer; using the default 2048");
+  CHECK(captured.lines[1].second == "flashbob: warning: FLASHBOB_CACHE_MAX_MB='-5' is not a "
+                                    "non-negative integer; using the default 2048");
+  CHECK(captured.lines[2].second ==
+        "flashbob: warning: FLASHBOB_PRODUCER='maybe' is not a boolean (1/0, true/false, on/off, "
+        "yes/no); ignoring it");
+  CHECK(captured.lines[3].second == "flashbob: warning: FLASHBOB_AUTOTUNE='2' is not a boolean (1/0, "
+                                    "true/false, on/off, yes/no); using the default 0");
+}
+
+TEST_CASE("knobs are safe to read and override from many threads", "[knobs]") {
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        if (t == 0)
+          setOverride(Knob::Arch, i % 2 ? "sm_90" : "sm_80");
+        std::string arch = knobs::arch();
+        if (arch != "sm_90" && arch != "sm_80" && !arch.empty())
+          ++wrong;
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  clearOverride(Knob::Arch);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("error kinds print their message and classify by class", "[errors]") {
+  auto report = [](llvm::Error e) { return takeErrorReport(std::move(e)); };
+
+  ErrorReport invalid = report(makeInvalidArgument("head_dim", "flashbob: head_dim 100 is bad"));
+  CHECK(invalid.kind == ErrorKind::InvalidArgument);
+  CHECK(invalid.message == "flashbob: head_dim 100 is bad");
+
+  ErrorReport noDriver = report(makeNoDriver("libcuda.so.1: cannot open shared object file"));
+  CHECK(noDriver.kind == ErrorKind::NoDriver);
+  CHECK(noDriver.message == "no CUDA driver found: libcuda.so.1: cannot open shared object file");
+
+  ErrorReport cuda = report(makeCudaCallError("cuMemAlloc", 2, "CUDA_ERROR_OUT_OF_MEMORY (out)"));
+  CHECK(cuda.kind == ErrorKind::CudaCall);
+  CHECK(cuda.message == "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out)");
+
+  ErrorReport compile = report(makeCompileError("ptxas", "ptxas failed (exit 255)"));
+  CHECK(compile.kind == ErrorKind::Compile);
+  CHECK(compile.message == "ptxas failed (exit 255)");
+
+  // Messages alone decide nothing: a string error that reads like a driver error is Other.
+  ErrorReport other = report(llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                                     "no CUDA driver found: just text"));
+  CHECK(other.kind == ErrorKind::Other);
+  // ... unless it carries errc::invalid_argument, the older way of marking argument errors.
+  CHECK(report(llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "x"))
+            .kind == ErrorKind::InvalidArgument);
+
+  // A list: the first payload with a kind decides; every message is kept.
+  ErrorReport list = report(llvm::joinErrors(
+      llvm::createStringError(llvm::inconvertibleErrorCode(), "first"),
+      makeCudaCallError("cuLaunchKernel", 1, "CUDA_ERROR_INVALID_VALUE (invalid argument)")));
+  CHECK(list.kind == ErrorKind::CudaCall);
+  CHECK(list.message == "first\ncuLaunchKernel: CUDA_ERROR_INVALID_VALUE (invalid argument)");
+
+  // The typed fields survive for callers that want them.
+  llvm::Error e = makeCudaCallError("cuInit", 100, "CUDA_ERROR_NO_DEVICE (no device)");
+  llvm::handleAllErrors(std::move(e), [](const CudaCallError &c) {
+    CHECK(c.call() == "cuInit");
+    CHECK(c.result() == 100);
+  });
+  llvm::handleAllErrors(makeInvalidArgument("k", "flashbob: k is a null pointer"),
+                        [](const InvalidArgumentError &a) { CHECK(a.argument() == "k"); });
+  llvm::handleAllErrors(makeCompileError("ptxas", "x"),
+                        [](const CompileError &c) { CHECK(c.stage() == "ptxas"); });
+}
+
+TEST_CASE("the log sink receives every level; the default drops debug", "[log]") {
+  {
+    CapturedLog captured;
+    CHECK(logs(LogLevel::Debug));
+    log(LogLevel::Debug, "flashbob cache: hit");
+    log(LogLevel::Info, llvm::Twine("flashbob autotune: ") + "tuning");
+    log(LogLevel::Warning, "flashbob: warning: w");
+    REQUIRE(captured.lines.size() == 3);
+    CHECK(captured.lines[0] == std::make_pair(LogLevel::Debug, std::string("flashbob cache: hit")));
+    CHECK(captured.lines[1] ==
+          std::make_pair(LogLevel::Info, std::string("flashbob autotune: tuning")));
+    CHECK(captured.lines[2].first == LogLevel::Warning);
+  }
+  CHECK(!logs(LogLevel::Debug)); // the default sink again
+  CHECK(logs(LogLevel::Info));
+
+  // A sink may log itself (no deadlock) and replace the sink.
+  std::vector<std::string> seen;
+  setLogSink([&](LogLevel level, llvm::StringRef message) {
+    seen.push_back(message.str());
+    if (level == LogLevel::Info)
+      log(LogLevel::Debug, "nested");
+  });
+  log(LogLevel::Info, "outer");
+  setLogSink(nullptr);
+  CHECK(seen == std::vector<std::string>{"outer", "nested"});
+}
