@@ -5,6 +5,8 @@
 #include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
 #include "runtime/launch/Kernel.h"
+#include "support/Errors.h"
+#include "support/Knobs.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -26,8 +28,10 @@ Tensor AttentionProblem::contiguous(CUdeviceptr data, int64_t rows) const {
 namespace {
 
 llvm::Error invalid(const llvm::Twine &what) {
-  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
-                                 "flashbob: " + what);
+  // Every message here starts with the argument's name ("k is a null pointer").
+  std::string message = what.str();
+  llvm::StringRef argument = llvm::StringRef(message).take_until([](char c) { return c == ' '; });
+  return support::makeInvalidArgument(argument, "flashbob: " + message);
 }
 
 llvm::Error validateProblem(const AttentionProblem &p) {
@@ -83,10 +87,8 @@ llvm::Error validateRows(RowVector r, const char *name) {
 // of the producer path. Read once: this is on every launch's path.
 int producerOverride() {
   static const int value = [] {
-    const char *env = std::getenv("FLASHBOB_PRODUCER");
-    if (!env || !*env)
-      return -1;
-    return std::string(env) == "1" ? 1 : 0;
+    std::optional<bool> forced = support::knobs::producer();
+    return forced ? int(*forced) : -1;
   }();
   return value;
 }

@@ -4,6 +4,7 @@
 #include "compiler/pipeline/Ptxas.h"
 #include "kernels/Kernels.h"
 #include "runtime/cache/DiskCache.h"
+#include "support/Knobs.h"
 
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -45,11 +46,11 @@ llvm::Expected<KernelCache *> KernelCache::get() {
   // GPUs run, checked on this GPU.
   const std::string own = "sm_" + std::to_string(major) + std::to_string(minor);
   std::string arch = own + (major == 9 ? "a" : "");
-  if (const char *forced = std::getenv("FLASHBOB_ARCH"); forced && *forced) {
+  if (const std::string forced = support::knobs::arch(); !forced.empty()) {
     if (forced != own && forced != arch)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          "FLASHBOB_ARCH=" + std::string(forced) + ": this GPU is " + own +
+          "FLASHBOB_ARCH=" + forced + ": this GPU is " + own +
               " and runs cubins built for " + own + (arch != own ? " or " + arch : std::string()));
     arch = forced;
   }

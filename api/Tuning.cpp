@@ -6,8 +6,10 @@
 #include "runtime/cache/DiskCache.h"
 #include "runtime/launch/EventTimer.h"
 #include "runtime/tune/Autotuner.h"
+#include "support/Knobs.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
 #include <atomic>
@@ -19,13 +21,6 @@ namespace flashbob::api {
 
 namespace {
 std::atomic<int> autotuneSwitch{-1}; // -1: follow FLASHBOB_AUTOTUNE
-
-int64_t nextPowerOfTwo(int64_t v) {
-  int64_t p = 1;
-  while (p < v)
-    p <<= 1;
-  return p;
-}
 } // namespace
 
 bool autotuneEnabled() {
@@ -33,10 +28,7 @@ bool autotuneEnabled() {
   if (s >= 0)
     return s == 1;
   // Read once: this is on every launch's path.
-  static const bool fromEnvironment = [] {
-    const char *env = std::getenv("FLASHBOB_AUTOTUNE");
-    return env && std::string(env) == "1";
-  }();
+  static const bool fromEnvironment = support::knobs::autotune();
   return fromEnvironment;
 }
 
@@ -61,7 +53,7 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   // After the first call for a kernel, problem bucket and device, the decision comes from
   // memory: pruning builds every candidate's IR, which would cost milliseconds per launch.
   const std::string memoKey = base.name() + " seq<=" +
-                              std::to_string(nextPowerOfTwo(std::max(p.seqQ, p.seqK))) +
+                              std::to_string(llvm::PowerOf2Ceil(std::max(p.seqQ, p.seqK))) +
                               " device=" + std::to_string(dev) + " dir=" + tuningDir();
   static std::mutex memoMutex;
   static std::map<std::string, compiler::KernelSpec> memo;
@@ -111,7 +103,7 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   std::string key = llvm::formatv(
       "{0} d={1} {2}{3} scale={4} seq<={5} gpu={6} arch={7} flashbob={8} compiler={9}",
       bob::stringifyKernelKind(base.kind), base.headDim, bob::stringifyElemType(base.dtype),
-      base.causal ? " causal" : "", base.effectiveScale(), nextPowerOfTwo(std::max(p.seqQ, p.seqK)),
+      base.causal ? " causal" : "", base.effectiveScale(), llvm::PowerOf2Ceil(std::max(p.seqQ, p.seqK)),
       gpu, base.arch, FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH);
 
   auto measure = [&](size_t i) -> llvm::Expected<double> {

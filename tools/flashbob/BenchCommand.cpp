@@ -7,6 +7,7 @@
 #include "runtime/driver/CudaDriver.h"
 #include "runtime/launch/EventTimer.h"
 #include "runtime/launch/Kernel.h"
+#include "support/Knobs.h"
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/DeviceBuffer.h"
 #include "tools/flashbob/Commands.h"
@@ -151,8 +152,8 @@ struct Cublas {
 // process (cuBLAS tears its runtime down at exit).
 llvm::Expected<Cublas> loadCublas() {
   std::vector<std::string> candidates;
-  if (const char *env = std::getenv("FLASHBOB_CUBLAS"); env && *env)
-    candidates.push_back(env);
+  if (std::string forced = support::knobs::cublas(); !forced.empty())
+    candidates.push_back(forced);
   for (const char *name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
     candidates.push_back(name);
   std::string why;
@@ -348,17 +349,19 @@ bool writeJson(const llvm::json::Object &object) {
 }
 
 // A failure after the arguments were accepted: one line, the JSON (if asked for) says it too.
-int failed(const std::string &message) {
+int failed(const std::string &message, ExitCode code = kExitFailure) {
   llvm::errs() << "flashbob bench: " << message << "\n";
   llvm::json::Object o = problemJson();
   o["ok"] = false;
   o["error"] = message;
   writeJson(o);
-  if (llvm::StringRef(message).starts_with("no CUDA driver found"))
-    return kExitNoDriver;
-  if (llvm::StringRef(message).starts_with("flashbob: "))
-    return kExitUsage; // the API's argument validation, before anything ran
-  return kExitFailure;
+  return code;
+}
+
+// The same for an error: its class picks the exit code.
+int failed(llvm::Error e, const std::string &context = "") {
+  support::ErrorReport report = support::takeErrorReport(std::move(e));
+  return failed(context + report.message, exitCodeFor(report.kind));
 }
 
 // A number as the user would have typed it (-5, 0.25), for error messages.
@@ -417,13 +420,13 @@ int runBench() {
   }
   auto driverOr = CudaDriver::get();
   if (!driverOr)
-    return failed(llvm::toString(driverOr.takeError()));
+    return failed(driverOr.takeError());
   CudaDriver &driver = *driverOr;
   if (llvm::Error e = runtime::usePrimaryContext(driver))
-    return failed(llvm::toString(std::move(e)));
+    return failed(std::move(e));
   auto device = deviceInfo(driver);
   if (!device)
-    return failed(llvm::toString(device.takeError()));
+    return failed(device.takeError());
   llvm::outs() << llvm::formatv("device: {0} (sm_{1}{2}, {3} SMs, L2 {4} MiB), CUDA driver {5}.{6}\n",
                                 device->name, device->ccMajor, device->ccMinor, device->sms,
                                 device->l2Bytes >> 20, driver.version() / 1000,
@@ -463,7 +466,7 @@ int runBench() {
   DeviceBuffer flush(driver);
   const size_t flushBytes = static_cast<size_t>(flushMiB) << 20;
   if (llvm::Error e = flush.allocate(flushBytes))
-    return failed("L2 flush buffer: " + llvm::toString(std::move(e)));
+    return failed(std::move(e), "L2 flush buffer: ");
   unsigned char flushValue = 0;
 
   RunOptions o;
@@ -486,7 +489,7 @@ int runBench() {
   };
   auto report = runAttention(o, llvm::outs());
   if (!report)
-    return failed(llvm::toString(report.takeError()));
+    return failed(report.takeError());
 
   const RunReport &r = *report;
   const double seconds = r.medianMs * 1e-3;

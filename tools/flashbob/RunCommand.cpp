@@ -2,13 +2,12 @@
 // device memory, and with --check the error of every output against the float64 oracle.
 //   flashbob run --op bob --batch 1 --heads 16 --seq-q 16384 --head-dim 128 --causal --check
 #include "api/Tuning.h"
+#include "support/Knobs.h"
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
 
 #include "llvm/Support/raw_ostream.h"
-
-#include <cstdlib>
 
 namespace flashbob::tool {
 namespace cl = llvm::cl;
@@ -47,8 +46,9 @@ cl::opt<int64_t> checkRows("check-rows",
 int runRun() {
   if (tune || tuneCommand) {
     api::setAutotune(true);
-    if (tuneCommand && !std::getenv("FLASHBOB_PRINT_AUTOTUNING"))
-      ::setenv("FLASHBOB_PRINT_AUTOTUNING", "1", 0);
+    // `tune` shows every candidate unless FLASHBOB_PRINT_AUTOTUNING says otherwise.
+    if (tuneCommand && !support::rawValue(support::Knob::PrintAutotuning))
+      support::setOverride(support::Knob::PrintAutotuning, "1");
   }
   RunOptions o;
   o.op = op;
@@ -69,13 +69,9 @@ int runRun() {
   o.launchOverhead = launchOverhead;
   auto report = runAttention(o, llvm::outs());
   if (!report) {
-    std::string message = llvm::toString(report.takeError());
-    llvm::errs() << "flashbob run: " << message << "\n";
-    if (llvm::StringRef(message).starts_with("no CUDA driver found"))
-      return kExitNoDriver;
-    if (llvm::StringRef(message).starts_with("flashbob: "))
-      return kExitUsage; // argument validation, before anything ran
-    return kExitFailure;
+    support::ErrorReport failure = support::takeErrorReport(report.takeError());
+    llvm::errs() << "flashbob run: " << failure.message << "\n";
+    return exitCodeFor(failure.kind);
   }
   return report->passed ? kExitOk : kExitFailure;
 }
