@@ -337,14 +337,16 @@ llvm::json::Object problemJson() {
 bool writeJson(const llvm::json::Object &object) {
   if (jsonPath.empty())
     return true;
-  std::error_code ec;
-  llvm::raw_fd_ostream os(jsonPath, ec, llvm::sys::fs::OF_None);
-  if (ec) {
-    llvm::errs() << "flashbob bench: --json: cannot write '" << jsonPath << "': " << ec.message()
-                 << "\n";
+  // Through a temporary file renamed into place: a script polling for results never reads half
+  // a file, and a failed write leaves the previous one.
+  if (llvm::Error e = llvm::writeToOutput(jsonPath, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(object))) << "\n";
+        return llvm::Error::success();
+      })) {
+    llvm::errs() << "flashbob bench: --json: cannot write '" << jsonPath
+                 << "': " << llvm::toString(std::move(e)) << "\n";
     return false;
   }
-  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(object))) << "\n";
   return true;
 }
 
