@@ -1,5 +1,6 @@
 #include "runtime/cache/DiskCache.h"
 
+#include "support/Errors.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
 
@@ -312,14 +313,17 @@ namespace {
 llvm::Error validateStore(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files) {
   // metadata.json holds the key text as a JSON string, which must be UTF-8 to read back equal.
   if (!llvm::json::isUTF8(keyText))
-    return failure("DiskCache::store: the key text is not valid UTF-8");
+    return support::makeInvalidArgument("keyText",
+                                        "DiskCache::store: the key text is not valid UTF-8");
   llvm::StringSet<> seen;
   for (const CacheFile &f : files) {
     if (!isPlainFileName(f.name))
-      return failure("DiskCache::store: bad file name '" + f.name +
-                     "' (must be a plain name, not hidden, not metadata.json)");
+      return support::makeInvalidArgument(
+          "files", "DiskCache::store: bad file name '" + f.name +
+                       "' (must be a plain name, not hidden, not metadata.json)");
     if (!seen.insert(f.name).second)
-      return failure("DiskCache::store: file name '" + f.name + "' given twice");
+      return support::makeInvalidArgument("files", "DiskCache::store: file name '" + f.name +
+                                                       "' given twice");
   }
   return llvm::Error::success();
 }

@@ -74,9 +74,10 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 11);
-  CHECK(knobInfo(Knob::Library).readByPython);
-  CHECK(!knobInfo(Knob::CacheDir).readByPython);
+  CHECK(names.size() == 13);
+  CHECK(knobInfo(Knob::Library).reader == KnobReader::Python);
+  CHECK(knobInfo(Knob::PtxSnapshotDir).reader == KnobReader::Tests);
+  CHECK(knobInfo(Knob::CacheDir).reader == KnobReader::Library);
 }
 
 TEST_CASE("knob defaults apply when unset or empty", "[knobs]") {

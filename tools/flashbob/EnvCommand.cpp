@@ -15,7 +15,10 @@ int runEnv() {
   for (const support::KnobInfo &k : support::allKnobs()) {
     llvm::outs() << k.name << " (" << support::knobTypeName(k.type) << ", default: "
                  << (k.defaultValue.empty() ? llvm::StringRef("unset") : llvm::StringRef(k.defaultValue)) << ")"
-                 << (k.readByPython ? " [read by the Python package]" : "") << "\n";
+                 << (k.reader == support::KnobReader::Python ? " [read by the Python package]"
+                     : k.reader == support::KnobReader::Tests ? " [read by the tests]"
+                                                              : "")
+                 << "\n";
     std::optional<std::string> value = support::rawValue(k.knob);
     llvm::outs() << "  current: " << (value ? *value : std::string("unset"));
     if (llvm::Error e = support::checkValue(k.knob))
