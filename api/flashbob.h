@@ -78,7 +78,8 @@ typedef void (*flashbob_log_callback)(flashbob_log_level level, const char *mess
 /* Routes FlashBoB's messages (kernel cache, autotuning, warnings) to `callback` for the whole
  * process instead of stderr, so an embedder can send them to its own logging. The callback gets
  * every level, Debug included, and may be called from any thread that calls FlashBoB,
- * concurrently; it may call FlashBoB functions, this one included. NULL restores the default:
+ * concurrently. Messages can come while FlashBoB holds its locks, so the callback must not call
+ * the attention functions (flashbob_set_log_callback itself is fine). NULL restores the default:
  * Info and above to stderr (`flashbob env` lists FLASHBOB_PRINT_AUTOTUNING and the other knobs).
  * Failures of API calls are not logged: they are returned as statuses with flashbob_last_error(). */
 void flashbob_set_log_callback(flashbob_log_callback callback, void *user_data);
