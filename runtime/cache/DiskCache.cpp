@@ -1,6 +1,7 @@
 #include "runtime/cache/DiskCache.h"
 
 #include "support/Errors.h"
+#include "support/Json.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
 
@@ -76,40 +77,13 @@ llvm::Expected<std::string> readFile(llvm::StringRef filePath) {
   return (*buffer)->getBuffer().str();
 }
 
-// llvm::json::parse recurses once per nesting level, so a damaged file of many '[' would
-// overflow the stack; ours nest a few levels (plus whatever the caller's metadata nests).
-bool nestsTooDeeply(llvm::StringRef text, int limit = 256) {
-  int depth = 0;
-  bool inString = false, escaped = false;
-  for (char c : text) {
-    if (inString) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit)
-        return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
   llvm::SmallString<256> metaPath(entryDir);
   path::append(metaPath, DiskCache::MetadataFileName);
   llvm::Expected<std::string> text = readFile(metaPath);
   if (!text)
     return text.takeError();
-  if (nestsTooDeeply(*text))
-    return failure(metaPath + " nests too deeply to be ours");
-  llvm::Expected<llvm::json::Value> value = llvm::json::parse(*text);
+  llvm::Expected<llvm::json::Value> value = support::parseJson(*text);
   if (!value)
     return failure("parse " + metaPath + ": " + llvm::toString(value.takeError()));
   llvm::json::Object *object = value->getAsObject();

@@ -1,5 +1,6 @@
 #include "runtime/tune/Autotuner.h"
 
+#include "support/Json.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
 
@@ -47,7 +48,7 @@ std::optional<std::string> readWinner(const std::string &path, llvm::StringRef k
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return std::nullopt;
-  auto json = llvm::json::parse((*buffer)->getBuffer());
+  auto json = support::parseJson((*buffer)->getBuffer()); // a damaged record is a miss
   if (!json) {
     llvm::consumeError(json.takeError());
     return std::nullopt;
