@@ -1,33 +1,41 @@
 // The C API (flashbob.h) over the C++ API: converts plain structs, maps errors to status codes
-// and keeps the last message per thread.
+// by their class (support/Errors.h), keeps the last message per thread, and routes the log sink
+// to an embedder's callback.
 #include "api/flashbob.h"
 
 #include "api/Attention.h"
+#include "api/CApiStatus.h"
 #include "jit/Tuning.h"
-
-#include <cstdlib>
+#include "support/Errors.h"
+#include "support/Knobs.h"
+#include "support/Log.h"
 
 #include <string>
+
+namespace flashbob::api {
+flashbob_status statusFor(support::ErrorKind kind) {
+  switch (kind) {
+  case support::ErrorKind::InvalidArgument:
+    return FLASHBOB_ERROR_INVALID_ARGUMENT;
+  case support::ErrorKind::NoDriver:
+    return FLASHBOB_ERROR_NO_DRIVER;
+  case support::ErrorKind::CudaCall:
+    return FLASHBOB_ERROR_CUDA;
+  case support::ErrorKind::Compile:
+  case support::ErrorKind::Other: // the compiler's own errors have no class of their own
+    return FLASHBOB_ERROR_COMPILE;
+  }
+  return FLASHBOB_ERROR_COMPILE;
+}
+} // namespace flashbob::api
 
 namespace {
 thread_local std::string lastError;
 
 flashbob_status fail(llvm::Error e) {
-  flashbob_status status = FLASHBOB_ERROR_CUDA;
-  std::string message;
-  llvm::handleAllErrors(std::move(e), [&](const llvm::ErrorInfoBase &info) {
-    message = info.message();
-    std::error_code code = info.convertToErrorCode();
-    if (code == std::errc::invalid_argument)
-      status = FLASHBOB_ERROR_INVALID_ARGUMENT;
-  });
-  if (llvm::StringRef(message).starts_with("no CUDA driver found"))
-    status = FLASHBOB_ERROR_NO_DRIVER;
-  else if (status != FLASHBOB_ERROR_INVALID_ARGUMENT &&
-           !llvm::StringRef(message).starts_with("cu")) // driver errors start with the call
-    status = FLASHBOB_ERROR_COMPILE;
-  lastError = message;
-  return status;
+  flashbob::support::ErrorReport report = flashbob::support::takeErrorReport(std::move(e));
+  lastError = std::move(report.message);
+  return flashbob::api::statusFor(report.kind);
 }
 
 flashbob_status finish(llvm::Error e) {
@@ -37,9 +45,8 @@ flashbob_status finish(llvm::Error e) {
   return FLASHBOB_OK;
 }
 
-llvm::Error badArgument(const char *what) {
-  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
-                                 std::string("flashbob: ") + what);
+llvm::Error badArgument(llvm::StringRef argument, const llvm::Twine &what) {
+  return flashbob::support::makeInvalidArgument(argument, "flashbob: " + argument + " " + what);
 }
 
 flashbob::Tensor tensor(const flashbob_tensor &t) {
@@ -56,11 +63,11 @@ flashbob::RowVector rows(const float *p, int64_t offset = 0) {
 
 llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
   if (!p)
-    return badArgument("problem is a null pointer");
+    return badArgument("problem", "is a null pointer");
   if (p->dtype != FLASHBOB_BF16 && p->dtype != FLASHBOB_FP16)
-    return badArgument("dtype must be FLASHBOB_BF16 or FLASHBOB_FP16");
+    return badArgument("dtype", "must be FLASHBOB_BF16 or FLASHBOB_FP16");
   if (p->scale < 0)
-    return badArgument("scale must be positive (or 0 for 1/sqrt(head_dim))");
+    return badArgument("scale", "must be positive (or 0 for 1/sqrt(head_dim))");
   flashbob::AttentionProblem out;
   out.batch = p->batch;
   out.heads = p->heads;
@@ -86,12 +93,24 @@ const char *flashbob_last_error(void) { return lastError.c_str(); }
 void flashbob_set_autotune(int on) { flashbob::jit::setAutotune(on != 0); }
 
 flashbob_status flashbob_set_cache_dir(const char *dir) {
-  // The cache reads FLASHBOB_CACHE_DIR when it is opened; setting it here is the one switch.
-  int rc = (dir && *dir) ? ::setenv("FLASHBOB_CACHE_DIR", dir, 1) : ::unsetenv("FLASHBOB_CACHE_DIR");
-  if (rc != 0)
-    return fail(badArgument("cache dir: setenv(FLASHBOB_CACHE_DIR) failed"));
+  // The knob's override, not setenv: the environment is read once and is not thread safe to
+  // change. "" (NULL) means unset, so the default directory applies.
+  flashbob::support::setOverride(flashbob::support::Knob::CacheDir, dir ? dir : "");
   lastError.clear();
   return FLASHBOB_OK;
+}
+
+void flashbob_set_log_callback(flashbob_log_callback callback, void *user_data) {
+  if (!callback) {
+    flashbob::support::setLogSink(nullptr);
+    return;
+  }
+  flashbob::support::setLogSink(
+      [callback, user_data](flashbob::support::LogLevel level, llvm::StringRef message) {
+        // The sink's message is not NUL-terminated; the callback gets a C string.
+        std::string text = message.str();
+        callback(static_cast<flashbob_log_level>(level), text.c_str(), user_data);
+      });
 }
 
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
@@ -125,7 +144,7 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
   if (!prob)
     return fail(prob.takeError());
   if (!workspace)
-    return fail(badArgument("workspace is a null pointer"));
+    return fail(badArgument("workspace", "is a null pointer"));
   const int64_t n = prob->batch * prob->heads * prob->seqQ;
   flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  tensor(o), tensor(d_o),
                          rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};

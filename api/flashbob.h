@@ -58,9 +58,31 @@ const char *flashbob_last_error(void);
  * cache directory; later calls and processes reuse it. */
 void flashbob_set_autotune(int on);
 /* Directory of the on-disk kernel cache and tuning records (default: $FLASHBOB_CACHE_DIR, else
- * $XDG_CACHE_HOME/flashbob, else ~/.cache/flashbob). Affects caches opened after the call, so
- * call it before the first attention call. NULL or "" restores the default. */
+ * $XDG_CACHE_HOME/flashbob, else ~/.cache/flashbob). Overrides FLASHBOB_CACHE_DIR for this
+ * process without changing the environment. Affects caches opened after the call, so call it
+ * before the first attention call. NULL or "" restores the default directory (ignoring
+ * FLASHBOB_CACHE_DIR). */
 flashbob_status flashbob_set_cache_dir(const char *dir);
+
+typedef enum flashbob_log_level {
+  FLASHBOB_LOG_DEBUG = 0,   /* every kernel cache hit, store and pruning; autotuning details */
+  FLASHBOB_LOG_INFO = 1,    /* autotuning started (details too with FLASHBOB_PRINT_AUTOTUNING=1) */
+  FLASHBOB_LOG_WARNING = 2, /* e.g. the cache directory is not writable, a malformed knob */
+  FLASHBOB_LOG_ERROR = 3,
+} flashbob_log_level;
+
+/* Receives one message: a single line without newline, valid only during the call. */
+typedef void (*flashbob_log_callback)(flashbob_log_level level, const char *message,
+                                      void *user_data);
+
+/* Routes FlashBoB's messages (kernel cache, autotuning, warnings) to `callback` for the whole
+ * process instead of stderr, so an embedder can send them to its own logging. The callback gets
+ * every level, Debug included, and may be called from any thread that calls FlashBoB,
+ * concurrently. Messages can come while FlashBoB holds its locks, so the callback must not call
+ * the attention functions (flashbob_set_log_callback itself is fine). NULL restores the default:
+ * Info and above to stderr (`flashbob env` lists FLASHBOB_PRINT_AUTOTUNING and the other knobs).
+ * Failures of API calls are not logged: they are returned as statuses with flashbob_last_error(). */
+void flashbob_set_log_callback(flashbob_log_callback callback, void *user_data);
 
 /* O and the log-sum-exp L (float32, batch x heads x N) of softmax(scale Q K^T) V. */
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,

@@ -146,7 +146,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     if (llvm::Error e = diskCache().store(keyText, files, std::move(metadata)))
       llvm::consumeError(std::move(e)); // a cache that cannot store is not a failure
   }
-  runtime::KernelImage image{cubin, false, entryName, static_cast<unsigned>(threads),
+  runtime::KernelImage image{cubin, entryName, static_cast<unsigned>(threads),
                              static_cast<unsigned>(sharedBytes), std::move(tensorMaps)};
   auto loaded = runtime::LoadedKernel::load(driver_, image);
   if (!loaded)

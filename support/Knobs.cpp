@@ -47,10 +47,16 @@ const KnobInfo kKnobs[] = {
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",
-     /*readByPython=*/true},
+     KnobReader::Python},
+    {Knob::PtxSnapshotDir, "FLASHBOB_PTX_SNAPSHOT_DIR", KnobType::Path, "",
+     "ptx_matrix_test also writes every variant's PTX there as <name>.ptx, to show a "
+     "refactoring byte-identical (`diff -r before/ after/`).",
+     KnobReader::Tests},
+    {Knob::OracleReport, "FLASHBOB_ORACLE_REPORT", KnobType::Bool, "0",
+     "oracle_test prints the worst error of every check at exit.", KnobReader::Tests},
 };
 constexpr size_t kKnobCount = sizeof(kKnobs) / sizeof(kKnobs[0]);
-static_assert(kKnobCount == size_t(Knob::Library) + 1, "one table row per Knob, in order");
+static_assert(kKnobCount == size_t(Knob::OracleReport) + 1, "one table row per Knob, in order");
 
 struct KnobState {
   bool environmentRead = false;

@@ -33,6 +33,8 @@ enum class Knob {
   DumpDir,
   Cublas,
   Library,
+  PtxSnapshotDir,
+  OracleReport,
 };
 
 enum class KnobType {
@@ -43,13 +45,17 @@ enum class KnobType {
   Path,
 };
 
+// Who reads a knob: the C++ library and tools, the Python package, or the tests (listed here so
+// the table is whole; only Library knobs are read through this file by the code they steer).
+enum class KnobReader { Library, Python, Tests };
+
 struct KnobInfo {
   Knob knob;
   llvm::StringLiteral name;         // FLASHBOB_...
   KnobType type;
   llvm::StringLiteral defaultValue; // as the user would write it; "" when unset by default
   llvm::StringLiteral doc;          // one sentence or two, for `flashbob env` and the README
-  bool readByPython = false;        // read by python/flashbob, listed here so the table is whole
+  KnobReader reader = KnobReader::Library;
 };
 
 // Every knob, in the order `flashbob env` prints them.

@@ -21,7 +21,9 @@ enum class LogLevel { Debug = 0, Info = 1, Warning = 2, Error = 3 };
 using LogSink = std::function<void(LogLevel, llvm::StringRef message)>;
 
 // Replaces the sink for the whole process (thread safe); an empty sink restores the default.
-// A sink may be called from any thread, concurrently, and may itself log or read knobs.
+// A sink may be called from any thread, concurrently, and may itself log, read knobs or replace
+// the sink. It is called with the caller's locks held (the cache's, the autotuner's), so it must
+// not call back into code that takes them (an attention call).
 void setLogSink(LogSink sink);
 
 void log(LogLevel level, const llvm::Twine &message);

@@ -1,5 +1,8 @@
 #include "compiler/pipeline/Ptxas.h"
 
+#include "support/Errors.h"
+#include "support/Knobs.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -13,9 +16,8 @@
 namespace flashbob::compiler {
 
 namespace {
-llvm::Error fail(const llvm::Twine &what) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
-}
+// Every failure here is the assembly stage's: the C API reports it as FLASHBOB_ERROR_COMPILE.
+llvm::Error fail(const llvm::Twine &what) { return support::makeCompileError("ptxas", what); }
 
 std::string readFile(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
@@ -24,8 +26,8 @@ std::string readFile(llvm::StringRef path) {
 } // namespace
 
 llvm::Expected<std::string> findPtxas() {
-  if (const char *explicitPath = std::getenv("FLASHBOB_PTXAS"); explicitPath && *explicitPath)
-    return std::string(explicitPath);
+  if (std::string explicitPath = support::knobs::ptxas(); !explicitPath.empty())
+    return explicitPath;
   const char *roots[] = {std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"), FLASHBOB_CUDA_ROOT};
   for (const char *root : roots) {
     if (!root || !*root)

@@ -1,5 +1,10 @@
 #include "runtime/cache/DiskCache.h"
 
+#include "support/Errors.h"
+#include "support/Json.h"
+#include "support/Knobs.h"
+#include "support/Log.h"
+
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -8,11 +13,13 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 
 namespace flashbob::runtime {
@@ -70,40 +77,13 @@ llvm::Expected<std::string> readFile(llvm::StringRef filePath) {
   return (*buffer)->getBuffer().str();
 }
 
-// llvm::json::parse recurses once per nesting level, so a damaged file of many '[' would
-// overflow the stack; ours nest a few levels (plus whatever the caller's metadata nests).
-bool nestsTooDeeply(llvm::StringRef text, int limit = 256) {
-  int depth = 0;
-  bool inString = false, escaped = false;
-  for (char c : text) {
-    if (inString) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit)
-        return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
   llvm::SmallString<256> metaPath(entryDir);
   path::append(metaPath, DiskCache::MetadataFileName);
   llvm::Expected<std::string> text = readFile(metaPath);
   if (!text)
     return text.takeError();
-  if (nestsTooDeeply(*text))
-    return failure(metaPath + " nests too deeply to be ours");
-  llvm::Expected<llvm::json::Value> value = llvm::json::parse(*text);
+  llvm::Expected<llvm::json::Value> value = support::parseJson(*text);
   if (!value)
     return failure("parse " + metaPath + ": " + llvm::toString(value.takeError()));
   llvm::json::Object *object = value->getAsObject();
@@ -165,11 +145,30 @@ void discard(llvm::StringRef entryDir) {
   fs::createUniquePath(entryDir + ".trash-%%%%%%%%", trash, /*MakeAbsolute=*/false);
   // The trash name ends in ".trash-..." so list() and lookup never take it for an entry.
   llvm::StringRef victim = fs::rename(entryDir, trash) ? entryDir : llvm::StringRef(trash);
-  if (fs::is_directory(victim))
+  // lstat, not stat: a symbolic link where an entry belongs is removed itself, never what it
+  // points to (remove_directories would follow a link given as its top directory).
+  fs::file_status status;
+  if (!fs::status(victim, status, /*follow=*/false) &&
+      status.type() == fs::file_type::directory_file)
     (void)fs::remove_directories(victim, /*IgnoreErrors=*/true);
   else
-    (void)fs::remove(victim); // a stray file where an entry belongs
+    (void)fs::remove(victim); // a stray file or link where an entry belongs
 }
+
+// Marks an entry used now (its metadata.json's modification time), for least-recently-used
+// pruning. Best effort: in a cache of another user's entries the time stays as it was.
+void markUsed(llvm::StringRef entryDir) {
+  llvm::SmallString<256> metaPath(entryDir);
+  path::append(metaPath, DiskCache::MetadataFileName);
+  int fd = -1;
+  if (fs::openFileForRead(metaPath, fd))
+    return;
+  (void)fs::setLastAccessAndModificationTime(
+      fd, std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
+  (void)llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+}
+
+std::string shortKey(llvm::StringRef key) { return key.take_front(16).str(); }
 
 std::string firstLine(llvm::StringRef text) { return text.split('\n').first.rtrim("\r").str(); }
 
@@ -188,10 +187,13 @@ DiskCache::DiskCache(llvm::StringRef directory) {
   (void)fs::make_absolute(absolute);
   path::remove_dots(absolute, /*remove_dot_dot=*/true);
   directory_ = absolute.str().str();
+  // MiB to bytes, saturating: a bound past 2^64 bytes is no bound.
+  const uint64_t mib = support::knobs::cacheMaxMB();
+  maxBytes_ = mib > (UINT64_MAX >> 20) ? 0 : mib << 20;
 }
 
 std::string DiskCache::defaultDirectory() {
-  if (const char *dir = std::getenv("FLASHBOB_CACHE_DIR"); dir && *dir)
+  if (std::string dir = support::knobs::cacheDir(); !dir.empty())
     return dir;
   llvm::SmallString<256> result;
   if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
@@ -228,8 +230,9 @@ void DiskCache::degradeLocked(const llvm::Twine &reason) {
   // print it for every kernel compiled.
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
-    llvm::errs() << "flashbob: warning: kernel cache directory " << directory_
-                 << " is not writable (" << reason << "); caching in memory only\n";
+    support::log(support::LogLevel::Warning, "flashbob: warning: kernel cache directory " +
+                                                 directory_ + " is not writable (" + reason +
+                                                 "); caching in memory only");
 }
 
 bool DiskCache::ensureWritableLocked() {
@@ -267,10 +270,15 @@ std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
     return std::nullopt;
   llvm::Expected<CacheEntry> entry = readEntry(entryDir, key, keyText);
   if (!entry) {
-    llvm::consumeError(entry.takeError());
+    std::string why = llvm::toString(entry.takeError());
     discard(entryDir);
+    support::log(support::LogLevel::Debug,
+                 "flashbob cache: removed damaged entry " + shortKey(key) + " (" + why + ")");
     return std::nullopt;
   }
+  markUsed(entryDir);
+  support::log(support::LogLevel::Debug, "flashbob cache: hit " + shortKey(key) + " in " +
+                                             directory_);
   return std::move(*entry);
 }
 
@@ -279,14 +287,17 @@ namespace {
 llvm::Error validateStore(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files) {
   // metadata.json holds the key text as a JSON string, which must be UTF-8 to read back equal.
   if (!llvm::json::isUTF8(keyText))
-    return failure("DiskCache::store: the key text is not valid UTF-8");
+    return support::makeInvalidArgument("keyText",
+                                        "DiskCache::store: the key text is not valid UTF-8");
   llvm::StringSet<> seen;
   for (const CacheFile &f : files) {
     if (!isPlainFileName(f.name))
-      return failure("DiskCache::store: bad file name '" + f.name +
-                     "' (must be a plain name, not hidden, not metadata.json)");
+      return support::makeInvalidArgument(
+          "files", "DiskCache::store: bad file name '" + f.name +
+                       "' (must be a plain name, not hidden, not metadata.json)");
     if (!seen.insert(f.name).second)
-      return failure("DiskCache::store: file name '" + f.name + "' given twice");
+      return support::makeInvalidArgument("files", "DiskCache::store: file name '" + f.name +
+                                                       "' given twice");
   }
   return llvm::Error::success();
 }
@@ -357,8 +368,12 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
   std::lock_guard<std::mutex> lock(mutex_);
   if (ensureWritableLocked()) {
     llvm::Error e = storeOnDisk(entryPath(key), key, keyText, files, metadata);
-    if (!e)
+    if (!e) {
+      support::log(support::LogLevel::Debug, "flashbob cache: stored " + shortKey(key) + " in " +
+                                                 directory_);
+      pruneLocked(key);
       return llvm::Error::success();
+    }
     degradeLocked(llvm::toString(std::move(e)));
   }
   memory_[key] = CacheEntry{key, keyText.str(), files.vec(), std::move(metadata)};
@@ -367,6 +382,10 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
 
 std::vector<ListedEntry> DiskCache::list() {
   std::lock_guard<std::mutex> lock(mutex_);
+  return listLocked(/*withSummaries=*/true);
+}
+
+std::vector<ListedEntry> DiskCache::listLocked(bool withSummaries) {
   std::vector<ListedEntry> result;
   std::error_code ec;
   for (fs::directory_iterator shard(directory_, ec, /*follow_symlinks=*/false), end;
@@ -383,20 +402,30 @@ std::vector<ListedEntry> DiskCache::list() {
         continue;
       ListedEntry listed;
       listed.key = key.str();
-      llvm::Expected<llvm::json::Object> meta = readMetadata(it->path());
-      if (meta) {
-        const llvm::json::Object *callerMeta = meta->getObject("metadata");
-        std::optional<llvm::StringRef> name =
-            callerMeta ? callerMeta->getString("name") : std::nullopt;
-        std::optional<llvm::StringRef> keyText = meta->getString("keyText");
-        listed.summary = name ? name->str() : keyText ? firstLine(*keyText) : "";
-      } else {
-        llvm::consumeError(meta.takeError());
-        listed.summary = "(damaged: unreadable metadata.json)";
+      // Pruning needs sizes and times only: parsing every metadata.json after each store would
+      // cost more than the walk.
+      if (withSummaries) {
+        llvm::Expected<llvm::json::Object> meta = readMetadata(it->path());
+        if (meta) {
+          const llvm::json::Object *callerMeta = meta->getObject("metadata");
+          std::optional<llvm::StringRef> name =
+              callerMeta ? callerMeta->getString("name") : std::nullopt;
+          std::optional<llvm::StringRef> keyText = meta->getString("keyText");
+          listed.summary = name ? name->str() : keyText ? firstLine(*keyText) : "";
+        } else {
+          llvm::consumeError(meta.takeError());
+          listed.summary = "(damaged: unreadable metadata.json)";
+        }
       }
       fs::file_status dirStatus;
-      if (!fs::status(it->path(), dirStatus))
+      if (!fs::status(it->path(), dirStatus, /*follow=*/false))
         listed.modified = dirStatus.getLastModificationTime();
+      llvm::SmallString<256> metaPath(it->path());
+      path::append(metaPath, MetadataFileName);
+      fs::file_status metaStatus;
+      listed.lastUsed = fs::status(metaPath, metaStatus, /*follow=*/false)
+                            ? listed.modified
+                            : metaStatus.getLastModificationTime();
       std::error_code fileEc;
       for (fs::directory_iterator f(it->path(), fileEc, false); !fileEc && f != end;
            f.increment(fileEc)) {
@@ -410,6 +439,43 @@ std::vector<ListedEntry> DiskCache::list() {
   std::sort(result.begin(), result.end(),
             [](const ListedEntry &a, const ListedEntry &b) { return a.key < b.key; });
   return result;
+}
+
+PruneResult DiskCache::prune(llvm::StringRef keepKey) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pruneLocked(keepKey);
+}
+
+PruneResult DiskCache::pruneLocked(llvm::StringRef keepKey) {
+  PruneResult removed;
+  if (maxBytes_ == 0)
+    return removed;
+  // listLocked walks only real entry directories (two-hex shard / 64-hex key, no symbolic
+  // links), so nothing else in the directory can be chosen below.
+  std::vector<ListedEntry> entries = listLocked(/*withSummaries=*/false);
+  uint64_t total = 0;
+  for (const ListedEntry &e : entries)
+    total += e.bytes;
+  if (total <= maxBytes_)
+    return removed;
+  std::stable_sort(entries.begin(), entries.end(), [](const ListedEntry &a, const ListedEntry &b) {
+    return a.lastUsed < b.lastUsed;
+  });
+  for (const ListedEntry &e : entries) {
+    if (total <= maxBytes_)
+      break;
+    if (e.key == keepKey)
+      continue;
+    discard(entryPath(e.key));
+    total -= e.bytes;
+    ++removed.entries;
+    removed.bytes += e.bytes;
+  }
+  support::log(support::LogLevel::Debug,
+               llvm::formatv("flashbob cache: pruned {0} least recently used entries ({1} B) to "
+                             "stay under {2} MiB (FLASHBOB_CACHE_MAX_MB)",
+                             removed.entries, removed.bytes, maxBytes_ >> 20));
+  return removed;
 }
 
 llvm::Error DiskCache::clear() {

@@ -10,6 +10,11 @@
 // The key is the SHA-256 of a canonical key text the caller composes from everything that can
 // change the output (spec, options, versions of the project, compiler, LLVM and ptxas, arch).
 // The text itself is stored too and compared on lookup, so a mismatch never returns a kernel.
+//
+// Size: after each store the entries are kept under a bound (FLASHBOB_CACHE_MAX_MB, default
+// 2048) by removing the least recently used ones; a hit marks an entry used by setting its
+// metadata.json's modification time. Only entry directories are ever removed, never through a
+// symbolic link, never anything else in the directory.
 #pragma once
 
 #include "llvm/ADT/ArrayRef.h"
@@ -50,6 +55,13 @@ struct ListedEntry {
   std::string summary;  // the caller metadata's "name", else the key text's first line
   uint64_t bytes = 0;   // every file of the entry, metadata.json included
   llvm::sys::TimePoint<> modified;
+  llvm::sys::TimePoint<> lastUsed; // stored or last hit (metadata.json's modification time)
+};
+
+// What prune() removed.
+struct PruneResult {
+  size_t entries = 0;
+  uint64_t bytes = 0;
 };
 
 class DiskCache {
@@ -58,13 +70,15 @@ public:
   static constexpr int64_t FormatVersion = 1;
   static constexpr llvm::StringLiteral MetadataFileName = "metadata.json";
 
-  // A cache rooted at `directory` (made absolute; created on the first store).
+  // A cache rooted at `directory` (made absolute; created on the first store), bounded by
+  // FLASHBOB_CACHE_MAX_MB.
   explicit DiskCache(llvm::StringRef directory);
   DiskCache(const DiskCache &) = delete;
   DiskCache &operator=(const DiskCache &) = delete;
 
-  // FLASHBOB_CACHE_DIR if set and non-empty, else $XDG_CACHE_HOME/flashbob, else
-  // $HOME/.cache/flashbob (home from the password database when HOME is unset).
+  // FLASHBOB_CACHE_DIR (support/Knobs.h: the environment or flashbob_set_cache_dir) if set and
+  // non-empty, else $XDG_CACHE_HOME/flashbob, else $HOME/.cache/flashbob (home from the
+  // password database when HOME is unset).
   static std::string defaultDirectory();
   static DiskCache fromEnvironment() { return DiskCache(defaultDirectory()); }
 
@@ -77,11 +91,12 @@ public:
   // entry: such an entry is removed (best effort) and reported as a miss.
   std::optional<CacheEntry> lookup(llvm::StringRef keyText);
 
-  // Stores the files and the caller's metadata under keyFor(keyText). If another process stored
-  // the key first, its entry is kept and this succeeds. If the directory cannot be written, this
-  // still succeeds: one warning line per process goes to stderr, writable() turns false and the
-  // entry is kept in this object's memory. The error is only for invalid arguments (a bad or
-  // repeated file name, a key text that is not UTF-8).
+  // Stores the files and the caller's metadata under keyFor(keyText), then prunes to the size
+  // bound (never removing this entry). If another process stored the key first, its entry is
+  // kept and this succeeds. If the directory cannot be written, this still succeeds: one warning
+  // per process goes to the log sink (stderr by default), writable() turns false and the entry
+  // is kept in this object's memory. The error is only for invalid arguments (a bad or repeated
+  // file name, a key text that is not UTF-8).
   llvm::Error store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
                     llvm::json::Object metadata);
 
@@ -95,6 +110,15 @@ public:
   // temporaries included); other files in the directory are left alone.
   llvm::Error clear();
 
+  // The size bound in bytes (0: none); FLASHBOB_CACHE_MAX_MB MiB unless set here.
+  uint64_t maxBytes() const { return maxBytes_; }
+  void setMaxBytes(uint64_t bytes) { maxBytes_ = bytes; }
+
+  // Removes least recently used entries until the entries total at most maxBytes(); the entry
+  // of `keepKey` stays even if it alone is larger. Entries being built or removed by another
+  // process (hidden temporaries) are neither counted nor touched.
+  PruneResult prune(llvm::StringRef keepKey = "");
+
 private:
   enum class DirState { Unknown, Writable, Unwritable };
 
@@ -102,8 +126,11 @@ private:
   bool ensureWritableLocked();
   void degradeLocked(const llvm::Twine &reason);
   std::string entryPath(llvm::StringRef key) const;
+  std::vector<ListedEntry> listLocked(bool withSummaries);
+  PruneResult pruneLocked(llvm::StringRef keepKey);
 
   std::string directory_;
+  uint64_t maxBytes_ = 0;
   std::mutex mutex_;
   DirState state_ = DirState::Unknown;
   std::map<std::string, CacheEntry> memory_; // only used once unwritable

@@ -1,34 +1,34 @@
 #include "runtime/driver/CudaDriver.h"
 
+#include "support/Errors.h"
+#include "support/Knobs.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
-#include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
 
 namespace flashbob::runtime {
 
 namespace {
-llvm::Error noDriver(const llvm::Twine &why) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), "no CUDA driver found: " + why);
-}
+llvm::Error noDriver(const llvm::Twine &why) { return support::makeNoDriver(why); }
 } // namespace
 
 llvm::Error CudaDriver::load() {
   // FLASHBOB_CUDA_DRIVER names another driver library (tests use it to simulate "no driver").
-  const char *library = std::getenv("FLASHBOB_CUDA_DRIVER");
-  if (!library || !*library)
-    library = "libcuda.so.1";
-  handle_ = ::dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  if (!handle_)
-    return noDriver(::dlerror());
+  const std::string library = support::knobs::cudaDriver();
+  handle_ = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle_) {
+    const char *why = ::dlerror();
+    return noDriver(why ? why : library + ": dlopen failed");
+  }
 
   // The one symbol taken by name; every other one comes through it.
   using GetProcAddress = CUresult (*)(const char *, void **, int, cuuint64_t,
                                       CUdriverProcAddressQueryResult *);
   auto getProcAddress = reinterpret_cast<GetProcAddress>(::dlsym(handle_, "cuGetProcAddress_v2"));
   if (!getProcAddress)
-    return noDriver("libcuda.so.1 has no cuGetProcAddress_v2 (driver older than CUDA 12)");
+    return noDriver(library + " has no cuGetProcAddress_v2 (driver older than CUDA 12)");
 
 #define FLASHBOB_RESOLVE_ENTRY(name, abi)                                                         \
   {                                                                                               \
@@ -56,16 +56,19 @@ llvm::Error CudaDriver::load() {
 }
 
 llvm::Expected<CudaDriver &> CudaDriver::get() {
-  // Loaded once; a failure is remembered (as text) so every caller gets the same one line.
+  // Loaded once; a failure is remembered (load() fails only with NoDriverError, kept as its
+  // reason) so every caller gets the same one line, of the same kind.
   static CudaDriver driver;
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
     if (llvm::Error e = driver.load())
-      failure = llvm::toString(std::move(e));
+      llvm::handleAllErrors(std::move(e), [](const support::NoDriverError &n) {
+        failure = n.reason();
+      }, [](const llvm::ErrorInfoBase &other) { failure = other.message(); });
   });
   if (!failure.empty())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), failure);
+    return support::makeNoDriver(failure);
   return driver;
 }
 
@@ -84,8 +87,7 @@ llvm::Error CudaDriver::check(CUresult result, llvm::StringRef call) const {
     return llvm::Error::success();
   // Keep only the function name of an expression like "cuMemAlloc(&p, n)".
   llvm::StringRef name = call.take_until([](char c) { return c == '(' || c == ' '; });
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 name + ": " + describe(result));
+  return support::makeCudaCallError(name, int(result), describe(result));
 }
 
 } // namespace flashbob::runtime

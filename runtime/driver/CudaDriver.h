@@ -70,15 +70,16 @@ struct DriverApi {
 
 class CudaDriver {
 public:
-  // The process-wide driver: dlopen + cuInit on first use. Fails with a one-line
-  // "no CUDA driver found: ..." when libcuda.so.1 is absent or cuInit reports no device.
+  // The process-wide driver: dlopen + cuInit on first use. Fails with a support::NoDriverError
+  // ("no CUDA driver found: ...") when libcuda.so.1 (FLASHBOB_CUDA_DRIVER) is absent or cuInit
+  // reports no device.
   static llvm::Expected<CudaDriver &> get();
 
   const DriverApi &api() const { return api_; }
   int version() const { return version_; }
 
-  // Turns a CUresult into an llvm::Error naming the call and the CUresult name and text,
-  // e.g. "cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)".
+  // Turns a CUresult into a support::CudaCallError naming the call and the CUresult name and
+  // text, e.g. "cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)".
   llvm::Error check(CUresult result, llvm::StringRef call) const;
   std::string describe(CUresult result) const;
 

@@ -1,5 +1,7 @@
 #include "runtime/launch/Kernel.h"
 
+#include "support/Errors.h"
+
 #include "llvm/ADT/SmallVector.h"
 
 #include <string>
@@ -18,22 +20,16 @@ llvm::Error usePrimaryContext(CudaDriver &driver, int device) {
 llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(CudaDriver &driver,
                                                                  const KernelImage &image) {
   std::unique_ptr<LoadedKernel> k(new LoadedKernel(driver));
-  // The driver wants PTX NUL-terminated.
-  std::string ptxCopy;
-  const void *data = image.data.data();
-  if (image.isPtx) {
-    ptxCopy = image.data.str();
-    data = ptxCopy.c_str();
-  }
-  // Keep the JIT's error log: a rejected PTX says why.
+  // Keep the loader's error log: a rejected cubin (wrong arch, corrupt) says why.
   char errorLog[4096] = {};
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {errorLog, reinterpret_cast<void *>(sizeof(errorLog))};
-  CUresult r = driver.api().cuModuleLoadDataEx(&k->module_, data, 2, options, values);
+  CUresult r =
+      driver.api().cuModuleLoadDataEx(&k->module_, image.data.data(), 2, options, values);
   if (r != CUDA_SUCCESS)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cuModuleLoadDataEx: " + driver.describe(r) +
-                                       (errorLog[0] ? std::string("\n") + errorLog : ""));
+    return support::makeCudaCallError("cuModuleLoadDataEx", int(r),
+                                      driver.describe(r) +
+                                          (errorLog[0] ? std::string("\n") + errorLog : ""));
   std::string entry = image.entry.str();
   FLASHBOB_CU(driver, cuModuleGetFunction(&k->function_, k->module_, entry.c_str()));
   // Above 48 KiB a kernel must opt in to its dynamic shared memory.

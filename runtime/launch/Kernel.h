@@ -22,8 +22,7 @@ namespace flashbob::runtime {
 llvm::Error usePrimaryContext(CudaDriver &driver, int device = 0);
 
 struct KernelImage {
-  llvm::StringRef data;    // cubin (preferred) or NUL-free PTX text
-  bool isPtx = false;
+  llvm::StringRef data;    // a cubin (ptxas' output; the driver's PTX JIT is never used)
   llvm::StringRef entry;
   unsigned threads = 0;
   unsigned sharedBytes = 0;

@@ -1,5 +1,9 @@
 #include "runtime/tune/Autotuner.h"
 
+#include "support/Json.h"
+#include "support/Knobs.h"
+#include "support/Log.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -10,16 +14,18 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace flashbob::runtime {
 
-Autotuner::Autotuner(std::string storeDir) : storeDir_(std::move(storeDir)), log_(&llvm::errs()) {}
-
-bool Autotuner::verbose() const {
-  const char *v = std::getenv("FLASHBOB_PRINT_AUTOTUNING");
-  return v && std::string(v) == "1";
+namespace {
+// Details are Info (printed by the default sink) when FLASHBOB_PRINT_AUTOTUNING is on, else
+// Debug (only a log callback sees them).
+support::LogLevel detailLevel() {
+  return support::knobs::printAutotuning() ? support::LogLevel::Info : support::LogLevel::Debug;
 }
+} // namespace
+
+Autotuner::Autotuner(std::string storeDir) : storeDir_(std::move(storeDir)) {}
 
 std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const {
   llvm::SHA256 hash;
@@ -42,7 +48,7 @@ std::optional<std::string> readWinner(const std::string &path, llvm::StringRef k
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return std::nullopt;
-  auto json = llvm::json::parse((*buffer)->getBuffer());
+  auto json = support::parseJson((*buffer)->getBuffer()); // a damaged record is a miss
   if (!json) {
     llvm::consumeError(json.takeError());
     return std::nullopt;
@@ -64,19 +70,16 @@ std::optional<std::string> readWinner(const std::string &path, llvm::StringRef k
   return winner->str();
 }
 
-// Temp file + rename: readers never see half a record; concurrent writers both succeed.
+// llvm::writeToOutput writes a temporary file and renames it: readers never see half a record;
+// concurrent writers both succeed. Unwritable: the winner stays in memory (said at Debug level).
 void writeRecord(const std::string &path, const llvm::json::Value &record) {
-  llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path));
-  llvm::SmallString<256> temp;
-  int fd;
-  if (llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp))
-    return; // unwritable: the winner stays in memory
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << llvm::formatv("{0:2}", record) << "\n";
-  }
-  if (llvm::sys::fs::rename(temp, path))
-    llvm::sys::fs::remove(temp);
+  (void)llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path));
+  if (llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", record) << "\n";
+        return llvm::Error::success();
+      }))
+    support::log(support::LogLevel::Debug, "flashbob autotune: record not written: " +
+                                               llvm::toString(std::move(e)));
 }
 } // namespace
 
@@ -91,25 +94,27 @@ llvm::Expected<TuneResult> Autotuner::tune(
   for (auto &[p, w] : memory_)
     if (p == path)
       return TuneResult{w, {}, true};
+  const support::LogLevel detail = detailLevel();
   if (!storeDir_.empty())
     if (auto winner = readWinner(path, key, candidates)) {
-      if (verbose())
-        *log_ << "flashbob autotune: " << key << ": reusing " << *winner << " (" << path << ")\n";
+      support::log(detail, "flashbob autotune: " + key + ": reusing " + *winner + " (" + path +
+                               ")");
       memory_.emplace_back(path, *winner);
       return TuneResult{*winner, {}, true};
     }
 
   // Tuning can take a while (each candidate is compiled and timed): always say it is happening.
-  if (!verbose())
-    *log_ << "flashbob autotune: tuning " << key << " over " << candidates.size()
-          << " candidates (FLASHBOB_PRINT_AUTOTUNING=1 shows each)\n";
+  if (detail != support::LogLevel::Info)
+    support::log(support::LogLevel::Info,
+                 llvm::formatv("flashbob autotune: tuning {0} over {1} candidates "
+                               "(FLASHBOB_PRINT_AUTOTUNING=1 shows each)",
+                               key, candidates.size()));
   TuneResult result;
   double best = 0;
   std::string failures;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (verbose())
-      *log_ << llvm::formatv("flashbob autotune: [{0}/{1}] {2} ... ", i + 1, candidates.size(),
-                             candidates[i]);
+    const std::string label =
+        llvm::formatv("flashbob autotune: [{0}/{1}] {2}", i + 1, candidates.size(), candidates[i]);
     std::vector<double> times;
     std::string error;
     for (int r = 0; r < std::max(1, repeats) + 1; ++r) { // the first run warms up (JIT, caches)
@@ -122,16 +127,14 @@ llvm::Expected<TuneResult> Autotuner::tune(
         times.push_back(*t);
     }
     if (!error.empty()) {
-      if (verbose())
-        *log_ << "unusable: " << error << "\n";
+      support::log(detail, label + ": unusable: " + error);
       failures += "\n  " + candidates[i] + ": " + error;
       continue;
     }
     std::sort(times.begin(), times.end());
     double median = times[times.size() / 2];
     result.medianMs.emplace_back(candidates[i], median);
-    if (verbose())
-      *log_ << llvm::formatv("{0:F3} ms\n", median);
+    support::log(detail, label + llvm::formatv(": {0:F3} ms", median).str());
     if (result.winner.empty() || median < best) {
       best = median;
       result.winner = candidates[i];
@@ -140,8 +143,7 @@ llvm::Expected<TuneResult> Autotuner::tune(
   if (result.winner.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "autotune: every candidate failed for " + key + failures);
-  if (verbose())
-    *log_ << "flashbob autotune: " << key << ": chose " << result.winner << "\n";
+  support::log(detail, "flashbob autotune: " + key + ": chose " + result.winner);
 
   llvm::json::Array names, times;
   for (const std::string &c : candidates)

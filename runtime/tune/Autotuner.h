@@ -4,12 +4,15 @@
 // Knows nothing of what a candidate is: the caller names candidates and measures one run of
 // candidate i (e.g. a kernel launch between CUDA events). A candidate whose measurement fails
 // scores as unusable; tuning fails only when every candidate does.
+//
+// Progress goes to the log sink (support/Log.h): one Info line when tuning starts; each
+// candidate's time, reuse of a record and the choice at Info level when
+// FLASHBOB_PRINT_AUTOTUNING is on (stderr by default), else at Debug level (log callbacks only).
 #pragma once
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <functional>
 #include <mutex>
@@ -36,14 +39,10 @@ public:
                                   const std::function<llvm::Expected<double>(size_t)> &measureMs,
                                   int repeats = 5);
 
-  // Where progress and times go when FLASHBOB_PRINT_AUTOTUNING=1 (default: stderr).
-  void setLog(llvm::raw_ostream *os) { log_ = os; }
-  bool verbose() const;
   std::string recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const;
 
 private:
   std::string storeDir_;
-  llvm::raw_ostream *log_;
   std::mutex mutex_;
   std::vector<std::pair<std::string, std::string>> memory_; // record path -> winner
 };

@@ -34,7 +34,7 @@ void runCase(const Case &c) {
   auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
   if (!artifacts)
     FAIL(llvm::toString(artifacts.takeError()));
-  runtime::KernelImage image{artifacts->cubin, false, artifacts->entry,
+  runtime::KernelImage image{artifacts->cubin, artifacts->entry,
                              static_cast<unsigned>(artifacts->threads),
                              static_cast<unsigned>(artifacts->sharedBytes),
                              artifacts->tensorMaps};

@@ -13,7 +13,8 @@ config.test_exec_root = os.path.join(config.flashbob_obj_root, "test", "lit")
 path = [config.flashbob_tools_dir, config.llvm_tools_dir, os.path.join(config.cuda_root, "bin")]
 config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", "")])
 # Keep user settings from leaking into the tests.
-for var in ["FLASHBOB_CACHE_DIR", "FLASHBOB_DUMP_DIR", "FLASHBOB_PRINT_AUTOTUNING"]:
+for var in ["FLASHBOB_CACHE_DIR", "FLASHBOB_CACHE_MAX_MB", "FLASHBOB_DUMP_DIR",
+            "FLASHBOB_PRINT_AUTOTUNING", "FLASHBOB_AUTOTUNE", "FLASHBOB_ARCH", "FLASHBOB_PRODUCER"]:
     config.environment.pop(var, None)
 config.environment["HOME"] = config.test_exec_root
 

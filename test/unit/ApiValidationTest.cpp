@@ -1,6 +1,7 @@
 // The C++ API rejects bad arguments before touching the GPU (these run without one), with a
 // message that names the argument.
 #include "api/Attention.h"
+#include "support/Errors.h"
 
 #include <catch2/catch.hpp>
 
@@ -11,6 +12,15 @@ std::string forwardError(const AttentionProblem &p, Tensor q, Tensor k, Tensor v
                          RowVector lse) {
   llvm::Error e = attentionForward(p, q, k, v, o, lse);
   return e ? llvm::toString(std::move(e)) : std::string("no error");
+}
+
+// The argument an InvalidArgumentError names, or what the error was instead.
+std::string invalidArgumentOf(llvm::Error e) {
+  std::string argument = "no error";
+  llvm::Error rest = llvm::handleErrors(std::move(e), [&](const support::InvalidArgumentError &a) {
+    argument = a.argument();
+  });
+  return rest ? "not an InvalidArgumentError: " + llvm::toString(std::move(rest)) : argument;
 }
 } // namespace
 
@@ -53,4 +63,11 @@ TEST_CASE("API validation names the bad argument", "[api]") {
   oddRows.stride[2] = 68;
   CHECK_THAT(forwardError(p, q, k, k, oddRows, lse), Catch::Contains("o stride[2] = 68"));
   CHECK_THAT(forwardError(p, q, k, k, q, RowVector{0}), Catch::Contains("lse is a null pointer"));
+
+  // The class says "invalid argument" (the C API's status, the CLI's exit code) and which one.
+  bad = p;
+  bad.headDim = 100;
+  CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, q, lse)) == "head_dim");
+  CHECK(invalidArgumentOf(attentionForward(p, q, nullK, k, q, lse)) == "k");
+  CHECK(invalidArgumentOf(attentionForward(p, q, k, k, q, RowVector{0})) == "lse");
 }

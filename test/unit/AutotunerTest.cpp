@@ -92,4 +92,23 @@ TEST_CASE("autotuner fails clearly when every candidate fails, and ignores a dam
   REQUIRE(static_cast<bool>(result));
   CHECK(result->winner == "a");
   CHECK(calls > 0);
+
+  // A record nested deep enough to overflow a recursive parser's stack: a miss, not a crash.
+  std::string deepPath = tuner.recordPath("k3", {"a", "b"});
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(deepPath, ec);
+    REQUIRE_FALSE(ec);
+    os << std::string(1000000, '[') << std::string(1000000, ']');
+  }
+  calls = 0;
+  Autotuner afterDeep(std::string(dir.path));
+  auto deep = afterDeep.tune("k3", {"a", "b"}, [&](size_t i) -> llvm::Expected<double> {
+    ++calls;
+    return i == 0 ? 2.0 : 1.0;
+  });
+  REQUIRE(static_cast<bool>(deep));
+  CHECK(deep->winner == "b");
+  CHECK_FALSE(deep->reused);
+  CHECK(calls > 0);
 }

@@ -2,11 +2,13 @@
 // appear whole or not at all (also across processes), damage is a miss that heals, and an
 // unusable directory degrades to memory with one warning.
 #include "runtime/cache/DiskCache.h"
+#include "support/Knobs.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <catch2/catch.hpp>
@@ -58,6 +60,16 @@ struct ScopedEnv {
     else
       ::unsetenv(name.c_str());
   }
+};
+
+// Overrides a knob for one scope (the environment is read once per process, so tests that vary
+// FLASHBOB_* values override them the way flashbob_set_cache_dir does).
+struct ScopedKnob {
+  flashbob::support::Knob knob;
+  ScopedKnob(flashbob::support::Knob k, llvm::StringRef value) : knob(k) {
+    flashbob::support::setOverride(k, value);
+  }
+  ~ScopedKnob() { flashbob::support::clearOverride(knob); }
 };
 
 // The key fields a caller composes, one "field: value" line each.
@@ -435,7 +447,7 @@ TEST_CASE("an unwritable cache directory degrades to memory with one warning", "
        missFresh = false;
   std::string storeErrors;
   {
-    ScopedEnv env("FLASHBOB_CACHE_DIR", file.c_str());
+    ScopedKnob dir(flashbob::support::Knob::CacheDir, file);
     DiskCache cache = DiskCache::fromEnvironment();
     missBefore = !cache.lookup(keyText);
     for (int i = 0; i < 3; ++i)
@@ -471,22 +483,21 @@ TEST_CASE("an unwritable cache directory degrades to memory with one warning", "
 }
 
 TEST_CASE("fromEnvironment: FLASHBOB_CACHE_DIR, then XDG_CACHE_HOME, then HOME", "[cache]") {
-  ScopedEnv flashbob("FLASHBOB_CACHE_DIR", "/srv/fb-cache");
+  using flashbob::support::Knob;
+  ScopedKnob flashbob(Knob::CacheDir, "/srv/fb-cache");
   ScopedEnv xdg("XDG_CACHE_HOME", "/xdg/cache");
   ScopedEnv home("HOME", "/home/tester");
   CHECK(DiskCache::defaultDirectory() == "/srv/fb-cache");
   CHECK(DiskCache::fromEnvironment().directory() == "/srv/fb-cache");
 
-  ::setenv("FLASHBOB_CACHE_DIR", "", 1); // empty counts as unset
-  CHECK(DiskCache::fromEnvironment().directory() == "/xdg/cache/flashbob");
-  ::unsetenv("FLASHBOB_CACHE_DIR");
+  flashbob::support::setOverride(Knob::CacheDir, ""); // empty counts as unset
   CHECK(DiskCache::fromEnvironment().directory() == "/xdg/cache/flashbob");
 
   ::unsetenv("XDG_CACHE_HOME");
   CHECK(DiskCache::fromEnvironment().directory() == "/home/tester/.cache/flashbob");
 
   // A relative directory is made absolute once, so a later chdir does not move the cache.
-  ::setenv("FLASHBOB_CACHE_DIR", "rel/cache", 1);
+  flashbob::support::setOverride(Knob::CacheDir, "rel/cache");
   llvm::SmallString<256> expected;
   REQUIRE(!fs::current_path(expected));
   path::append(expected, "rel", "cache");
@@ -566,4 +577,122 @@ TEST_CASE("concurrent calls from threads of one process", "[cache]") {
     t.join();
   CHECK(failures == 0);
   CHECK(cache.list().size() == 7);
+}
+
+namespace {
+
+// Sets when an entry was last used (its metadata.json's modification time).
+void setLastUsed(const std::string &entryDir, std::chrono::seconds ago) {
+  int fd = -1;
+  REQUIRE(!fs::openFileForRead(entryDir + "/metadata.json", fd));
+  auto when = std::chrono::time_point_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now() - ago);
+  CHECK(!fs::setLastAccessAndModificationTime(fd, when));
+  (void)llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+}
+
+std::set<std::string> keysIn(DiskCache &cache) {
+  std::set<std::string> keys;
+  for (const ListedEntry &e : cache.list())
+    keys.insert(e.key);
+  return keys;
+}
+
+} // namespace
+
+TEST_CASE("the size bound comes from FLASHBOB_CACHE_MAX_MB", "[cache]") {
+  TempDir tmp;
+  {
+    ScopedKnob unset(flashbob::support::Knob::CacheMaxMB, "");
+    CHECK(DiskCache(tmp.sub("c")).maxBytes() == uint64_t(2048) << 20);
+  }
+  {
+    ScopedKnob one(flashbob::support::Knob::CacheMaxMB, "1");
+    CHECK(DiskCache(tmp.sub("c")).maxBytes() == uint64_t(1) << 20);
+  }
+  {
+    ScopedKnob none(flashbob::support::Knob::CacheMaxMB, "0");
+    CHECK(DiskCache(tmp.sub("c")).maxBytes() == 0);
+  }
+}
+
+TEST_CASE("the size bound removes least recently used entries and nothing else", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  cache.setMaxBytes(0); // no bound while filling
+  const std::vector<CacheFile> files = {{"kernel.cubin", std::string(10000, 'c')}};
+  const std::vector<std::string> keyTexts = {"key 0", "key 1", "key 2", "key 3"};
+  for (const std::string &k : keyTexts)
+    storeOk(cache, k, files, sampleMeta(k));
+  // Used 40, 30, 20 and 10 seconds ago; then key 0, the oldest, is hit and becomes the newest.
+  for (size_t i = 0; i < keyTexts.size(); ++i) {
+    const std::string key = DiskCache::keyFor(keyTexts[i]);
+    setLastUsed(tmp.sub("cache", key.substr(0, 2), key), std::chrono::seconds(40 - 10 * i));
+  }
+  REQUIRE(cache.lookup("key 0"));
+
+  // Things that are not entries, some large, some reached only through symbolic links: a link
+  // shard, a link where an entry could be (in a real shard), another process's entry being
+  // built, foreign files. None is counted or removed, nothing behind a link is touched.
+  const std::string outside = tmp.sub("outside");
+  REQUIRE(!fs::create_directories(outside));
+  writeBytes(outside + "/precious", std::string(50000, 'p'));
+  writeBytes(outside + "/metadata.json", "{}");
+  const std::string key1 = DiskCache::keyFor("key 1");
+  const std::string shard = tmp.sub("cache", key1.substr(0, 2));
+  const std::string linkedKey = key1.substr(0, 2) + std::string(62, 'e');
+  REQUIRE(!fs::create_link(outside, shard + "/" + linkedKey));
+  REQUIRE(!fs::create_link(outside, tmp.sub("cache", "ee")));
+  const std::string building = shard + "/." + key1 + ".tmp-abcdef";
+  REQUIRE(!fs::create_directories(building));
+  writeBytes(building + "/kernel.cubin", std::string(50000, 'b'));
+  writeBytes(tmp.sub("cache", "README"), std::string(50000, 'r'));
+
+  std::vector<ListedEntry> listed = cache.list();
+  REQUIRE(listed.size() == 4);
+  uint64_t largest = 0;
+  for (const ListedEntry &e : listed)
+    largest = std::max(largest, e.bytes);
+
+  // Room for two entries: the two least recently used go (keys 1 and 2; key 0 was just hit).
+  cache.setMaxBytes(2 * largest + largest / 2);
+  PruneResult removed = cache.prune();
+  CHECK(removed.entries == 2);
+  CHECK(keysIn(cache) == std::set<std::string>{DiskCache::keyFor("key 0"), DiskCache::keyFor("key 3")});
+  CHECK(!cache.lookup("key 1"));
+  CHECK(!cache.lookup("key 2"));
+  CHECK(readBytes(outside + "/precious") == std::string(50000, 'p'));
+  CHECK(fs::is_symlink_file(shard + "/" + linkedKey));
+  CHECK(fs::is_symlink_file(tmp.sub("cache", "ee")));
+  CHECK(fs::exists(building + "/kernel.cubin"));
+  CHECK(fs::exists(tmp.sub("cache", "README")));
+
+  // Under the bound: nothing to do.
+  CHECK(cache.prune().entries == 0);
+
+  // A store prunes afterwards, keeping the entry just stored even when it alone is too large.
+  cache.setMaxBytes(1);
+  storeOk(cache, "key 4", files, sampleMeta("key 4"));
+  CHECK(keysIn(cache) == std::set<std::string>{DiskCache::keyFor("key 4")});
+  CHECK(cache.lookup("key 4"));
+  CHECK(readBytes(outside + "/precious") == std::string(50000, 'p'));
+  CHECK(fs::exists(building + "/kernel.cubin"));
+}
+
+TEST_CASE("a symbolic link where an entry belongs is removed, not followed", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  const std::string outside = tmp.sub("outside");
+  REQUIRE(!fs::create_directories(outside));
+  writeBytes(outside + "/precious", "keep me");
+  const std::string key = DiskCache::keyFor("linked key");
+  REQUIRE(!fs::create_directories(tmp.sub("cache", key.substr(0, 2))));
+  const std::string entry = tmp.sub("cache", key.substr(0, 2), key);
+  REQUIRE(!fs::create_link(outside, entry));
+
+  CHECK(!cache.lookup("linked key")); // not an entry: a miss, and the link is discarded
+  CHECK(!fs::exists(entry));
+  CHECK(readBytes(outside + "/precious") == "keep me");
+  storeOk(cache, "linked key", sampleFiles("x"), sampleMeta("x"));
+  CHECK(cache.lookup("linked key"));
 }

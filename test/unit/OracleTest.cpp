@@ -4,6 +4,7 @@
 //
 // Set FLASHBOB_ORACLE_REPORT=1 to print the worst error measured by each check.
 #include "kernels/oracle/Oracle.h"
+#include "support/Knobs.h"
 
 #include <catch2/catch.hpp>
 
@@ -90,7 +91,7 @@ struct Report {
     worst.emplace_back(name, err);
   }
   ~Report() {
-    if (!std::getenv("FLASHBOB_ORACLE_REPORT")) return;
+    if (!flashbob::support::getBool(flashbob::support::Knob::OracleReport)) return;
     for (auto& w : worst) std::printf("[oracle] %-44s worst %.3e\n", w.first.c_str(), w.second);
   }
 };

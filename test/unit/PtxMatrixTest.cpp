@@ -6,6 +6,7 @@
 #include "compiler/dialect/Target.h"
 #include "jit/Compile.h"
 #include "kernels/TileTable.h"
+#include "support/Knobs.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -57,8 +58,8 @@ Tiles tiles(bob::KernelKind kind, int64_t d, int which, Arch arch) {
 // so that a refactoring can show its PTX byte-identical to the commit before
 // (`diff -r before/ after/`; docs/architecture.md, "Checking a refactoring").
 void snapshot(const compiler::KernelSpec &spec, const std::string &ptx) {
-  const char *dir = std::getenv("FLASHBOB_PTX_SNAPSHOT_DIR");
-  if (!dir || !*dir)
+  const std::string dir = support::getString(support::Knob::PtxSnapshotDir);
+  if (dir.empty())
     return;
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, spec.name() + ".ptx");

@@ -1,6 +1,7 @@
 // support/: the knob table (defaults, parsing, the one-time read of the environment, overrides),
 // the error kinds and the log sink.
 #include "support/Errors.h"
+#include "support/Json.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
 
@@ -74,9 +75,10 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 11);
-  CHECK(knobInfo(Knob::Library).readByPython);
-  CHECK(!knobInfo(Knob::CacheDir).readByPython);
+  CHECK(names.size() == 13);
+  CHECK(knobInfo(Knob::Library).reader == KnobReader::Python);
+  CHECK(knobInfo(Knob::PtxSnapshotDir).reader == KnobReader::Tests);
+  CHECK(knobInfo(Knob::CacheDir).reader == KnobReader::Library);
 }
 
 TEST_CASE("knob defaults apply when unset or empty", "[knobs]") {
@@ -251,4 +253,29 @@ TEST_CASE("the log sink receives every level; the default drops debug", "[log]")
   log(LogLevel::Info, "outer");
   setLogSink(nullptr);
   CHECK(seen == std::vector<std::string>{"outer", "nested"});
+}
+
+TEST_CASE("parseJson refuses nesting past its bound before parsing", "[json]") {
+  auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  llvm::Expected<llvm::json::Value> ok = parseJson(nested(kMaxJsonDepth));
+  REQUIRE(static_cast<bool>(ok));
+  CHECK(ok->getAsArray());
+
+  // Deep enough to overflow the stack in llvm::json::parse: refused, with why.
+  llvm::Expected<llvm::json::Value> deep = parseJson(nested(1000000));
+  REQUIRE(!deep);
+  CHECK(llvm::toString(deep.takeError()) == "JSON nests deeper than 256 levels");
+  CHECK(!parseJson(nested(3), /*maxDepth=*/2));
+
+  // Brackets inside strings (escaped quotes too) are text, not nesting.
+  const std::string text = "{\"k\": \"" + std::string(1000, '[') + "\\\"" +
+                           std::string(1000, '{') + "\"}";
+  llvm::Expected<llvm::json::Value> strings = parseJson(text);
+  REQUIRE(static_cast<bool>(strings));
+  CHECK(strings->getAsObject()->getString("k")->size() == 2001);
+
+  // Malformed text is the parser's to report.
+  llvm::Expected<llvm::json::Value> bad = parseJson("{\"a\": ");
+  REQUIRE(!bad);
+  CHECK_THAT(llvm::toString(bad.takeError()), !Catch::Contains("nests"));
 }

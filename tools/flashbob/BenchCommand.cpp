@@ -80,20 +80,25 @@ llvm::json::Object problemJson(const RunOptions &o) {
 bool writeJson(const llvm::json::Object &object) {
   if (jsonPath.empty())
     return true;
-  std::error_code ec;
-  llvm::raw_fd_ostream os(jsonPath, ec, llvm::sys::fs::OF_None);
-  if (ec) {
-    llvm::errs() << "flashbob bench: --json: cannot write '" << jsonPath << "': " << ec.message()
-                 << "\n";
+  // Through a temporary file renamed into place: a script polling for results never reads half
+  // a file, and a failed write leaves the previous one.
+  if (llvm::Error e = llvm::writeToOutput(jsonPath, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(object))) << "\n";
+        return llvm::Error::success();
+      })) {
+    llvm::errs() << "flashbob bench: --json: cannot write '" << jsonPath
+                 << "': " << llvm::toString(std::move(e)) << "\n";
     return false;
   }
-  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(object))) << "\n";
   return true;
 }
 
-// A failure after the arguments were accepted: one line, the JSON (if asked for) says it too.
-int failed(const RunOptions &o, const std::string &message) {
-  int code = reportError("bench", message, exitCodeOf(message));
+// A failure after the arguments were accepted: one line, the JSON (if asked for) says it too;
+// the exit code from the error's class.
+int failed(const RunOptions &o, llvm::Error error, const std::string &context = "") {
+  support::ErrorReport report = support::takeErrorReport(std::move(error));
+  const std::string message = context + report.message;
+  int code = reportError("bench", message, exitCodeFor(report.kind));
   llvm::json::Object json = problemJson(o);
   json["ok"] = false;
   json["error"] = message;
@@ -285,13 +290,13 @@ int runBench() {
 
   auto driverOr = CudaDriver::get();
   if (!driverOr)
-    return failed(*options, llvm::toString(driverOr.takeError()));
+    return failed(*options, driverOr.takeError());
   CudaDriver &driver = *driverOr;
   if (llvm::Error e = runtime::usePrimaryContext(driver))
-    return failed(*options, llvm::toString(std::move(e)));
+    return failed(*options, std::move(e));
   auto device = deviceInfo(driver);
   if (!device)
-    return failed(*options, llvm::toString(device.takeError()));
+    return failed(*options, device.takeError());
   llvm::outs() << llvm::formatv("device: {0} (sm_{1}{2}, {3} SMs, L2 {4} MiB), CUDA driver {5}.{6}\n",
                                 device->name, device->ccMajor, device->ccMinor, device->sms,
                                 device->l2Bytes >> 20, driver.version() / 1000,
@@ -303,7 +308,7 @@ int runBench() {
   DeviceBuffer flush(driver);
   const size_t flushBytes = static_cast<size_t>(flushMiB) << 20;
   if (llvm::Error e = flush.allocate(flushBytes))
-    return failed(*options, "L2 flush buffer: " + llvm::toString(std::move(e)));
+    return failed(*options, std::move(e), "L2 flush buffer: ");
   unsigned char flushValue = 0;
   options->beforeTimedRun = [&]() -> llvm::Error {
     FLASHBOB_CU(driver, cuMemsetD8(flush.get(), ++flushValue, flushBytes));
@@ -311,7 +316,7 @@ int runBench() {
   };
   auto report = runAttention(*options, llvm::outs());
   if (!report)
-    return failed(*options, llvm::toString(report.takeError()));
+    return failed(*options, report.takeError());
 
   Figures figures = figuresOf(*report, refs);
   printFigures(*options, *report, refs, figures, flushBytes);

@@ -1,6 +1,8 @@
 #include "tools/flashbob/BenchReferences.h"
 #include "tools/flashbob/DeviceBuffer.h"
 
+#include "support/Knobs.h"
+
 #include "runtime/launch/EventTimer.h"
 #include "runtime/launch/Kernel.h"
 
@@ -90,8 +92,8 @@ struct Cublas {
 // process (cuBLAS tears its runtime down at exit).
 llvm::Expected<Cublas> loadCublas() {
   std::vector<std::string> candidates;
-  if (const char *env = std::getenv("FLASHBOB_CUBLAS"); env && *env)
-    candidates.push_back(env);
+  if (std::string forced = support::knobs::cublas(); !forced.empty())
+    candidates.push_back(forced);
   for (const char *name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
     candidates.push_back(name);
   std::string why;

@@ -1,5 +1,5 @@
-// `flashbob cache path|list|clear`: where compiled kernels (every stage) and tuning records live,
-// what is there, and emptying it.
+// `flashbob cache path|list|prune|clear`: where compiled kernels (every stage) and tuning records
+// live, what is there against the size bound (FLASHBOB_CACHE_MAX_MB), and emptying it.
 #include "jit/Tuning.h"
 #include "runtime/cache/DiskCache.h"
 #include "tools/flashbob/Commands.h"
@@ -13,11 +13,18 @@
 namespace flashbob::tool {
 namespace cl = llvm::cl;
 
-cl::SubCommand cacheCommand("cache", "Show or clear the kernel cache: path, list, clear");
+cl::SubCommand cacheCommand("cache", "Show, prune or clear the kernel cache: path, list, prune, "
+                                     "clear");
 
 namespace {
-cl::opt<std::string> action(cl::Positional, cl::desc("<path|list|clear>"), cl::sub(cacheCommand),
-                            cl::cat(cacheCategory), cl::init("path"));
+cl::opt<std::string> action(cl::Positional, cl::desc("<path|list|prune|clear>"),
+                            cl::sub(cacheCommand), cl::cat(cacheCategory), cl::init("path"));
+
+std::string bound(const runtime::DiskCache &cache) {
+  if (cache.maxBytes() == 0)
+    return "no size bound (FLASHBOB_CACHE_MAX_MB=0)";
+  return llvm::formatv("bound {0} MiB (FLASHBOB_CACHE_MAX_MB)", cache.maxBytes() >> 20);
+}
 } // namespace
 
 int runCache() {
@@ -34,8 +41,15 @@ int runCache() {
                                     e.bytes, e.summary);
       total += e.bytes;
     }
-    llvm::outs() << llvm::formatv("{0} kernel(s), {1} B in {2}\n", entries.size(), total,
-                                  cache.directory());
+    llvm::outs() << llvm::formatv("{0} kernel(s), {1} B in {2}; {3}\n", entries.size(), total,
+                                  cache.directory(), bound(cache));
+    return kExitOk;
+  }
+  if (action == "prune") {
+    // What every store does afterwards, on demand (e.g. after lowering the bound).
+    runtime::PruneResult removed = cache.prune();
+    llvm::outs() << llvm::formatv("removed {0} least recently used kernel(s), {1} B; {2}\n",
+                                  removed.entries, removed.bytes, bound(cache));
     return kExitOk;
   }
   if (action == "clear") {
@@ -48,7 +62,7 @@ int runCache() {
     llvm::outs() << "cleared " << cache.directory() << "\n";
     return kExitOk;
   }
-  llvm::errs() << "flashbob cache: unknown action '" << action << "' (path, list, clear)\n";
+  llvm::errs() << "flashbob cache: unknown action '" << action << "' (path, list, prune, clear)\n";
   return kExitUsage;
 }
 

@@ -25,4 +25,7 @@ int runCache();
 extern llvm::cl::SubCommand devicesCommand;
 int runDevices();
 
+extern llvm::cl::SubCommand envCommand;
+int runEnv();
+
 } // namespace flashbob::tool

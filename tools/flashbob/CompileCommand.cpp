@@ -3,6 +3,7 @@
 //   flashbob compile --kernel fwd --head-dim 128 --emit ptx -o fwd.ptx --dump-dir /tmp/k
 #include "jit/Compile.h"
 #include "kernels/Kernels.h"
+#include "support/Knobs.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
 #include "tools/flashbob/OptionCategories.h"
@@ -93,8 +94,7 @@ int runCompile() {
   }
   std::string dir = dumpDir;
   if (dir.empty())
-    if (const char *env = std::getenv("FLASHBOB_DUMP_DIR"))
-      dir = env;
+    dir = support::knobs::dumpDir();
 
   auto t0 = std::chrono::steady_clock::now();
   bool assemble = emit == Stage::cubin || !dir.empty();

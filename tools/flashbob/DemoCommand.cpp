@@ -10,6 +10,7 @@
 #include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"
 #include "runtime/driver/CudaDriver.h"
+#include "support/Knobs.h"
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
@@ -68,8 +69,8 @@ namespace {
 // Without a GPU: compile the two BoB passes for sm_90a and show what came out and where.
 bool showKernelsWithoutGpu() {
   llvm::SmallString<128> dir;
-  if (const char *env = std::getenv("FLASHBOB_DUMP_DIR"))
-    dir = env;
+  if (std::string fromKnob = support::knobs::dumpDir(); !fromKnob.empty())
+    dir = fromKnob;
   else
     llvm::sys::path::system_temp_directory(true, dir), llvm::sys::path::append(dir, "flashbob-demo");
   llvm::sys::fs::create_directories(dir);

@@ -1,6 +1,8 @@
 // Exit codes of the flashbob CLI, distinct so scripts can tell "no GPU here" from a failure.
 #pragma once
 
+#include "support/Errors.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,15 +15,16 @@ enum ExitCode : int {
   kExitNoDriver = 3,  // the command needs a GPU and no CUDA driver/device was found
 };
 
-// The exit code of a GPU command that stopped on `message`: the runtime's "no CUDA driver
-// found", the API's own argument check (its messages start "flashbob: "; it runs before any
-// launch), or a failure.
-inline ExitCode exitCodeOf(llvm::StringRef message) {
-  if (message.starts_with("no CUDA driver found"))
+// The exit code of a failed command, from its error's class.
+inline ExitCode exitCodeFor(support::ErrorKind kind) {
+  switch (kind) {
+  case support::ErrorKind::NoDriver:
     return kExitNoDriver;
-  if (message.starts_with("flashbob: "))
-    return kExitUsage;
-  return kExitFailure;
+  case support::ErrorKind::InvalidArgument:
+    return kExitUsage; // the API's argument validation, before anything ran
+  default:
+    return kExitFailure;
+  }
 }
 
 // The one line a command prints when it stops on an error, "flashbob COMMAND: MESSAGE" on
@@ -29,5 +32,11 @@ inline ExitCode exitCodeOf(llvm::StringRef message) {
 inline int reportError(llvm::StringRef command, const llvm::Twine &message, ExitCode code) {
   llvm::errs() << "flashbob " << command << ": " << message << "\n";
   return code;
+}
+// The same for an error (consumed), prefixed by `context`; the exit code from its class.
+inline int reportError(llvm::StringRef command, llvm::Error error,
+                       const llvm::Twine &context = "") {
+  support::ErrorReport report = support::takeErrorReport(std::move(error));
+  return reportError(command, context + report.message, exitCodeFor(report.kind));
 }
 } // namespace flashbob::tool

@@ -2,6 +2,7 @@
 // device memory, and with --check the error of every output against the float64 oracle.
 //   flashbob run --op bob --batch 1 --heads 16 --seq-q 16384 --head-dim 128 --causal --check
 #include "jit/Tuning.h"
+#include "support/Knobs.h"
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
@@ -9,8 +10,6 @@
 #include "tools/flashbob/ProblemOptions.h"
 
 #include "llvm/Support/raw_ostream.h"
-
-#include <cstdlib>
 
 namespace flashbob::tool {
 namespace cl = llvm::cl;
@@ -37,13 +36,13 @@ int runRun() {
   options->launchOverhead = launchOverhead;
   if (tune || tuneCommand) {
     jit::setAutotune(true);
-    if (tuneCommand && !std::getenv("FLASHBOB_PRINT_AUTOTUNING"))
-      ::setenv("FLASHBOB_PRINT_AUTOTUNING", "1", 0);
+    // `tune` shows every candidate unless FLASHBOB_PRINT_AUTOTUNING says otherwise.
+    if (tuneCommand && !support::rawValue(support::Knob::PrintAutotuning))
+      support::setOverride(support::Knob::PrintAutotuning, "1");
   }
   auto report = runAttention(*options, llvm::outs());
   if (!report) {
-    std::string message = llvm::toString(report.takeError());
-    return reportError("run", message, exitCodeOf(message));
+    return reportError("run", report.takeError());
   }
   return report->passed ? kExitOk : kExitFailure;
 }

@@ -34,6 +34,8 @@ int main(int argc, char **argv) {
     return runCache();
   if (devicesCommand)
     return runDevices();
+  if (envCommand)
+    return runEnv();
 
   llvm::errs() << "flashbob: no command given; try `flashbob --help`\n";
   return kExitUsage;

@@ -1,0 +1,153 @@
+// The C API's plumbing without a GPU: error kinds become status codes by class, the no-driver
+// path, flashbob_set_cache_dir as a knob override, and the log callback receiving the cache's
+// and the autotuner's messages. CApi.cpp is compiled into this test (libflashbob.so hides the
+// C++ it would need to look inside).
+#include "api/CApiStatus.h"
+#include "api/flashbob.h"
+#include "runtime/cache/DiskCache.h"
+#include "runtime/tune/Autotuner.h"
+#include "support/Errors.h"
+#include "support/Knobs.h"
+#include "support/Log.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace flashbob;
+
+namespace {
+
+struct Received {
+  flashbob_log_level level;
+  std::string message;
+};
+
+void collect(flashbob_log_level level, const char *message, void *userData) {
+  static_cast<std::vector<Received> *>(userData)->push_back({level, message});
+}
+
+bool anyStartsWith(const std::vector<Received> &log, flashbob_log_level level,
+                   llvm::StringRef prefix) {
+  for (const Received &r : log)
+    if (r.level == level && llvm::StringRef(r.message).starts_with(prefix))
+      return true;
+  return false;
+}
+
+struct TempDir {
+  llvm::SmallString<128> path;
+  TempDir() { REQUIRE(!llvm::sys::fs::createUniqueDirectory("flashbob-capi-test", path)); }
+  ~TempDir() { (void)llvm::sys::fs::remove_directories(path, /*IgnoreErrors=*/true); }
+};
+
+} // namespace
+
+TEST_CASE("every error kind has its C status", "[capi]") {
+  CHECK(api::statusFor(support::ErrorKind::InvalidArgument) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(api::statusFor(support::ErrorKind::NoDriver) == FLASHBOB_ERROR_NO_DRIVER);
+  CHECK(api::statusFor(support::ErrorKind::CudaCall) == FLASHBOB_ERROR_CUDA);
+  CHECK(api::statusFor(support::ErrorKind::Compile) == FLASHBOB_ERROR_COMPILE);
+  CHECK(api::statusFor(support::ErrorKind::Other) == FLASHBOB_ERROR_COMPILE);
+}
+
+TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
+  // Before the first driver access of this process: the driver is absent, whatever the machine.
+  support::setOverride(support::Knob::CudaDriver, "/nonexistent/libcuda.so.1");
+  flashbob_problem p = {1, 1, 128, 128, 64, FLASHBOB_BF16, 0, 0.0};
+  flashbob_tensor t = {reinterpret_cast<void *>(uintptr_t(0x100000)), {8192, 8192, 64, 1}};
+  float *lse = reinterpret_cast<float *>(uintptr_t(0x200000));
+
+  CHECK(flashbob_forward(nullptr, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) == "flashbob: problem is a null pointer");
+  flashbob_problem bad = p;
+  bad.seq_q = -3;
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) == "flashbob: seq_q (N) must be positive, got -3");
+
+  CHECK(flashbob_forward(&p, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  CHECK_THAT(flashbob_last_error(),
+             Catch::StartsWith("no CUDA driver found: /nonexistent/libcuda.so.1"));
+  // Remembered: the same status and line on every later call.
+  CHECK(flashbob_forward(&p, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("no CUDA driver found"));
+}
+
+TEST_CASE("flashbob_set_cache_dir overrides FLASHBOB_CACHE_DIR without touching the environment",
+          "[capi]") {
+  const char *before = std::getenv("FLASHBOB_CACHE_DIR");
+  const std::string saved = before ? before : "";
+  CHECK(flashbob_set_cache_dir("/tmp/flashbob-capi-cache") == FLASHBOB_OK);
+  CHECK(runtime::DiskCache::defaultDirectory() == "/tmp/flashbob-capi-cache");
+  CHECK(runtime::DiskCache::fromEnvironment().directory() == "/tmp/flashbob-capi-cache");
+  const char *after = std::getenv("FLASHBOB_CACHE_DIR");
+  CHECK(std::string(after ? after : "") == saved);
+  CHECK(flashbob_set_cache_dir(nullptr) == FLASHBOB_OK);
+  CHECK(runtime::DiskCache::defaultDirectory() != "/tmp/flashbob-capi-cache");
+  CHECK_THAT(runtime::DiskCache::defaultDirectory(),
+             Catch::EndsWith("flashbob") || Catch::EndsWith("flashbob-cache"));
+  support::clearOverride(support::Knob::CacheDir);
+}
+
+TEST_CASE("the log callback receives the cache's and the autotuner's messages", "[capi]") {
+  std::vector<Received> log;
+  flashbob_set_log_callback(collect, &log);
+
+  support::log(support::LogLevel::Warning, "flashbob: warning: direct");
+  REQUIRE(log.size() == 1);
+  CHECK(log[0].level == FLASHBOB_LOG_WARNING);
+  CHECK(log[0].message == "flashbob: warning: direct");
+
+  // The kernel cache: a store and a hit at debug level.
+  TempDir dir;
+  {
+    runtime::DiskCache cache(std::string(dir.path) + "/cache");
+    REQUIRE(!cache.store("key text", {{"kernel.ptx", "ptx"}}, llvm::json::Object{}));
+    REQUIRE(cache.lookup("key text"));
+  }
+  CHECK(anyStartsWith(log, FLASHBOB_LOG_DEBUG, "flashbob cache: stored "));
+  CHECK(anyStartsWith(log, FLASHBOB_LOG_DEBUG, "flashbob cache: hit "));
+
+  // The cache directory is unusable: the process's one warning comes here, not to stderr.
+  const std::string file = std::string(dir.path) + "/a-file";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(file, ec);
+    REQUIRE(!ec);
+  }
+  {
+    runtime::DiskCache cache(file);
+    REQUIRE(!cache.store("key text", {{"kernel.ptx", "ptx"}}, llvm::json::Object{}));
+  }
+  CHECK(anyStartsWith(log, FLASHBOB_LOG_WARNING,
+                      "flashbob: warning: kernel cache directory " + file + " is not writable"));
+
+  // The autotuner: the start at info level, each candidate at debug level (print knob off) ...
+  log.clear();
+  support::setOverride(support::Knob::PrintAutotuning, "0");
+  runtime::Autotuner tuner(std::string(dir.path) + "/autotune");
+  auto measure = [](size_t i) -> llvm::Expected<double> { return i == 0 ? 2.0 : 1.0; };
+  REQUIRE(static_cast<bool>(tuner.tune("key A", {"a", "b"}, measure, 1)));
+  CHECK(anyStartsWith(log, FLASHBOB_LOG_INFO, "flashbob autotune: tuning key A over 2 candidates"));
+  CHECK(anyStartsWith(log, FLASHBOB_LOG_DEBUG, "flashbob autotune: [1/2] a: 2.000 ms"));
+  CHECK(anyStartsWith(log, FLASHBOB_LOG_DEBUG, "flashbob autotune: key A: chose b"));
+  // ... and at info level with FLASHBOB_PRINT_AUTOTUNING on, as `flashbob tune` sets it.
+  log.clear();
+  support::setOverride(support::Knob::PrintAutotuning, "1");
+  REQUIRE(static_cast<bool>(tuner.tune("key B", {"a", "b"}, measure, 1)));
+  CHECK(anyStartsWith(log, FLASHBOB_LOG_INFO, "flashbob autotune: [2/2] b: 1.000 ms"));
+  CHECK(!anyStartsWith(log, FLASHBOB_LOG_INFO, "flashbob autotune: tuning"));
+  support::clearOverride(support::Knob::PrintAutotuning);
+
+  // NULL restores the default sink: nothing more arrives here.
+  flashbob_set_log_callback(nullptr, nullptr);
+  log.clear();
+  support::log(support::LogLevel::Debug, "dropped by the default sink");
+  CHECK(log.empty());
+  CHECK(!support::logs(support::LogLevel::Debug));
+}
