@@ -6,6 +6,9 @@
 #include "runtime/cache/DiskCache.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
+#include "support/Log.h"
+
+#include "llvm/Support/FormatVariadic.h"
 
 #include <map>
 
@@ -124,9 +127,14 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     }
   }
   if (cubin.empty()) {
+    support::log(support::LogLevel::Debug, "flashbob: compiling " + name);
     auto artifacts = compileKernel(spec, /*assemble=*/true);
     if (!artifacts)
       return artifacts.takeError();
+    support::log(support::LogLevel::Debug,
+                 llvm::formatv("flashbob: compiled {0}: {1} registers, {2} B spilled, {3} B shared",
+                               name, artifacts->registers, artifacts->spillBytes,
+                               artifacts->sharedBytes));
     cubin = artifacts->cubin;
     entryName = artifacts->entry;
     threads = artifacts->threads;
