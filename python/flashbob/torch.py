@@ -7,9 +7,17 @@
     dq, = torch.autograd.grad(o.square().sum(), q, create_graph=True)   # first backward
     hvp, = torch.autograd.grad(dq, q, torch.ones_like(dq))              # runs BoB
 
-The forward saves L (one float per row), never P. The backward is itself an autograd Function
-whose backward is BoB; differentiating BoB (a third derivative) raises RuntimeError. Tensors: (batch, heads, seq, head_dim) bf16 or
-fp16 on a CUDA device; work goes on the current stream.
+The three kernels are torch operators (torch.library.custom_op): flashbob::forward,
+flashbob::backward and flashbob::bob. Each has a fake implementation (shapes without running, for
+torch.compile), an autograd formula chained to the next (forward's is the backward operator,
+whose own is BoB; BoB's raises: a third derivative is not implemented) and a vmap rule, so
+torch.compile and grad-of-grad see ordinary operators; attention() chains the same formulas as
+autograd.Functions with setup_context, which torch.func (grad, vjp, vmap) needs.
+
+The forward saves L (one float per row), never P. Tensors: (batch, heads, seq, head_dim) bf16 or
+fp16 on a CUDA device, any strides (a layout the kernels cannot read is copied inside the
+operator, which autograd never sees: the saved inputs are the caller's tensors); work goes on
+the current stream.
 """
 
 import torch
@@ -17,38 +25,230 @@ import torch
 from . import _capi
 
 _DTYPES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16}
+_int64x4 = _capi.ctypes.c_int64 * 4
 
 
-def _layout(t, name):
-    """The tensor as the kernels need it: unit stride along head_dim, 16-byte aligned rows."""
+# --- inside the operators (eager only: never traced) -------------------------------------------
+
+def _readable(t):
+    """`t` as the kernels read it: unit stride along head_dim, rows 16-byte aligned, no stride 0
+    (broadcast views), a 16-byte aligned start (a view at an element offset is copied: its
+    contiguous() would be itself)."""
+    strides = t.stride()
+    if (strides[-1] == 1 and all(s > 0 and s % 8 == 0 for s in strides[:3])
+            and t.data_ptr() % 16 == 0):
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def _tensor(t):
+    return _capi.Tensor(t.data_ptr(), _int64x4(*t.stride()))
+
+
+def _problem(q, k, causal, scale):
+    b, h, n, d = q.shape
+    return _capi.Problem(b, h, n, k.shape[2], d, _DTYPES[q.dtype], int(causal), float(scale))
+
+
+def _stream(t):
+    return _capi.ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
+
+
+def _empty(t):
+    return torch.empty_like(t, memory_format=torch.contiguous_format)
+
+
+def _rows(q, *lead):
+    b, h, n, _ = q.shape
+    return q.new_empty((*lead, b, h, n), dtype=torch.float32)
+
+
+@torch.library.custom_op("flashbob::forward", mutates_args=(), device_types="cuda")
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+             scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(O, L); scale 0 means 1/sqrt(head_dim)."""
+    q, k, v = _readable(q), _readable(k), _readable(v)
+    o, lse = _empty(q), _rows(q)
+    with torch.cuda.device(q.device):
+        _capi.forward(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
+                      _tensor(o), lse.data_ptr(), _stream(q))
+    return o, lse
+
+
+@_forward.register_fake
+def _(q, k, v, causal, scale):
+    return _empty(q), _rows(q)
+
+
+@torch.library.custom_op("flashbob::backward", mutates_args=(), device_types="cuda")
+def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+              lse: torch.Tensor, do: torch.Tensor, causal: bool,
+              scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV) from the forward's O and L."""
+    q, k, v, o, do = (_readable(t) for t in (q, k, v, o, do))
+    lse = lse.contiguous()
+    dq, dk, dv = _empty(q), _empty(k), _empty(v)
+    workspace = _rows(q)
+    with torch.cuda.device(q.device):
+        _capi.backward(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
+                       _tensor(o), _tensor(do), lse.data_ptr(), _tensor(dq), _tensor(dk),
+                       _tensor(dv), workspace.data_ptr(), _stream(q))
+    return dq, dk, dv
+
+
+@_backward.register_fake
+def _(q, k, v, o, lse, do, causal, scale):
+    return _empty(q), _empty(k), _empty(v)
+
+
+@torch.library.custom_op("flashbob::bob", mutates_args=(), device_types="cuda")
+def _bob(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+         do: torch.Tensor, uq: torch.Tensor, uk: torch.Tensor, uv: torch.Tensor, causal: bool,
+         scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """BoB: the gradients of <uQ, dQ> + <uK, dK> + <uV, dV> with respect to Q, K, V and dO."""
+    q, k, v, o, do, uq, uk, uv = (_readable(t) for t in (q, k, v, o, do, uq, uk, uv))
+    lse = lse.contiguous()
+    gq, gk, gv, gdo = _empty(q), _empty(k), _empty(v), _empty(do)
+    workspace = _rows(q, 3)
+    with torch.cuda.device(q.device):
+        _capi.bob(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v), _tensor(o),
+                  _tensor(do), lse.data_ptr(), _tensor(uq), _tensor(uk), _tensor(uv),
+                  _tensor(gq), _tensor(gk), _tensor(gv), _tensor(gdo), workspace.data_ptr(),
+                  _stream(q))
+    return gq, gk, gv, gdo
+
+
+@_bob.register_fake
+def _(q, k, v, o, lse, do, uq, uk, uv, causal, scale):
+    return _empty(q), _empty(k), _empty(v), _empty(do)
+
+
+# --- autograd: forward -> backward -> BoB -------------------------------------------------------
+
+def _forward_setup(ctx, inputs, output):
+    q, k, v, causal, scale = inputs
+    o, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale = causal, scale
+
+
+def _forward_grad(ctx, do, _dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.flashbob.backward(q, k, v, o, lse, do, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+def _backward_setup(ctx, inputs, output):
+    q, k, v, o, lse, do, causal, scale = inputs
+    ctx.save_for_backward(q, k, v, o, lse, do)
+    ctx.causal, ctx.scale = causal, scale
+
+
+def _backward_grad(ctx, uq, uk, uv):
+    # O and L are functions of q, k, v that BoB already differentiates through: no gradient of
+    # their own (the gradient of the backward's outputs reaches q, k, v, dO only).
+    q, k, v, o, lse, do = ctx.saved_tensors
+    gq, gk, gv, gdo = torch.ops.flashbob.bob(q, k, v, o, lse, do, uq.to(q.dtype), uk.to(k.dtype),
+                                             uv.to(v.dtype), ctx.causal, ctx.scale)
+    return gq, gk, gv, None, None, gdo, None, None
+
+
+def _bob_grad(ctx, *grads):
+    raise RuntimeError("flashbob: third derivatives of attention are not implemented "
+                       "(the backward's backward, BoB, is not differentiable)")
+
+
+_forward.register_autograd(_forward_grad, setup_context=_forward_setup)
+_backward.register_autograd(_backward_grad, setup_context=_backward_setup)
+_bob.register_autograd(_bob_grad, setup_context=lambda ctx, inputs, output: None)
+
+
+# --- vmap: the mapped axis joins the batch ------------------------------------------------------
+
+def _vmap_rule(op):
+    def rule(info, in_dims, *args):
+        size = info.batch_size
+        flat = []
+        for x, dim in zip(args, in_dims):
+            if isinstance(x, torch.Tensor):
+                x = x.movedim(dim, 0) if dim is not None else x.expand(size, *x.shape)
+                x = x.reshape(size * x.shape[1], *x.shape[2:])
+            flat.append(x)
+        out = op(*flat)
+        out = tuple(t.reshape(size, t.shape[0] // size, *t.shape[1:]) for t in out)
+        return out, (0,) * len(out)
+    return rule
+
+
+for _op in (_forward, _backward, _bob):
+    _op.register_vmap(_vmap_rule(_op))
+
+
+# --- the same chain as autograd.Functions, for torch.func ---------------------------------------
+# torch.func transforms need autograd.Functions written with setup_context, which the operators'
+# registered formulas are not; attention() goes through these (their forward runs the operator
+# without recording it, so the two registrations never both apply), and generate_vmap_rule uses
+# the operators' vmap rules.
+
+class _AttentionFn(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, causal, scale):
+        return torch.ops.flashbob.forward(q, k, v, causal, scale)
+
+    setup_context = staticmethod(_forward_setup)
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = _BackwardFn.apply(q, k, v, o, lse, do, ctx.causal, ctx.scale)
+        return dq, dk, dv, None, None
+
+
+class _BackwardFn(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, o, lse, do, causal, scale):
+        return torch.ops.flashbob.backward(q, k, v, o, lse, do, causal, scale)
+
+    setup_context = staticmethod(_backward_setup)
+
+    @staticmethod
+    def backward(ctx, uq, uk, uv):
+        q, k, v, o, lse, do = ctx.saved_tensors
+        gq, gk, gv, gdo = _BobFn.apply(q, k, v, o, lse, do, uq.to(q.dtype), uk.to(k.dtype),
+                                       uv.to(v.dtype), ctx.causal, ctx.scale)
+        return gq, gk, gv, None, None, gdo, None, None
+
+
+class _BobFn(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, o, lse, do, uq, uk, uv, causal, scale):
+        return torch.ops.flashbob.bob(q, k, v, o, lse, do, uq, uk, uv, causal, scale)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    backward = staticmethod(_bob_grad)
+
+
+# --- the user's entry point (traceable: checks only what torch.compile can see) ---------------
+
+def _check(t, name):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if not t.is_cuda:
+    if t.device.type != "cuda":
         raise ValueError(f"{name} must be a CUDA tensor, got device {t.device}")
     if t.dtype not in _DTYPES:
         raise TypeError(f"{name} must be bfloat16 or float16, got {t.dtype}")
     if t.dim() != 4:
         raise ValueError(f"{name} must be (batch, heads, seq, head_dim), got shape {tuple(t.shape)}")
-    if t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16:
-        t = t.contiguous()
-    return t
-
-
-def _tensor(t):
-    return _capi.Tensor(t.data_ptr(), (ctypes_int64x4)(*t.stride()))
-
-
-ctypes_int64x4 = _capi.ctypes.c_int64 * 4
-
-
-def _problem(q, k, causal, scale):
-    b, h, n, d = q.shape
-    return _capi.Problem(b, h, n, k.shape[2], d, _DTYPES[q.dtype], int(bool(causal)),
-                         0.0 if scale is None else float(scale))
-
-
-def _stream(t):
-    return _capi.ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
 
 
 def _check_shapes(q, k, v):
@@ -62,85 +262,13 @@ def _check_shapes(q, k, v):
         raise ValueError("q, k, v must be on the same device")
 
 
-class _Attention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal, scale):
-        q, k, v = _layout(q, "q"), _layout(k, "k"), _layout(v, "v")
-        _check_shapes(q, k, v)
-        b, h, n, _ = q.shape
-        o = torch.empty_like(q, memory_format=torch.contiguous_format)
-        lse = torch.empty((b, h, n), device=q.device, dtype=torch.float32)
-        with torch.cuda.device(q.device):
-            _capi.forward(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
-                          _tensor(o), lse.data_ptr(), _stream(q))
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.scale = causal, scale
-        return o
-
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = _AttentionBackward.apply(q, k, v, o, lse, do, ctx.causal, ctx.scale)
-        return dq, dk, dv, None, None
-
-
-class _AttentionBackward(torch.autograd.Function):
-    """(q, k, v, dO) -> (dQ, dK, dV); O and L are saved state, functions of q, k, v, and BoB
-    already differentiates through them, so they get no gradient of their own."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, o, lse, do, causal, scale):
-        do = _layout(do, "grad_output")
-        b, h, n, _ = q.shape
-        dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
-        workspace = torch.empty((b, h, n), device=q.device, dtype=torch.float32)
-        with torch.cuda.device(q.device):
-            _capi.backward(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
-                           _tensor(o), _tensor(do), lse.data_ptr(), _tensor(dq), _tensor(dk),
-                           _tensor(dv), workspace.data_ptr(), _stream(q))
-        ctx.save_for_backward(q, k, v, o, lse, do)
-        ctx.causal, ctx.scale = causal, scale
-        return dq, dk, dv
-
-    @staticmethod
-    def backward(ctx, uq, uk, uv):
-        q, k, v, o, lse, do = ctx.saved_tensors
-        uq = torch.zeros_like(q) if uq is None else uq
-        uk = torch.zeros_like(k) if uk is None else uk
-        uv = torch.zeros_like(v) if uv is None else uv
-        gq, gk, gv, gdo = _Bob.apply(q, k, v, o, lse, do, uq, uk, uv, ctx.causal, ctx.scale)
-        return gq, gk, gv, None, None, gdo, None, None
-
-
-class _Bob(torch.autograd.Function):
-    """BoB as its own graph node, so that differentiating it (a third derivative) fails loudly
-    instead of silently returning zeros."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, o, lse, do, uq, uk, uv, causal, scale):
-        uq = _layout(uq.to(q.dtype), "grad of dQ")
-        uk = _layout(uk.to(k.dtype), "grad of dK")
-        uv = _layout(uv.to(v.dtype), "grad of dV")
-        b, h, n, _ = q.shape
-        gq, gk, gv, gdo = (torch.empty_like(t, memory_format=torch.contiguous_format)
-                           for t in (q, k, v, do))
-        workspace = torch.empty((3, b, h, n), device=q.device, dtype=torch.float32)
-        with torch.cuda.device(q.device):
-            _capi.bob(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
-                      _tensor(o), _tensor(do), lse.data_ptr(), _tensor(uq), _tensor(uk), _tensor(uv),
-                      _tensor(gq), _tensor(gk), _tensor(gv), _tensor(gdo), workspace.data_ptr(),
-                      _stream(q))
-        return gq, gk, gv, gdo
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError("flashbob: third derivatives of attention are not implemented "
-                           "(the backward's backward, BoB, is not differentiable)")
-
-
 def attention(q, k, v, causal=False, scale=None):
     """softmax(scale * q k^T) v with a causal mask if asked (bottom-right aligned when the
     sequence lengths differ); scale defaults to 1/sqrt(head_dim). Differentiable twice."""
     if scale is not None and not (scale > 0):
         raise ValueError(f"scale must be positive, got {scale}")
-    return _Attention.apply(q, k, v, causal, scale)
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        _check(t, name)
+    _check_shapes(q, k, v)
+    o, _ = _AttentionFn.apply(q, k, v, bool(causal), 0.0 if scale is None else float(scale))
+    return o

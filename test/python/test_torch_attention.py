@@ -110,3 +110,97 @@ def test_validation_names_the_argument():
         fb.attention(x, x, x)
     with pytest.raises(ValueError, match="scale must be positive"):
         fb.attention(q, q, q, scale=-1.0)
+
+
+# --- the operators as torch sees them -----------------------------------------------------------
+
+def small(dtype=torch.bfloat16, seed=11, h=2, n=96, m=128, d=64):
+    return inputs(h, n, m, d, dtype, seed)
+
+
+def test_opcheck_each_operator():
+    """Schema, fake (meta) implementation, autograd registration and AOT dispatch of each op."""
+    q, k, v, do, uq, uk, uv = small()
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    torch.library.opcheck(torch.ops.flashbob.forward.default, (q, k, v, True, 0.0))
+    o, lse = torch.ops.flashbob.forward(q.detach(), k.detach(), v.detach(), True, 0.0)
+    do.requires_grad_()
+    torch.library.opcheck(torch.ops.flashbob.backward.default, (q, k, v, o, lse, do, True, 0.0))
+    # BoB's autograd formula raises (third derivatives), so its check runs without gradients.
+    plain = [t.detach() for t in (q, k, v, o, lse, do, uq, uk, uv)]
+    torch.library.opcheck(torch.ops.flashbob.bob.default, (*plain, True, 0.0),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_torch_compile_has_no_graph_breaks_and_matches_eager():
+    q, k, v, w, _, _, _ = small(seed=12)
+    def step(q, k, v, w):
+        return (fb.attention(q, k, v, causal=True).float() * w.float()).sum()
+    explanation = torch._dynamo.explain(step)(q, k, v, w)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    leaves = lambda: [t.clone().requires_grad_() for t in (q, k, v)]  # noqa: E731
+    eager_in, compiled_in = leaves(), leaves()
+    eager = step(*eager_in, w)
+    compiled = torch.compile(step, fullgraph=True)(*compiled_in, w)
+    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
+    for a, b in zip(torch.autograd.grad(compiled, compiled_in), torch.autograd.grad(eager, eager_in)):
+        assert torch.equal(a, b)  # the same kernels on the same dO
+
+
+def test_torch_func_grad_vjp_and_vmap():
+    q, k, v, w, _, _, _ = small(seed=13)
+    loss = lambda q, k, v: (fb.attention(q, k, v).float() * w.float()).sum()  # noqa: E731
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(loss(*leaves), leaves)
+    got = torch.func.grad(loss, argnums=(0, 1, 2))(q, k, v)
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)
+    o, pullback = torch.func.vjp(lambda q: fb.attention(q, k, v), q)
+    assert torch.equal(pullback(w)[0], torch.autograd.grad(fb.attention(leaves[0], k, v), leaves[0], w)[0])
+    # vmap over a leading axis: the mapped axis joins the batch.
+    stacked = [torch.stack([t, t.flip(2)]) for t in (q, k, v)]
+    mapped = torch.func.vmap(fb.attention)(*stacked)
+    for i in range(2):
+        assert torch.equal(mapped[i], fb.attention(*(s[i] for s in stacked)))
+
+
+def test_torch_func_grad_of_grad_runs_bob():
+    q, k, v, w, vec, _, _ = small(seed=14)
+    def loss(q):
+        return (fb.attention(q, k, v, causal=True).float() * w.float()).sum()
+    hvp = torch.func.grad(lambda q: (torch.func.grad(loss)(q).float() * vec.float()).sum())(q)
+    ref_loss = lambda q: (reference_attention(q, k.double(), v.double(), causal=True) * w.double()).sum()  # noqa: E731
+    q64 = q.double().requires_grad_()
+    g, = torch.autograd.grad(ref_loss(q64), q64, create_graph=True)
+    ref, = torch.autograd.grad((g * vec.double()).sum(), q64)
+    assert rel(hvp, ref) <= 5e-3
+
+
+def odd_layout(t, kind):
+    """The same values in a layout the kernels cannot read as is."""
+    if kind == "transposed":   # stride(-1) != 1 (q given as x.transpose(-1, -2))
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if kind == "offset":       # a view starting one element into its storage: not 16-byte aligned
+        buf = torch.empty(t.numel() + 1, device=t.device, dtype=t.dtype)
+        buf[1:] = t.flatten()
+        return buf[1:].view(t.shape)
+    if kind == "bshd":         # (batch, seq, heads, dim) storage seen as (batch, heads, seq, dim)
+        return t.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kinds", [("transposed", "offset", "bshd"), ("bshd", "transposed", "offset")])
+def test_odd_layouts_through_grad_of_grad(kinds):
+    """Inputs the operator has to copy: every derivative, second order included, still matches
+    float64 (a copy saved inside the autograd node used to lose gQ's second-order term)."""
+    t = inputs(2, 96, 160, 64, torch.bfloat16, seed=21)
+    # dO broadcast over heads (stride 0), as from loss = o.sum(dim=1).
+    t[3] = t[3][:, :1].expand(t[3].shape).contiguous()
+    low = [odd_layout(x, kind).detach().requires_grad_() for x, kind in zip(t[:3], kinds)]
+    low.append(t[3][:, :1].expand(t[3].shape).detach().requires_grad_())
+    low += [x.clone() for x in t[4:]]
+    high = [x.double().requires_grad_() for x in t]
+    got = second_order(fb.attention, *low, True)
+    ref = second_order(reference_attention, *high, True)
+    for name, a, b in zip(["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"], got, ref):
+        assert rel(a, b) <= TOL[torch.bfloat16], f"{kinds} {name}: {rel(a, b):.2e}"
