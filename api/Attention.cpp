@@ -1,6 +1,7 @@
 #include "api/Attention.h"
 
 #include "jit/Launch.h"
+#include "support/Errors.h"
 
 namespace flashbob {
 
@@ -52,6 +53,18 @@ llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const B
   b.bind(Operand::D, out.dRow).bind(Operand::c, out.cRow).bind(Operand::b, out.bRow);
   // Pass 1 writes D, c, b; pass 2 reads them.
   return run(p, {Kind::bob_q, Kind::bob_kv}, b, stream);
+}
+
+llvm::Error attentionPrecompile(const AttentionProblem &p, AttentionOp op) {
+  switch (op) {
+  case AttentionOp::forward:
+    return jit::precompile(p, {Kind::fwd});
+  case AttentionOp::backward:
+    return jit::precompile(p, {Kind::bwd_q, Kind::bwd_kv});
+  case AttentionOp::bob:
+    return jit::precompile(p, {Kind::bob_q, Kind::bob_kv});
+  }
+  return support::makeInvalidArgument("op", "flashbob: op must be forward, backward or bob");
 }
 
 } // namespace flashbob

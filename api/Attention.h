@@ -35,4 +35,9 @@ struct BobOutputs {
 llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const BobOutputs &out,
                          CUstream stream = nullptr);
 
+// Compiles (or loads from the disk cache) the kernels `op` runs for `p` on the current GPU
+// without launching anything, so that the first real call pays no compile time.
+enum class AttentionOp { forward, backward, bob };
+llvm::Error attentionPrecompile(const AttentionProblem &p, AttentionOp op);
+
 } // namespace flashbob

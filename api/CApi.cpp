@@ -113,6 +113,16 @@ void flashbob_set_log_callback(flashbob_log_callback callback, void *user_data) 
       });
 }
 
+flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  if (op != FLASHBOB_OP_FORWARD && op != FLASHBOB_OP_BACKWARD && op != FLASHBOB_OP_BOB)
+    return fail(
+        badArgument("op", "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD or FLASHBOB_OP_BOB"));
+  return finish(flashbob::attentionPrecompile(*prob, static_cast<flashbob::AttentionOp>(op)));
+}
+
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
                                  flashbob_tensor v, flashbob_tensor o, float *lse, void *s) {
   auto prob = problem(p);

@@ -103,6 +103,17 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
                              flashbob_tensor g_v, flashbob_tensor g_d_o, float *workspace,
                              void *stream);
 
+typedef enum flashbob_op {
+  FLASHBOB_OP_FORWARD = 0,  /* flashbob_forward's kernel */
+  FLASHBOB_OP_BACKWARD = 1, /* flashbob_backward's two kernels */
+  FLASHBOB_OP_BOB = 2,      /* flashbob_bob's two kernels */
+} flashbob_op;
+
+/* Compiles (or loads from the disk cache) the kernels `op` runs for problem `p` on the current
+ * device, launching nothing: the first real call then pays no compile time. The log callback
+ * sees each compilation (Debug level). */
+flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op);
+
 #ifdef __cplusplus
 }
 #endif

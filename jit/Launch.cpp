@@ -170,4 +170,20 @@ llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindin
   return run(**kernel);
 }
 
+llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
+  if (llvm::Error e = validateProblem(p))
+    return e;
+  auto cache = KernelCache::get();
+  if (!cache)
+    return cache.takeError();
+  for (bob::KernelKind kind : kinds) {
+    auto spec = (*cache)->fitted(defaultSpec(p, kind, (*cache)->arch()));
+    if (!spec)
+      return spec.takeError();
+    if (auto kernel = (*cache)->kernel(*spec); !kernel)
+      return kernel.takeError();
+  }
+  return llvm::Error::success();
+}
+
 } // namespace flashbob::jit

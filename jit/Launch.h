@@ -56,4 +56,9 @@ runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProbl
 llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
                    CUstream stream);
 
+// Compiles (or loads from the disk cache) the kernel of each of `kinds` for `p` on the current
+// context's GPU, its tiles fitted as a launch would, and launches nothing: a later call for the
+// problem pays no compile time. Checks the problem's sizes first (no tensors are involved).
+llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds);
+
 } // namespace flashbob::jit

@@ -5,11 +5,13 @@ build/lib. Nothing here depends on torch.
 """
 
 import ctypes
+import logging
 import os
 from pathlib import Path
 
 OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA = 0, 1, 2, 3, 4
 BF16, FP16 = 0, 1
+OP_FORWARD, OP_BACKWARD, OP_BOB = 0, 1, 2
 
 
 class FlashBobError(RuntimeError):
@@ -31,6 +33,19 @@ class Problem(ctypes.Structure):
 
 class Tensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("stride", ctypes.c_int64 * 4)]
+
+
+# The library's messages (compiling, the kernel cache, autotuning, warnings) go to Python's
+# logging under the "flashbob" logger: DEBUG for each compilation and cache event, INFO for
+# autotuning, WARNING and ERROR as they are. Unconfigured, logging shows WARNING and above.
+_LogCallback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
+logger = logging.getLogger("flashbob")
+
+
+@_LogCallback
+def _on_log(level, message, _user_data):
+    logger.log(_LEVELS.get(level, logging.ERROR), message.decode(errors="replace"))
 
 
 def _candidates():
@@ -57,12 +72,16 @@ def _load():
     lib.flashbob_forward.argtypes = [P, T, T, T, T, F, V]
     lib.flashbob_backward.argtypes = [P, T, T, T, T, T, F, T, T, T, F, V]
     lib.flashbob_bob.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
-    for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob):
+    lib.flashbob_precompile.argtypes = [P, ctypes.c_int]
+    for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob, lib.flashbob_precompile):
         fn.restype = ctypes.c_int
+    lib.flashbob_set_log_callback.argtypes = [_LogCallback, ctypes.c_void_p]
+    lib.flashbob_set_log_callback.restype = None
     return lib
 
 
 _lib = _load()
+_lib.flashbob_set_log_callback(_on_log, None)
 
 
 def version():
@@ -90,3 +109,7 @@ def backward(problem, q, k, v, o, do, lse, dq, dk, dv, workspace, stream):
 def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, stream):
     check(_lib.flashbob_bob(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo,
                             workspace, stream))
+
+
+def precompile(problem, op):
+    check(_lib.flashbob_precompile(ctypes.byref(problem), op))

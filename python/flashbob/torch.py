@@ -272,3 +272,26 @@ def attention(q, k, v, causal=False, scale=None):
     _check_shapes(q, k, v)
     o, _ = _AttentionFn.apply(q, k, v, bool(causal), 0.0 if scale is None else float(scale))
     return o
+
+
+_OPS = {"forward": _capi.OP_FORWARD, "backward": _capi.OP_BACKWARD, "bob": _capi.OP_BOB}
+
+
+def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causal=False,
+               scale=None, ops=("forward", "backward", "bob"), device=None):
+    """Compiles (or loads from the kernel cache) the kernels that `ops` run for this problem on
+    `device` (default: the current CUDA device) without running them, so that the first step of
+    a training or HVP loop pays no compile time. The "flashbob" logger reports each compilation
+    at DEBUG level."""
+    if dtype not in _DTYPES:
+        raise TypeError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
+    unknown = [op for op in ops if op not in _OPS]
+    if unknown:
+        raise ValueError(f"ops must be among {sorted(_OPS)}, got {unknown}")
+    if scale is not None and not (scale > 0):
+        raise ValueError(f"scale must be positive, got {scale}")
+    problem = _capi.Problem(batch, heads, seq_q, seq_k, head_dim, _DTYPES[dtype], int(bool(causal)),
+                            0.0 if scale is None else float(scale))
+    with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
+        for op in ops:
+            _capi.precompile(problem, _OPS[op])

@@ -2,7 +2,9 @@
 forward, first derivatives, second derivatives (grad of grad), a Hessian-vector product and a
 meta-learning outer gradient; plus argument validation. Needs a CUDA GPU and torch."""
 
+import logging
 import math
+import random
 import sys
 from pathlib import Path
 
@@ -204,3 +206,25 @@ def test_odd_layouts_through_grad_of_grad(kinds):
     ref = second_order(reference_attention, *high, True)
     for name, a, b in zip(["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"], got, ref):
         assert rel(a, b) <= TOL[torch.bfloat16], f"{kinds} {name}: {rel(a, b):.2e}"
+
+
+def test_precompile_compiles_what_the_calls_run_and_logs_it(caplog):
+    """precompile() compiles the kernels of the ops (each reported on the "flashbob" logger at
+    DEBUG), and the calls that follow compile nothing more. A scale no other test uses makes the
+    kernels new to the process and to the disk cache."""
+    scale = 0.05 + random.random() * 0.01
+    with caplog.at_level(logging.DEBUG, logger="flashbob"):
+        fb.precompile(1, 2, 96, 128, 64, causal=True, scale=scale, ops=("forward", "backward", "bob"))
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("flashbob: compiling ")]
+    kinds = sorted(m.split()[2].split("_d")[0] for m in compiled)
+    assert kinds == ["bob_kv", "bob_q", "bwd_kv", "bwd_q", "fwd"], compiled
+    caplog.clear()
+    q, k, v, do, uq, _, _ = small(seed=31)
+    with caplog.at_level(logging.DEBUG, logger="flashbob"):
+        q.requires_grad_()
+        o = fb.attention(q, k, v, causal=True, scale=scale)
+        dq, = torch.autograd.grad(o, q, do, create_graph=True)
+        torch.autograd.grad(dq, q, uq)
+    assert not [r for r in caplog.records if "compiling" in r.getMessage()]
+    with pytest.raises(ValueError, match="ops must be among"):
+        fb.precompile(1, 1, 64, 64, 64, ops=("sideways",))
