@@ -12,7 +12,10 @@ flashbob::backward and flashbob::bob. Each has a fake implementation (shapes wit
 torch.compile), an autograd formula chained to the next (forward's is the backward operator,
 whose own is BoB; BoB's raises: a third derivative is not implemented) and a vmap rule, so
 torch.compile and grad-of-grad see ordinary operators; attention() chains the same formulas as
-autograd.Functions with setup_context, which torch.func (grad, vjp, vmap) needs.
+autograd.Functions with setup_context, which torch.func (grad, vjp, vmap) needs, and with
+forward-mode rules built from the same kernels (torch.func.jvp, and jvp of grad for
+forward-over-reverse Hessian-vector products): BoB at cotangent u gives the forward's JVP
+(its gdO) and the Hessian term of the backward's JVP (its gQ, gK, gV).
 
 The forward saves L (one float per row), never P. Tensors: (batch, heads, seq, head_dim) bf16 or
 fp16 on a CUDA device, any strides (a layout the kernels cannot read is copied inside the
@@ -198,13 +201,25 @@ class _AttentionFn(torch.autograd.Function):
     def forward(q, k, v, causal, scale):
         return torch.ops.flashbob.forward(q, k, v, causal, scale)
 
-    setup_context = staticmethod(_forward_setup)
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _forward_setup(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[:3], *output)
 
     @staticmethod
     def backward(ctx, do, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = _BackwardFn.apply(q, k, v, o, lse, do, ctx.causal, ctx.scale)
         return dq, dk, dv, None, None
+
+    @staticmethod
+    def jvp(ctx, tq, tk, tv, _tcausal, _tscale):
+        # The forward's JVP J t is BoB's gdO at cotangent u = t (gdO does not depend on dO).
+        q, k, v, o, lse = ctx.saved_tensors
+        tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
+        *_, to = torch.ops.flashbob.bob(q, k, v, o, lse, torch.zeros_like(o), tq, tk, tv,
+                                        ctx.causal, ctx.scale)
+        return to, None  # L is not differentiable (mark_non_differentiable)
 
 
 class _BackwardFn(torch.autograd.Function):
@@ -214,7 +229,10 @@ class _BackwardFn(torch.autograd.Function):
     def forward(q, k, v, o, lse, do, causal, scale):
         return torch.ops.flashbob.backward(q, k, v, o, lse, do, causal, scale)
 
-    setup_context = staticmethod(_backward_setup)
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _backward_setup(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[:6])
 
     @staticmethod
     def backward(ctx, uq, uk, uv):
@@ -222,6 +240,18 @@ class _BackwardFn(torch.autograd.Function):
         gq, gk, gv, gdo = _BobFn.apply(q, k, v, o, lse, do, uq.to(q.dtype), uk.to(k.dtype),
                                        uv.to(v.dtype), ctx.causal, ctx.scale)
         return gq, gk, gv, None, None, gdo, None, None
+
+    @staticmethod
+    def jvp(ctx, tq, tk, tv, _to, _tlse, tdo, _tcausal, _tscale):
+        # The backward's JVP in direction (t, w) (t on q, k, v; w on dO) is the Hessian term H t,
+        # BoB's (gQ, gK, gV) at u = t, plus the backward applied to w. O and L are functions of
+        # q, k, v whose change H t already contains, so their tangents add nothing.
+        q, k, v, o, lse, do = ctx.saved_tensors
+        tq, tk, tv, tdo = _tangents((tq, tk, tv, tdo), (q, k, v, do))
+        hq, hk, hv, _ = torch.ops.flashbob.bob(q, k, v, o, lse, do, tq, tk, tv, ctx.causal,
+                                               ctx.scale)
+        bq, bk, bv = torch.ops.flashbob.backward(q, k, v, o, lse, tdo, ctx.causal, ctx.scale)
+        return tuple((h.float() + b.float()).to(h.dtype) for h, b in ((hq, bq), (hk, bk), (hv, bv)))
 
 
 class _BobFn(torch.autograd.Function):
@@ -236,6 +266,15 @@ class _BobFn(torch.autograd.Function):
         pass
 
     backward = staticmethod(_bob_grad)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _bob_grad(ctx)
+
+
+def _tangents(tangents, like):
+    """Tangents as the operators take them: zeros where an input has none, the input's dtype."""
+    return tuple(torch.zeros_like(x) if t is None else t.to(x.dtype) for t, x in zip(tangents, like))
 
 
 # --- the user's entry point (traceable: checks only what torch.compile can see) ---------------
@@ -270,7 +309,13 @@ def attention(q, k, v, causal=False, scale=None):
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         _check(t, name)
     _check_shapes(q, k, v)
-    o, _ = _AttentionFn.apply(q, k, v, bool(causal), 0.0 if scale is None else float(scale))
+    scale = 0.0 if scale is None else float(scale)
+    if torch.compiler.is_compiling():
+        # Dynamo cannot trace autograd.Functions with a jvp rule; the operator, whose autograd
+        # formulas are registered with it, traces without a graph break.
+        o, _ = torch.ops.flashbob.forward(q, k, v, bool(causal), scale)
+    else:
+        o, _ = _AttentionFn.apply(q, k, v, bool(causal), scale)
     return o
 
 

@@ -228,3 +228,32 @@ def test_precompile_compiles_what_the_calls_run_and_logs_it(caplog):
     assert not [r for r in caplog.records if "compiling" in r.getMessage()]
     with pytest.raises(ValueError, match="ops must be among"):
         fb.precompile(1, 1, 64, 64, 64, ops=("sideways",))
+
+
+def test_forward_mode_jvp_and_forward_over_reverse_hvp():
+    """torch.func.jvp through attention (BoB's gdO at u = the tangent) and an HVP as jvp of grad
+    (BoB's Hessian term plus the backward of dO's tangent), both against float64."""
+    q, k, v, w, tq, tk, tv = inputs(2, 96, 160, 64, torch.bfloat16, seed=41)  # w: like O
+    _, to = torch.func.jvp(lambda q, k, v: fb.attention(q, k, v, causal=True), (q, k, v), (tq, tk, tv))
+    _, to64 = torch.func.jvp(lambda q, k, v: reference_attention(q, k, v, causal=True),
+                             tuple(t.double() for t in (q, k, v)), tuple(t.double() for t in (tq, tk, tv)))
+    assert rel(to, to64) <= 5e-3, rel(to, to64)
+
+    loss = lambda q: (fb.attention(q, k, v, causal=True).float() * w.float()).sum()  # noqa: E731
+    loss64 = lambda q: (reference_attention(q, k.double(), v.double(), causal=True) * w.double()).sum()  # noqa: E731
+    _, hvp = torch.func.jvp(torch.func.grad(loss), (q,), (tq,))
+    _, hvp64 = torch.func.jvp(torch.func.grad(loss64), (q.double(),), (tq.double(),))
+    assert rel(hvp, hvp64) <= 5e-3, rel(hvp, hvp64)
+    # The same HVP by reverse over reverse.
+    q64 = q.clone().requires_grad_()
+    g, = torch.autograd.grad(loss(q64), q64, create_graph=True)
+    rr, = torch.autograd.grad((g.float() * tq.float()).sum(), q64)
+    assert rel(hvp, rr.double()) <= 5e-3
+
+
+def test_third_derivative_through_forward_mode_is_refused():
+    q, k, v, w, tq, _, _ = inputs(1, 64, 64, 64, torch.bfloat16, seed=43)
+    loss = lambda q: (fb.attention(q, k, v).float() * w.float()).sum()  # noqa: E731
+    hvp_of = lambda q: (torch.func.grad(loss)(q).float() * tq.float()).sum()  # noqa: E731
+    with pytest.raises(RuntimeError, match="third derivatives"):
+        torch.func.jvp(torch.func.grad(hvp_of), (q,), (tq,))
