@@ -1,7 +1,7 @@
 #include "jit/Compile.h"
 
 #include "compiler/passes/SharedLayout.h"
-#include "compiler/pipeline/Ptxas.h"
+#include "compiler/pipeline/Assembler.h"
 #include "compiler/pipeline/Registration.h"
 #include "kernels/Kernels.h"
 
@@ -23,7 +23,7 @@ llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSp
   auto artifacts = compiler::compileToPtx(**module, target);
   if (!artifacts || !assemble)
     return artifacts;
-  auto cubin = compiler::assembleWithPtxas(artifacts->ptx, bob::stringifyArch(spec.arch).str());
+  auto cubin = compiler::assemble(artifacts->ptx, spec.arch);
   if (!cubin)
     return cubin.takeError();
   artifacts->cubin = std::move(cubin->binary);

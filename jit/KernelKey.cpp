@@ -1,7 +1,7 @@
 #include "jit/KernelKey.h"
 
 #include "CompilerHash.h"
-#include "compiler/pipeline/Ptxas.h"
+#include "compiler/pipeline/Assembler.h"
 
 #include "llvm/ADT/bit.h"
 #include "llvm/Config/llvm-config.h"
@@ -17,11 +17,15 @@ std::string KernelKey::text() const {
   double scale = spec.effectiveScale();
   uint64_t scaleBits;
   std::memcpy(&scaleBits, &scale, sizeof(scaleBits));
+  // The assembler and its version decide the machine code as much as the PTX does.
+  auto assembler = compiler::chosenAssembler();
+  std::string assemblerText =
+      assembler ? assembler->identity : llvm::toString(assembler.takeError());
   return llvm::formatv("flashbob kernel\nspec {0}\nscale {1:x-}\noptions O{2} {3}\n"
-                       "flashbob {4}\ncompiler {5}\nllvm {6}\nptxas {7}\narch {8}\n",
+                       "flashbob {4}\ncompiler {5}\nllvm {6}\nassembler {7}\narch {8}\n",
                        spec.name(), scaleBits, target.optLevel, target.ptxFeatures(),
                        FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH, LLVM_VERSION_STRING,
-                       compiler::ptxasVersion(),
+                       assemblerText,
                        bob::stringifyArch(target.arch))
       .str();
 }

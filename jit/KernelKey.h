@@ -20,7 +20,7 @@ struct KernelKey {
   explicit KernelKey(const compiler::KernelSpec &spec);
   // Every field that can change the generated cubin, one per line: the spec's name and exact
   // scale, the compile options, FlashBoB's version and compiler hash (compiler/ and kernels/
-  // sources), LLVM's version and ptxas's.
+  // sources), LLVM's version and the assembler's (compiler/pipeline/Assembler.h).
   std::string text() const;
 };
 

@@ -38,6 +38,13 @@ const KnobInfo kKnobs[] = {
     {Knob::Ptxas, "FLASHBOB_PTXAS", KnobType::Path, "",
      "The ptxas to run; unset: <CUDA root>/bin/ptxas ($CUDA_HOME, $CUDA_PATH, the build's "
      "FLASHBOB_CUDA_ROOT), then $PATH."},
+    {Knob::Assembler, "FLASHBOB_ASSEMBLER", KnobType::String, "",
+     "How PTX becomes machine code: nvjitlink (in process), ptxas (the toolkit's binary) or "
+     "driver (the CUDA driver's JIT at load); unset: ptxas if FLASHBOB_PTXAS names one or one is "
+     "found that runs, else nvjitlink, else driver."},
+    {Knob::NvJitLink, "FLASHBOB_NVJITLINK", KnobType::Path, "",
+     "The nvJitLink library to dlopen; unset: libnvJitLink.so.13 on the loader's path, then "
+     "<CUDA root>/lib64 ($CUDA_HOME, $CUDA_PATH, the build's FLASHBOB_CUDA_ROOT)."},
     {Knob::DumpDir, "FLASHBOB_DUMP_DIR", KnobType::Path, "",
      "Where `flashbob compile` (without --dump-dir) and `flashbob demo` without a GPU write "
      "every stage of the kernels they compile."},

@@ -30,6 +30,8 @@ enum class Knob {
   Arch,
   Producer,
   Ptxas,
+  Assembler,
+  NvJitLink,
   DumpDir,
   Cublas,
   Library,
@@ -93,6 +95,8 @@ inline bool printAutotuning() { return getBool(Knob::PrintAutotuning); }
 inline std::string arch() { return getString(Knob::Arch); }
 inline std::optional<bool> producer() { return getTriState(Knob::Producer); }
 inline std::string ptxas() { return getString(Knob::Ptxas); }
+inline std::string assembler() { return getString(Knob::Assembler); }
+inline std::string nvJitLink() { return getString(Knob::NvJitLink); }
 inline std::string dumpDir() { return getString(Knob::DumpDir); }
 inline std::string cublas() { return getString(Knob::Cublas); }
 } // namespace knobs

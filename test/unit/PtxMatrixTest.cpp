@@ -5,6 +5,7 @@
 // `.extern ... []`. CPU only: no GPU needed.
 #include "compiler/dialect/Target.h"
 #include "jit/Compile.h"
+#include "support/Knobs.h"
 #include "kernels/TileTable.h"
 #include "support/Knobs.h"
 
@@ -22,6 +23,13 @@
 using namespace flashbob;
 
 namespace {
+// The judge is the toolkit's ptxas binary, whatever this process would choose otherwise
+// (assembler_test checks nvJitLink on the same kernels).
+const bool kPtxasJudge = [] {
+  support::setOverride(support::Knob::Assembler, "ptxas");
+  return true;
+}();
+
 using Tiles = kernels::TileConfig;
 using bob::Arch;
 void applyTiles(compiler::KernelSpec &spec, const Tiles &t) { spec.tiles = t; }

@@ -75,7 +75,7 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 13);
+  CHECK(names.size() == 15);
   CHECK(knobInfo(Knob::Library).reader == KnobReader::Python);
   CHECK(knobInfo(Knob::PtxSnapshotDir).reader == KnobReader::Tests);
   CHECK(knobInfo(Knob::CacheDir).reader == KnobReader::Library);
