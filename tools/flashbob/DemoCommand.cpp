@@ -16,6 +16,7 @@
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
 #include "tools/flashbob/OptionCategories.h"
+#include "tools/flashbob/OutputFile.h"
 
 #include "kernels/TileTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -77,7 +78,10 @@ bool showKernelsWithoutGpu() {
     dir = fromKnob;
   else
     llvm::sys::path::system_temp_directory(true, dir), llvm::sys::path::append(dir, "flashbob-demo");
-  llvm::sys::fs::create_directories(dir);
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    llvm::outs() << "cannot create the dump directory " << dir << ": " << ec.message() << "\n";
+    return false;
+  }
   llvm::outs() << "generated kernels (sm_90a, bf16, d=64, causal), written to " << dir << ":\n";
   bool ok = true;
   for (bob::KernelKind kind : {bob::KernelKind::bob_q, bob::KernelKind::bob_kv}) {
@@ -92,8 +96,11 @@ bool showKernelsWithoutGpu() {
       continue;
     }
     std::string path = (dir + "/" + spec.name() + ".ptx").str();
-    std::error_code ec;
-    llvm::raw_fd_ostream(path, ec) << a->ptx;
+    if (llvm::Error e = writeOutput(path, [&](llvm::raw_ostream &os) { os << a->ptx; })) {
+      llvm::outs() << "  " << spec.name() << ": " << llvm::toString(std::move(e)) << "\n";
+      ok = false;
+      continue;
+    }
     llvm::outs() << llvm::formatv("  {0}: {1} threads, {2} B shared, {3} registers, {4} B spill, "
                                   "{5} KiB PTX -> {6}\n",
                                   a->entry, a->threads, a->sharedBytes, a->registers, a->spillBytes,
