@@ -23,6 +23,8 @@ flashbob_status statusFor(support::ErrorKind kind) {
     return FLASHBOB_ERROR_NO_DRIVER;
   case support::ErrorKind::CudaCall:
     return FLASHBOB_ERROR_CUDA;
+  case support::ErrorKind::UnsupportedDevice:
+    return FLASHBOB_ERROR_UNSUPPORTED_DEVICE;
   case support::ErrorKind::Compile:
   case support::ErrorKind::Other: // the compiler's own errors have no class of their own
     return FLASHBOB_ERROR_COMPILE;

@@ -54,6 +54,7 @@ TEST_CASE("every error kind has its C status", "[capi]") {
   CHECK(api::statusFor(support::ErrorKind::NoDriver) == FLASHBOB_ERROR_NO_DRIVER);
   CHECK(api::statusFor(support::ErrorKind::CudaCall) == FLASHBOB_ERROR_CUDA);
   CHECK(api::statusFor(support::ErrorKind::Compile) == FLASHBOB_ERROR_COMPILE);
+  CHECK(api::statusFor(support::ErrorKind::UnsupportedDevice) == FLASHBOB_ERROR_UNSUPPORTED_DEVICE);
   CHECK(api::statusFor(support::ErrorKind::Other) == FLASHBOB_ERROR_COMPILE);
 }
 
