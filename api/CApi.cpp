@@ -5,11 +5,13 @@
 
 #include "api/Attention.h"
 #include "api/CApiStatus.h"
+#include "jit/Launch.h"
 #include "jit/Tuning.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
 
+#include <cmath>
 #include <string>
 
 namespace flashbob::api {
@@ -21,6 +23,8 @@ flashbob_status statusFor(support::ErrorKind kind) {
     return FLASHBOB_ERROR_NO_DRIVER;
   case support::ErrorKind::CudaCall:
     return FLASHBOB_ERROR_CUDA;
+  case support::ErrorKind::UnsupportedDevice:
+    return FLASHBOB_ERROR_UNSUPPORTED_DEVICE;
   case support::ErrorKind::Compile:
   case support::ErrorKind::Other: // the compiler's own errors have no class of their own
     return FLASHBOB_ERROR_COMPILE;
@@ -66,8 +70,10 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
     return badArgument("problem", "is a null pointer");
   if (p->dtype != FLASHBOB_BF16 && p->dtype != FLASHBOB_FP16)
     return badArgument("dtype", "must be FLASHBOB_BF16 or FLASHBOB_FP16");
-  if (p->scale < 0)
-    return badArgument("scale", "must be positive (or 0 for 1/sqrt(head_dim))");
+  // NaN compares false both ways: without its own test it fell through to "0 means default".
+  if (std::isnan(p->scale) || p->scale < 0)
+    return badArgument("scale", "must be positive (or 0 for 1/sqrt(head_dim)), got " +
+                                    llvm::Twine(std::isnan(p->scale) ? "nan" : "a negative number"));
   flashbob::AttentionProblem out;
   out.batch = p->batch;
   out.heads = p->heads;
@@ -78,6 +84,10 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
   out.causal = p->causal != 0;
   if (p->scale > 0)
     out.scale = p->scale;
+  // Checked here too, not only in the launch: flashbob_bob sizes the workspace from batch *
+  // heads * N before that, which must not overflow.
+  if (llvm::Error e = flashbob::jit::validateProblem(out))
+    return std::move(e);
   return out;
 }
 

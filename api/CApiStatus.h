@@ -6,7 +6,7 @@
 
 namespace flashbob::api {
 
-// InvalidArgument, NoDriver and CudaCall map to their statuses; Compile and every error
+// InvalidArgument, NoDriver, CudaCall and UnsupportedDevice map to their statuses; Compile and every error
 // without a kind (the compiler's) to FLASHBOB_ERROR_COMPILE.
 flashbob_status statusFor(support::ErrorKind kind);
 

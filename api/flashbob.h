@@ -29,6 +29,8 @@ typedef enum flashbob_status {
   FLASHBOB_ERROR_NO_DRIVER = 2,        /* no CUDA driver or device */
   FLASHBOB_ERROR_COMPILE = 3,          /* generating or assembling a kernel failed */
   FLASHBOB_ERROR_CUDA = 4,             /* a CUDA driver call failed (named in the message) */
+  FLASHBOB_ERROR_UNSUPPORTED_DEVICE = 5, /* the GPU is not one the kernels run on (below sm_80,
+                                            or unknown, e.g. sm_100); nothing was launched */
 } flashbob_status;
 
 typedef enum flashbob_dtype { FLASHBOB_BF16 = 0, FLASHBOB_FP16 = 1 } flashbob_dtype;

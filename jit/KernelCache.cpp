@@ -15,22 +15,18 @@
 namespace flashbob::jit {
 
 namespace {
-llvm::Error failure(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 // The target for a GPU of compute capability major.minor: its own (Hopper: sm_90a, with wgmma
 // and TMA). FLASHBOB_ARCH=sm_90 on Hopper picks the generic target instead: the mma.sync +
 // cp.async path that sm_80..sm_89 GPUs run, checked on this GPU.
 llvm::Expected<bob::Arch> targetFor(int major, int minor) {
   const std::string own = "sm_" + std::to_string(major) + std::to_string(minor);
+  // Not compile errors: nothing was compiled, and no retry or other setting would help.
   if (major < 8)
-    return failure("flashbob: the GPU is " + own +
-                   "; the kernels need sm_80 or newer (mma.sync bf16)");
+    return support::makeUnsupportedDevice(own, "the kernels need sm_80 or newer (mma.sync bf16)");
   std::optional<bob::Arch> arch = bob::defaultArchFor(major, minor);
   if (!arch)
-    return failure("flashbob: the GPU is " + own + ", for which no target is known (sm_80, sm_86, "
-                   "sm_89, sm_90, sm_90a)");
+    return support::makeUnsupportedDevice(
+        own, "no target is known for it (sm_80, sm_86, sm_89, sm_90, sm_90a)");
   if (const std::string forced = support::knobs::arch(); !forced.empty()) {
     std::optional<bob::Arch> choice = compiler::parseArch(forced);
     if (!choice || bob::targetInfo(*choice).computeCapability != major * 10 + minor)

@@ -10,6 +10,8 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <optional>
 
 namespace flashbob::jit {
@@ -34,8 +36,42 @@ llvm::Error invalid(llvm::StringRef argument, const llvm::Twine &what) {
   return support::makeInvalidArgument(argument, "flashbob: " + what);
 }
 
+// A double as printf's %g writes it (1e+300, nan), for messages.
+std::string plain(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+// The bytes from a tensor's address to the end of its last element, when its extents and strides
+// (in `elementBytes` elements) address them without overflowing 64 bits or wrapping past the end
+// of the address space; the kernels compute addresses from them in 64 bits.
+std::optional<uint64_t> span(CUdeviceptr data, llvm::ArrayRef<int64_t> sizes,
+                             llvm::ArrayRef<int64_t> strides, int64_t elementBytes) {
+  int64_t last = 0; // the last element's offset, in elements
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(sizes[i] - 1, strides[i], &step) ||
+        __builtin_add_overflow(last, step, &last))
+      return std::nullopt;
+  }
+  int64_t bytes = 0;
+  if (__builtin_add_overflow(last, 1, &last) || __builtin_mul_overflow(last, elementBytes, &bytes))
+    return std::nullopt;
+  uint64_t end = 0;
+  if (__builtin_add_overflow(uint64_t(data), uint64_t(bytes), &end))
+    return std::nullopt;
+  return uint64_t(bytes);
+}
+
+llvm::Error outOfRange(llvm::StringRef name) {
+  return invalid(name, name + " does not fit in the address space: its sizes times its strides "
+                              "overflow 64-bit byte offsets or wrap past the end of memory");
+}
+
 // The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
-llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name) {
+llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name,
+                           int64_t rows) {
   if (!t.data)
     return invalid(name, name + " is a null pointer");
   if (t.stride[3] != 1)
@@ -50,14 +86,21 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::Str
   if (t.stride[2] < p.headDim)
     return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
+  if (!span(t.data, {p.batch, p.heads, rows, p.headDim},
+            {t.stride[0], t.stride[1], t.stride[2], 1}, 2))
+    return outOfRange(name);
   return llvm::Error::success();
 }
 
-llvm::Error validateRows(const Tensor &r, llvm::StringRef name) {
+// A row vector is contiguous (batch, heads, rows) f32, as pack() describes it.
+llvm::Error validateRows(const AttentionProblem &p, const Tensor &r, llvm::StringRef name,
+                         int64_t rows) {
   if (!r.data)
     return invalid(name, name + " is a null pointer");
   if (r.data % 4 != 0)
     return invalid(name, name + " is not 4-byte aligned");
+  if (!span(r.data, {p.batch, p.heads, rows}, {p.heads * rows, rows, 1}, 4))
+    return outOfRange(name);
   return llvm::Error::success();
 }
 
@@ -72,14 +115,36 @@ llvm::Error validateProblem(const AttentionProblem &p) {
     return invalid("seq_q", "seq_q (N) must be positive, got " + llvm::Twine(p.seqQ));
   if (p.seqK <= 0)
     return invalid("seq_k", "seq_k (M) must be positive, got " + llvm::Twine(p.seqK));
+  // Row positions, the mask's arithmetic, a block's end and TMA coordinates are 32-bit in the
+  // kernels: a longer sequence would wrap there and compute something else without a fault.
+  if (p.seqQ > kMaxSequence)
+    return invalid("seq_q", "seq_q (N) = " + llvm::Twine(p.seqQ) + " exceeds " +
+                                llvm::Twine(kMaxSequence) +
+                                " (2^31 - 256: the kernels index rows with 32-bit integers)");
+  if (p.seqK > kMaxSequence)
+    return invalid("seq_k", "seq_k (M) = " + llvm::Twine(p.seqK) + " exceeds " +
+                                llvm::Twine(kMaxSequence) +
+                                " (2^31 - 256: the kernels index rows with 32-bit integers)");
   if (p.headDim <= 0 || p.headDim % 16 != 0 || p.headDim > 256)
     return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) +
                    " is unsupported (a multiple of 16 up to 256)");
-  if (p.batch * p.heads > 65535)
-    return invalid("batch", "batch * heads = " + llvm::Twine(p.batch * p.heads) +
-                   " exceeds the grid's y limit 65535");
-  if (p.scale && (!std::isfinite(*p.scale) || *p.scale <= 0))
-    return invalid("scale", "scale must be a positive finite number");
+  // One block row per (batch, head): grid y. Multiplied without overflow, since a product that
+  // wraps could land under the limit and launch a wrong grid.
+  int64_t rowsOfBlocks = 0;
+  if (__builtin_mul_overflow(p.batch, p.heads, &rowsOfBlocks) || rowsOfBlocks > kMaxGridY)
+    return invalid("batch", "batch * heads = " + llvm::Twine(p.batch) + " * " +
+                                llvm::Twine(p.heads) + " exceeds the grid's y limit 65535");
+  // The kernels compute in f32: a scale that is finite as a double can still be infinite or
+  // zero (1e300, 1e-320) as a float.
+  if (p.scale) {
+    const double s = *p.scale;
+    if (!std::isfinite(s) || s <= 0)
+      return invalid("scale", "scale must be a positive finite number, got " + plain(s));
+    if (s < std::numeric_limits<float>::min() || s > std::numeric_limits<float>::max())
+      return invalid("scale", "scale " + plain(s) +
+                                  " is out of float32's normal range [1.2e-38, 3.4e+38] (the "
+                                  "kernels compute in f32)");
+  }
   return llvm::Error::success();
 }
 
@@ -97,9 +162,10 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       const kernels::OperandInfo &info = kernels::operandInfo(param.operand);
       if (!bindings.bound(param.operand))
         return invalid(info.name, info.name + " is not given");
+      const int64_t rows = info.side == kernels::Side::query ? p.seqQ : p.seqK;
       llvm::Error e = info.layout == kernels::Layout::rows
-                          ? validateRows(bindings[param.operand], info.name)
-                          : validateTensor(p, bindings[param.operand], info.name);
+                          ? validateRows(p, bindings[param.operand], info.name, rows)
+                          : validateTensor(p, bindings[param.operand], info.name, rows);
       if (e)
         return e;
     }
@@ -143,6 +209,8 @@ runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProbl
   const int64_t rows = keyMajor ? p.seqK : p.seqQ;
   const int64_t block = keyMajor ? spec.tiles.blockN : spec.tiles.blockM;
   runtime::GridDims g;
+  // validateProblem bounds both: rows < 2^31 (so x < 2^31 - 1, the grid's x limit) and
+  // batch * heads <= 65535; the casts cannot truncate.
   g.x = static_cast<unsigned>((rows + block - 1) / block);
   g.y = static_cast<unsigned>(p.batch * p.heads);
   return g;

@@ -35,6 +35,11 @@ private:
 // laid out as its layout needs. The error names the argument (as kernels::operandInfo spells
 // it); on an error nothing may be launched.
 llvm::Error validateProblem(const AttentionProblem &p);
+// The longest sequence (N or M) the kernels index correctly: rows, the mask and TMA coordinates
+// are 32-bit there, and a block's end (start + at most 256 rows) must not wrap either.
+inline constexpr int64_t kMaxSequence = (int64_t(1) << 31) - 256;
+// The grid's y dimension (batch * heads) is limited to 65535 blocks by CUDA.
+inline constexpr int64_t kMaxGridY = 65535;
 llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds,
                      const Bindings &bindings);
 

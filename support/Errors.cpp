@@ -6,6 +6,7 @@ char InvalidArgumentError::ID = 0;
 char NoDriverError::ID = 0;
 char CudaCallError::ID = 0;
 char CompileError::ID = 0;
+char UnsupportedDeviceError::ID = 0;
 
 llvm::Error makeInvalidArgument(llvm::StringRef argument, const llvm::Twine &message) {
   return llvm::make_error<InvalidArgumentError>(argument.str(), message.str());
@@ -23,6 +24,10 @@ llvm::Error makeCompileError(llvm::StringRef stage, const llvm::Twine &message) 
   return llvm::make_error<CompileError>(stage.str(), message.str());
 }
 
+llvm::Error makeUnsupportedDevice(llvm::StringRef device, const llvm::Twine &reason) {
+  return llvm::make_error<UnsupportedDeviceError>(device.str(), reason.str());
+}
+
 ErrorKind kindOf(const llvm::ErrorInfoBase &payload) {
   if (payload.isA<InvalidArgumentError>())
     return ErrorKind::InvalidArgument;
@@ -32,6 +37,8 @@ ErrorKind kindOf(const llvm::ErrorInfoBase &payload) {
     return ErrorKind::CudaCall;
   if (payload.isA<CompileError>())
     return ErrorKind::Compile;
+  if (payload.isA<UnsupportedDeviceError>())
+    return ErrorKind::UnsupportedDevice;
   // Older code marks argument errors by their error code only (createStringError(errc::...)).
   if (payload.convertToErrorCode() == std::errc::invalid_argument)
     return ErrorKind::InvalidArgument;

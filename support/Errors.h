@@ -61,6 +61,23 @@ private:
   std::string description_;
 };
 
+// There is a GPU, but the kernels cannot run on it (below sm_80, or a compute capability no
+// target is known for, e.g. sm_100). Prints "this GPU (sm_XY) is not supported: <reason>".
+class UnsupportedDeviceError : public llvm::ErrorInfo<UnsupportedDeviceError> {
+public:
+  static char ID;
+  UnsupportedDeviceError(std::string device, std::string reason)
+      : device_(std::move(device)), reason_(std::move(reason)) {}
+  const std::string &device() const { return device_; } // "sm_75"
+  void log(llvm::raw_ostream &os) const override {
+    os << "this GPU (" << device_ << ") is not supported: " << reason_;
+  }
+  std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
+
+private:
+  std::string device_, reason_;
+};
+
 // Generating or assembling a kernel failed at `stage` (e.g. "ptxas"). Prints the message as is.
 class CompileError : public llvm::ErrorInfo<CompileError> {
 public:
@@ -79,8 +96,9 @@ llvm::Error makeInvalidArgument(llvm::StringRef argument, const llvm::Twine &mes
 llvm::Error makeNoDriver(const llvm::Twine &reason);
 llvm::Error makeCudaCallError(llvm::StringRef call, int result, const llvm::Twine &description);
 llvm::Error makeCompileError(llvm::StringRef stage, const llvm::Twine &message);
+llvm::Error makeUnsupportedDevice(llvm::StringRef device, const llvm::Twine &reason);
 
-enum class ErrorKind { InvalidArgument, NoDriver, CudaCall, Compile, Other };
+enum class ErrorKind { InvalidArgument, NoDriver, CudaCall, Compile, UnsupportedDevice, Other };
 
 // The kind of one error payload (e.g. inside llvm::handleAllErrors).
 ErrorKind kindOf(const llvm::ErrorInfoBase &payload);

@@ -9,13 +9,14 @@ import logging
 import os
 from pathlib import Path
 
-OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA = 0, 1, 2, 3, 4
+OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA, UNSUPPORTED_DEVICE = 0, 1, 2, 3, 4, 5
 BF16, FP16 = 0, 1
 OP_FORWARD, OP_BACKWARD, OP_BOB = 0, 1, 2
 
 
 class FlashBobError(RuntimeError):
-    """A FlashBoB failure that is not an invalid argument (compile, driver, no GPU)."""
+    """A FlashBoB failure that is not an invalid argument (compile, driver, no GPU, a GPU the
+    kernels do not support)."""
 
 
 class Problem(ctypes.Structure):

@@ -71,3 +71,71 @@ TEST_CASE("API validation names the bad argument", "[api]") {
   CHECK(invalidArgumentOf(attentionForward(p, q, nullK, k, q, lse)) == "k");
   CHECK(invalidArgumentOf(attentionForward(p, q, k, k, q, RowVector{0})) == "lse");
 }
+
+// Sizes the kernels would compute wrongly are refused, not launched with a truncated grid or
+// wrapped row positions; the largest valid sizes pass validation (the call then fails only at
+// the missing driver, after validation).
+TEST_CASE("API validation refuses sizes the kernels cannot index", "[api]") {
+  AttentionProblem p;
+  p.batch = 1;
+  p.heads = 1;
+  p.seqQ = 128;
+  p.seqK = 128;
+  p.headDim = 64;
+  const CUdeviceptr base = 0x10000;
+  auto error = [&](const AttentionProblem &prob) {
+    Tensor q = prob.contiguous(base, prob.seqQ), k = prob.contiguous(base, prob.seqK);
+    return invalidArgumentOf(attentionForward(prob, q, k, k, q, RowVector{base}));
+  };
+
+  // batch * heads wraps int64 to 2 (3 * 0x5555555555555556 = 2^64 + 2): refused, not a 2-row grid.
+  AttentionProblem bad = p;
+  bad.batch = 3;
+  bad.heads = 0x5555555555555556;
+  CHECK(error(bad) == "batch");
+  bad.heads = 21846; // 3 * 21846 = 65538 > 65535
+  CHECK(error(bad) == "batch");
+
+  // 2^38 + 64 rows would truncate the grid's x to one block; 2^31 would wrap i32 row positions.
+  bad = p;
+  bad.seqQ = (int64_t(1) << 38) + 64;
+  CHECK(error(bad) == "seq_q");
+  bad.seqQ = int64_t(1) << 31;
+  CHECK(error(bad) == "seq_q");
+  bad = p;
+  bad.seqK = int64_t(1) << 31;
+  CHECK(error(bad) == "seq_k");
+
+  // A tensor whose strides times sizes overflow 64-bit byte offsets.
+  Tensor q = p.contiguous(base, p.seqQ), k = p.contiguous(base, p.seqK);
+  Tensor huge = k;
+  huge.stride[0] = int64_t(1) << 62;
+  bad = p;
+  bad.batch = 4;
+  CHECK(invalidArgumentOf(attentionForward(bad, q, huge, k, q, RowVector{base})) == "k");
+  // ... or wrap past the end of the address space from where it starts.
+  Tensor high = k;
+  high.data = ~CUdeviceptr(0) - 1023; // 16-byte aligned, 1 KiB below the top
+  CHECK(invalidArgumentOf(attentionForward(p, q, high, k, q, RowVector{base})) == "k");
+  CHECK(invalidArgumentOf(attentionForward(p, q, k, k, q, RowVector{~CUdeviceptr(0) - 255})) ==
+        "lse");
+
+  // The kernels' scale is f32: finite doubles beyond float's range are refused.
+  for (double scale : {1e300, 1e-320, 1e-39}) {
+    bad = p;
+    bad.scale = scale;
+    CHECK(error(bad) == "scale");
+  }
+
+  // The largest valid sizes are accepted (the error is then the missing driver's, not ours).
+  AttentionProblem edge = p;
+  edge.seqQ = edge.seqK = (int64_t(1) << 31) - 256;
+  CHECK_THAT(error(edge), !Catch::Contains("seq_"));
+  edge = p;
+  edge.batch = 5;
+  edge.heads = 13107; // 65535
+  CHECK_THAT(error(edge), !Catch::Contains("batch"));
+  edge = p;
+  edge.scale = 1e-30;
+  CHECK_THAT(error(edge), !Catch::Contains("scale"));
+}

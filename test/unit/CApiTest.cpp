@@ -15,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ TEST_CASE("every error kind has its C status", "[capi]") {
   CHECK(api::statusFor(support::ErrorKind::NoDriver) == FLASHBOB_ERROR_NO_DRIVER);
   CHECK(api::statusFor(support::ErrorKind::CudaCall) == FLASHBOB_ERROR_CUDA);
   CHECK(api::statusFor(support::ErrorKind::Compile) == FLASHBOB_ERROR_COMPILE);
+  CHECK(api::statusFor(support::ErrorKind::UnsupportedDevice) == FLASHBOB_ERROR_UNSUPPORTED_DEVICE);
   CHECK(api::statusFor(support::ErrorKind::Other) == FLASHBOB_ERROR_COMPILE);
 }
 
@@ -69,6 +71,18 @@ TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
   bad.seq_q = -3;
   CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(flashbob_last_error()) == "flashbob: seq_q (N) must be positive, got -3");
+
+  // A NaN scale is refused (it used to become 1/sqrt(d), status OK); so are finite doubles that
+  // float32, the kernels' type, cannot hold.
+  bad = p;
+  bad.scale = std::nan("");
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("scale") && Catch::Contains("nan"));
+  for (double scale : {1e300, 1e-320}) {
+    bad.scale = scale;
+    CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(flashbob_last_error(), Catch::Contains("scale"));
+  }
 
   CHECK(flashbob_forward(&p, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
   CHECK_THAT(flashbob_last_error(),

@@ -196,6 +196,10 @@ TEST_CASE("error kinds print their message and classify by class", "[errors]") {
   CHECK(cuda.kind == ErrorKind::CudaCall);
   CHECK(cuda.message == "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out)");
 
+  ErrorReport device = report(makeUnsupportedDevice("sm_75", "the kernels need sm_80 or newer"));
+  CHECK(device.kind == ErrorKind::UnsupportedDevice);
+  CHECK(device.message == "this GPU (sm_75) is not supported: the kernels need sm_80 or newer");
+
   ErrorReport compile = report(makeCompileError("ptxas", "ptxas failed (exit 255)"));
   CHECK(compile.kind == ErrorKind::Compile);
   CHECK(compile.message == "ptxas failed (exit 255)");

@@ -11,6 +11,7 @@
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/DeviceBuffer.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/OutputFile.h"
 #include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/ProblemOptions.h"
 
@@ -82,12 +83,10 @@ bool writeJson(const llvm::json::Object &object) {
     return true;
   // Through a temporary file renamed into place: a script polling for results never reads half
   // a file, and a failed write leaves the previous one.
-  if (llvm::Error e = llvm::writeToOutput(jsonPath, [&](llvm::raw_ostream &os) {
+  if (llvm::Error e = writeOutput(jsonPath, [&](llvm::raw_ostream &os) {
         os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(object))) << "\n";
-        return llvm::Error::success();
       })) {
-    llvm::errs() << "flashbob bench: --json: cannot write '" << jsonPath
-                 << "': " << llvm::toString(std::move(e)) << "\n";
+    llvm::errs() << "flashbob bench: --json: " << llvm::toString(std::move(e)) << "\n";
     return false;
   }
   return true;

@@ -6,13 +6,13 @@
 #include "support/Knobs.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/OutputFile.h"
 #include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/SpecOptions.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -44,13 +44,7 @@ cl::opt<bool> timing("time", cl::desc("Print how long each step took"), cl::sub(
                      cl::cat(compileCategory));
 
 llvm::Error writeFile(llvm::StringRef path, llvm::StringRef data) {
-  std::error_code ec;
-  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write " + path + ": " + ec.message());
-  out.os() << data;
-  out.keep();
-  return llvm::Error::success();
+  return writeOutput(path, [&](llvm::raw_ostream &os) { os << data; });
 }
 
 llvm::Error dumpAll(llvm::StringRef dir, const compiler::KernelSpec &spec,

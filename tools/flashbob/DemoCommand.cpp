@@ -6,6 +6,7 @@
 //    oracle and prints the errors and the time. Without a GPU: says so, compiles the BoB kernels
 //    for sm_90a anyway and shows where their PTX went and a summary of each.
 #include "jit/Compile.h"
+#include "jit/Launch.h"
 #include "kernels/Kernels.h"
 #include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"
@@ -15,6 +16,7 @@
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
 #include "tools/flashbob/OptionCategories.h"
+#include "tools/flashbob/OutputFile.h"
 
 #include "kernels/TileTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -55,6 +57,9 @@ llvm::cl::opt<int64_t> gpuSeq("gpu-seq", llvm::cl::desc("Sequence length of the 
 
 using oracle::Matrix;
 
+// 2^24 pairs: 128 MiB per dense float64 N x M matrix, a few seconds of CPU.
+constexpr int64_t kMaxCpuPairs = int64_t(1) << 24;
+
 Matrix randomMatrix(oracle::Index rows, oracle::Index cols, std::mt19937_64 &rng) {
   std::normal_distribution<double> normal(0.0, 1.0);
   Matrix m(rows, cols);
@@ -73,7 +78,10 @@ bool showKernelsWithoutGpu() {
     dir = fromKnob;
   else
     llvm::sys::path::system_temp_directory(true, dir), llvm::sys::path::append(dir, "flashbob-demo");
-  llvm::sys::fs::create_directories(dir);
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    llvm::outs() << "cannot create the dump directory " << dir << ": " << ec.message() << "\n";
+    return false;
+  }
   llvm::outs() << "generated kernels (sm_90a, bf16, d=64, causal), written to " << dir << ":\n";
   bool ok = true;
   for (bob::KernelKind kind : {bob::KernelKind::bob_q, bob::KernelKind::bob_kv}) {
@@ -88,8 +96,11 @@ bool showKernelsWithoutGpu() {
       continue;
     }
     std::string path = (dir + "/" + spec.name() + ".ptx").str();
-    std::error_code ec;
-    llvm::raw_fd_ostream(path, ec) << a->ptx;
+    if (llvm::Error e = writeOutput(path, [&](llvm::raw_ostream &os) { os << a->ptx; })) {
+      llvm::outs() << "  " << spec.name() << ": " << llvm::toString(std::move(e)) << "\n";
+      ok = false;
+      continue;
+    }
     llvm::outs() << llvm::formatv("  {0}: {1} threads, {2} B shared, {3} registers, {4} B spill, "
                                   "{5} KiB PTX -> {6}\n",
                                   a->entry, a->threads, a->sharedBytes, a->registers, a->spillBytes,
@@ -123,6 +134,23 @@ bool runGpuPart() {
 } // namespace
 
 int runDemo() {
+  // Checked with the CPU flags, before the CPU part runs and the driver is looked for.
+  if (gpuSeq <= 0 || gpuSeq > jit::kMaxSequence) {
+    llvm::errs() << llvm::formatv("flashbob demo: --gpu-seq: must be in [1, {0}], got {1}\n",
+                                  jit::kMaxSequence, int64_t(gpuSeq));
+    return kExitUsage;
+  }
+  // The CPU part holds dense N x M float64 matrices (a dozen of them): bound N * M so that a
+  // large --seq-q is refused here instead of aborting in an allocation.
+  int64_t pairs = 0;
+  if (seqQ > 0 && seqK > 0 &&
+      (__builtin_mul_overflow(int64_t(seqQ), int64_t(seqK), &pairs) || pairs > kMaxCpuPairs)) {
+    llvm::errs() << llvm::formatv("flashbob demo: --seq-q {0} --seq-k {1}: too large for the CPU "
+                                  "oracle's dense matrices (N * M at most {2}); the GPU part's "
+                                  "length is --gpu-seq\n",
+                                  int64_t(seqQ), int64_t(seqK), kMaxCpuPairs);
+    return kExitUsage;
+  }
   oracle::Problem p;
   oracle::Tiling tiling{blockM, blockN};
   try {

@@ -12,13 +12,15 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitFailure = 1,   // the command ran and something was wrong (errors, check failed)
   kExitUsage = 2,     // bad arguments; nothing was run
-  kExitNoDriver = 3,  // the command needs a GPU and no CUDA driver/device was found
+  kExitNoDriver = 3,  // the command needs a GPU and no CUDA driver/device (or no supported
+                      // one) was found
 };
 
 // The exit code of a failed command, from its error's class.
 inline ExitCode exitCodeFor(support::ErrorKind kind) {
   switch (kind) {
   case support::ErrorKind::NoDriver:
+  case support::ErrorKind::UnsupportedDevice: // no GPU this command can use
     return kExitNoDriver;
   case support::ErrorKind::InvalidArgument:
     return kExitUsage; // the API's argument validation, before anything ran

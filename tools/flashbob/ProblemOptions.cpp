@@ -1,6 +1,9 @@
 #include "tools/flashbob/ProblemOptions.h"
 #include "tools/flashbob/OptionCategories.h"
 
+#include "jit/Launch.h"
+#include "support/Errors.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -65,6 +68,23 @@ std::string plain(double v) {
   return text;
 }
 
+// jit::validateProblem's error ("flashbob: seq_q (N) = ... exceeds ...") as the flag's
+// ("--seq-q: seq_q (N) = ... exceeds ..."), still an InvalidArgumentError.
+llvm::Error asFlagError(llvm::Error e) {
+  return llvm::handleErrors(std::move(e), [](const support::InvalidArgumentError &a) {
+    const llvm::StringRef argument = a.argument();
+    const std::string flag = argument == "batch"    ? "--batch, --heads"
+                             : argument == "seq_q"  ? "--seq-q"
+                             : argument == "seq_k"  ? "--seq-k"
+                             : argument == "head_dim" ? "--head-dim"
+                                                      : "--" + argument.str();
+    const std::string whole = a.message();
+    llvm::StringRef message(whole);
+    message.consume_front("flashbob: ");
+    return support::makeInvalidArgument(flag, flag + ": " + message);
+  });
+}
+
 llvm::Error positive(llvm::StringRef flag, int64_t v) {
   if (v <= 0)
     return bad(llvm::formatv("--{0}: must be positive, got {1}", flag, v));
@@ -109,6 +129,11 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
       return bad(llvm::formatv("--batch {0} --heads {1} --seq-q {2} --seq-k {3} --head-dim {4}: "
                                "too large (a tensor's byte count overflows 64 bits)",
                                p.batch, p.heads, p.seqQ, p.seqK, p.headDim));
+
+  // The API's own checks (the sizes the kernels can index, a scale float32 can hold, the grid's
+  // limits), here so that they come before the driver is looked for, worded for the flags.
+  if (llvm::Error e = jit::validateProblem(p))
+    return asFlagError(std::move(e));
 
   if (iters_ < 1)
     return bad(llvm::formatv("--iters: must be at least 1, got {0}", int(iters_)));

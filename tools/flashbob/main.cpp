@@ -2,6 +2,7 @@
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
 #include "tools/flashbob/OptionCategories.h"
+#include "tools/flashbob/RepeatedOptions.h"
 
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -21,6 +22,10 @@ int main(int argc, char **argv) {
                                          "compiled\n",
                                          &llvm::errs()))
     return kExitUsage;
+  if (llvm::Error e = checkRepeatedOptions()) {
+    llvm::errs() << "flashbob: " << llvm::toString(std::move(e)) << "\n";
+    return kExitUsage;
+  }
 
   if (demoCommand)
     return runDemo();

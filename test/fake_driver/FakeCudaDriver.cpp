@@ -1,0 +1,430 @@
+// A fake CUDA driver: libfake_cuda.so, loaded in place of libcuda.so.1 with
+// FLASHBOB_CUDA_DRIVER=<path>, so that everything between argument checking and the launch
+// (validation order, the kernel cache, tuning records, metadata, error classification) runs in
+// CPU tests. It exports cuGetProcAddress_v2, the one symbol runtime/driver/CudaDriver.cpp takes
+// by name, and hands out every entry point that FLASHBOB_CUDA_DRIVER_ENTRY_POINTS lists (a new
+// one that is not faked here fails this file's build, not a test at run time).
+//
+// The device: one H200-like GPU (sm_90, 132 SMs, 227 KB of shared memory per block opt-in).
+// "Device" memory is host memory; copies and memsets are memcpy / memset; modules accept any
+// image; kernels do not run: a launch is recorded. Environment:
+//   FAKE_CUDA_CC=75           the compute capability (major * 10 + minor), default 90
+//   FAKE_CUDA_DEVICES=0       the device count, default 1
+//   FAKE_CUDA_FAIL=call:ERR[,call:ERR...]
+//                             the named entry points return ERR (a CUDA_ERROR_* name or a number)
+//   FAKE_CUDA_LOG=path        every call's name appended to path, one line each; a launch's line
+//                             reads "cuLaunchKernel <entry> grid=X,Y,Z block=X,Y,Z shared=B"
+// In-process tests can read launches back with fake_cuda_launch_count / fake_cuda_launch.
+#define LLVM_DISABLE_ABI_BREAKING_CHECKS_ENFORCING 1 // the runtime's header only, no LLVM linked
+#include "runtime/driver/CudaDriver.h"
+#include "test/fake_driver/FakeCudaDriver.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Function {
+  std::string entry;
+  int maxDynamicShared = 48 * 1024;
+};
+struct Module {
+  std::vector<Function *> functions;
+};
+
+std::mutex mutex;
+std::vector<fake_cuda_launch_record> launches;
+int contextTag = 0, streamTag = 0, eventTag = 0; // addresses of these are the handles
+
+// CUDA_ERROR_* names the fake knows (FAKE_CUDA_FAIL, cuGetErrorName).
+const struct {
+  const char *name;
+  CUresult value;
+} kErrors[] = {
+    {"CUDA_SUCCESS", CUDA_SUCCESS},
+    {"CUDA_ERROR_INVALID_VALUE", CUDA_ERROR_INVALID_VALUE},
+    {"CUDA_ERROR_OUT_OF_MEMORY", CUDA_ERROR_OUT_OF_MEMORY},
+    {"CUDA_ERROR_NOT_INITIALIZED", CUDA_ERROR_NOT_INITIALIZED},
+    {"CUDA_ERROR_NO_DEVICE", CUDA_ERROR_NO_DEVICE},
+    {"CUDA_ERROR_INVALID_DEVICE", CUDA_ERROR_INVALID_DEVICE},
+    {"CUDA_ERROR_INVALID_IMAGE", CUDA_ERROR_INVALID_IMAGE},
+    {"CUDA_ERROR_INVALID_CONTEXT", CUDA_ERROR_INVALID_CONTEXT},
+    {"CUDA_ERROR_NO_BINARY_FOR_GPU", CUDA_ERROR_NO_BINARY_FOR_GPU},
+    {"CUDA_ERROR_INVALID_PTX", CUDA_ERROR_INVALID_PTX},
+    {"CUDA_ERROR_INVALID_HANDLE", CUDA_ERROR_INVALID_HANDLE},
+    {"CUDA_ERROR_NOT_FOUND", CUDA_ERROR_NOT_FOUND},
+    {"CUDA_ERROR_ILLEGAL_ADDRESS", CUDA_ERROR_ILLEGAL_ADDRESS},
+    {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES},
+    {"CUDA_ERROR_LAUNCH_FAILED", CUDA_ERROR_LAUNCH_FAILED},
+    {"CUDA_ERROR_UNKNOWN", CUDA_ERROR_UNKNOWN},
+};
+
+int envInt(const char *name, int fallback) {
+  const char *v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// The failure FAKE_CUDA_FAIL names for `call` (CUDA_SUCCESS for none). Read on every call, so
+// an in-process test can set and unset it between calls.
+CUresult injectedFailure(const char *call) {
+  const char *spec = std::getenv("FAKE_CUDA_FAIL");
+  const std::string all = spec ? spec : "";
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find(',', start);
+    if (end == std::string::npos)
+      end = all.size();
+    const std::string item = all.substr(start, end - start);
+    const size_t colon = item.find(':');
+    if (colon != std::string::npos && item.compare(0, colon, call) == 0 &&
+        std::strlen(call) == colon) {
+      const std::string error = item.substr(colon + 1);
+      for (const auto &e : kErrors)
+        if (error == e.name)
+          return e.value;
+      return CUresult(std::atoi(error.c_str()));
+    }
+    start = end + 1;
+  }
+  return CUDA_SUCCESS;
+}
+
+void log(const std::string &line) {
+  const char *path = std::getenv("FAKE_CUDA_LOG");
+  if (!path || !*path)
+    return;
+  if (FILE *f = std::fopen(path, "a")) {
+    std::fprintf(f, "%s\n", line.c_str());
+    std::fclose(f);
+  }
+}
+
+// Every entry point starts here: logs the call, and returns the failure FAKE_CUDA_FAIL asks for
+// (CUDA_SUCCESS otherwise).
+CUresult enter(const char *call) {
+  if (std::strcmp(call, "cuLaunchKernel") != 0) // a launch logs its own, longer line
+    log(call);
+  return injectedFailure(call);
+}
+
+#define ENTER(call)                                                                               \
+  if (CUresult failure = enter(call); failure != CUDA_SUCCESS)                                    \
+    return failure
+
+int computeCapability() { return envInt("FAKE_CUDA_CC", 90); }
+
+// ---- the entry points (signatures: the PFN_ typedefs of cudaTypedefs.h) ----
+
+CUresult fake_cuInit(unsigned int) {
+  ENTER("cuInit");
+  return envInt("FAKE_CUDA_DEVICES", 1) > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+CUresult fake_cuDriverGetVersion(int *version) {
+  ENTER("cuDriverGetVersion");
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuGetErrorName(CUresult error, const char **name) {
+  for (const auto &e : kErrors)
+    if (e.value == error) {
+      *name = e.name;
+      return CUDA_SUCCESS;
+    }
+  *name = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult fake_cuGetErrorString(CUresult error, const char **text) {
+  *text = error == CUDA_SUCCESS ? "no error" : "injected by the fake CUDA driver";
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDeviceGetCount(int *count) {
+  ENTER("cuDeviceGetCount");
+  *count = envInt("FAKE_CUDA_DEVICES", 1);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
+  ENTER("cuDeviceGet");
+  if (ordinal < 0 || ordinal >= envInt("FAKE_CUDA_DEVICES", 1))
+    return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDeviceGetName(char *name, int length, CUdevice) {
+  ENTER("cuDeviceGetName");
+  std::snprintf(name, size_t(length), "Fake H200 (sm_%d)", computeCapability());
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice) {
+  ENTER("cuDeviceGetAttribute");
+  switch (attribute) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = computeCapability() / 10; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = computeCapability() % 10; break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = 227 * 1024; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 48 * 1024; break;
+  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *value = 60 * 1024 * 1024; break;
+  case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
+  default: *value = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice) {
+  ENTER("cuDeviceTotalMem");
+  *bytes = size_t(141) << 30;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
+  ENTER("cuDevicePrimaryCtxRetain");
+  *context = reinterpret_cast<CUcontext>(&contextTag);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDevicePrimaryCtxRelease(CUdevice) {
+  ENTER("cuDevicePrimaryCtxRelease");
+  return CUDA_SUCCESS;
+}
+thread_local CUcontext current = nullptr;
+CUresult fake_cuCtxGetCurrent(CUcontext *context) {
+  ENTER("cuCtxGetCurrent");
+  *context = current;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuCtxSetCurrent(CUcontext context) {
+  ENTER("cuCtxSetCurrent");
+  current = context;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuCtxGetDevice(CUdevice *device) {
+  ENTER("cuCtxGetDevice");
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuCtxSynchronize() {
+  ENTER("cuCtxSynchronize");
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuCtxCreate(CUcontext *context, unsigned int, CUdevice) {
+  ENTER("cuCtxCreate");
+  *context = current = reinterpret_cast<CUcontext>(&contextTag);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuCtxDestroy(CUcontext) {
+  ENTER("cuCtxDestroy");
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuModuleLoadDataEx(CUmodule *module, const void *, unsigned int, CUjit_option *,
+                                 void **) {
+  ENTER("cuModuleLoadDataEx");
+  *module = reinterpret_cast<CUmodule>(new Module);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuModuleUnload(CUmodule module) {
+  ENTER("cuModuleUnload");
+  Module *m = reinterpret_cast<Module *>(module);
+  for (Function *f : m->functions)
+    delete f;
+  delete m;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name) {
+  ENTER("cuModuleGetFunction");
+  Function *f = new Function{name};
+  reinterpret_cast<Module *>(module)->functions.push_back(f);
+  *function = reinterpret_cast<CUfunction>(f);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuFuncGetAttribute(int *value, CUfunction_attribute attribute, CUfunction function) {
+  ENTER("cuFuncGetAttribute");
+  *value = attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+               ? reinterpret_cast<Function *>(function)->maxDynamicShared
+               : 0;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute, int value) {
+  ENTER("cuFuncSetAttribute");
+  // As the real driver: no more dynamic shared memory than the device's opt-in limit.
+  if (attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    if (value < 0 || value > 227 * 1024)
+      return CUDA_ERROR_INVALID_VALUE;
+    reinterpret_cast<Function *>(function)->maxDynamicShared = value;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz,
+                             unsigned bx, unsigned by, unsigned bz, unsigned shared, CUstream,
+                             void **, void **) {
+  const Function *f = reinterpret_cast<const Function *>(function);
+  char line[512];
+  std::snprintf(line, sizeof(line), "cuLaunchKernel %s grid=%u,%u,%u block=%u,%u,%u shared=%u",
+                f->entry.c_str(), gx, gy, gz, bx, by, bz, shared);
+  log(line);
+  ENTER("cuLaunchKernel");
+  // As the real driver: the grid's limits, and the dynamic shared memory the kernel opted in to.
+  if (gx == 0 || gy == 0 || gz == 0 || gx > 0x7fffffffu || gy > 65535 || gz > 65535 ||
+      bx * by * bz > 1024 || int(shared) > f->maxDynamicShared)
+    return CUDA_ERROR_INVALID_VALUE;
+  fake_cuda_launch_record r{};
+  std::snprintf(r.entry, sizeof(r.entry), "%s", f->entry.c_str());
+  r.grid[0] = gx, r.grid[1] = gy, r.grid[2] = gz;
+  r.block[0] = bx, r.block[1] = by, r.block[2] = bz;
+  r.sharedBytes = shared;
+  std::lock_guard<std::mutex> lock(mutex);
+  launches.push_back(r);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
+  ENTER("cuMemAlloc");
+  void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemFree(CUdeviceptr pointer) {
+  ENTER("cuMemFree");
+  std::free(reinterpret_cast<void *>(pointer));
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemGetInfo(size_t *free, size_t *total) {
+  ENTER("cuMemGetInfo");
+  *free = size_t(140) << 30;
+  *total = size_t(141) << 30;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemcpyHtoD(CUdeviceptr to, const void *from, size_t bytes) {
+  ENTER("cuMemcpyHtoD");
+  std::memcpy(reinterpret_cast<void *>(to), from, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr to, const void *from, size_t bytes, CUstream) {
+  ENTER("cuMemcpyHtoDAsync");
+  std::memcpy(reinterpret_cast<void *>(to), from, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemcpyDtoH(void *to, CUdeviceptr from, size_t bytes) {
+  ENTER("cuMemcpyDtoH");
+  std::memcpy(to, reinterpret_cast<const void *>(from), bytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemcpyDtoD(CUdeviceptr to, CUdeviceptr from, size_t bytes) {
+  ENTER("cuMemcpyDtoD");
+  std::memmove(reinterpret_cast<void *>(to), reinterpret_cast<const void *>(from), bytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemsetD8(CUdeviceptr to, unsigned char value, size_t count) {
+  ENTER("cuMemsetD8");
+  std::memset(reinterpret_cast<void *>(to), value, count);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemsetD32(CUdeviceptr to, unsigned int value, size_t count) {
+  ENTER("cuMemsetD32");
+  auto *p = reinterpret_cast<unsigned int *>(to);
+  for (size_t i = 0; i < count; ++i)
+    p[i] = value;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuStreamCreate(CUstream *stream, unsigned int) {
+  ENTER("cuStreamCreate");
+  *stream = reinterpret_cast<CUstream>(&streamTag);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuStreamDestroy(CUstream) {
+  ENTER("cuStreamDestroy");
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuStreamSynchronize(CUstream) {
+  ENTER("cuStreamSynchronize");
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventCreate(CUevent *event, unsigned int) {
+  ENTER("cuEventCreate");
+  *event = reinterpret_cast<CUevent>(&eventTag);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventDestroy(CUevent) {
+  ENTER("cuEventDestroy");
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventRecord(CUevent, CUstream) {
+  ENTER("cuEventRecord");
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventSynchronize(CUevent) {
+  ENTER("cuEventSynchronize");
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventElapsedTime(float *ms, CUevent, CUevent) {
+  ENTER("cuEventElapsedTime");
+  *ms = 1.0f; // every timed interval: 1 ms
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType, cuuint32_t rank,
+                                     void *address, const cuuint64_t *, const cuuint64_t *,
+                                     const cuuint32_t *, const cuuint32_t *,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+  ENTER("cuTensorMapEncodeTiled");
+  if (rank == 0 || rank > 5 || reinterpret_cast<uintptr_t>(address) % 16 != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::memset(map, 0, sizeof(*map));
+  std::memcpy(map, &address, sizeof(address)); // something recognisable
+  return CUDA_SUCCESS;
+}
+
+// name -> entry point, typed by the runtime's own list: a PFN_ mismatch does not compile.
+struct Entry {
+  const char *name;
+  void *function;
+};
+const Entry kEntries[] = {
+#define FAKE_ENTRY(name, abi)                                                                     \
+  {#name, reinterpret_cast<void *>(static_cast<PFN_##name##_v##abi>(&fake_##name))},
+    FLASHBOB_CUDA_DRIVER_ENTRY_POINTS(FAKE_ENTRY)
+#undef FAKE_ENTRY
+};
+
+} // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) CUresult
+cuGetProcAddress_v2(const char *symbol, void **function, int, cuuint64_t,
+                    CUdriverProcAddressQueryResult *status) {
+  for (const Entry &e : kEntries)
+    if (std::strcmp(e.name, symbol) == 0) {
+      *function = e.function;
+      if (status)
+        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  *function = nullptr;
+  if (status)
+    *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+__attribute__((visibility("default"))) int fake_cuda_launch_count(void) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return int(launches.size());
+}
+
+__attribute__((visibility("default"))) int fake_cuda_launch(int i,
+                                                            fake_cuda_launch_record *record) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (i < 0 || size_t(i) >= launches.size())
+    return 0;
+  *record = launches[size_t(i)];
+  return 1;
+}
+
+__attribute__((visibility("default"))) void fake_cuda_reset(void) {
+  std::lock_guard<std::mutex> lock(mutex);
+  launches.clear();
+}
+
+} // extern "C"

@@ -1,0 +1,23 @@
+/* What the fake CUDA driver (libfake_cuda.so, FakeCudaDriver.cpp) records of each launch, and
+ * the functions a test that loaded it finds with dlsym (the library is loaded RTLD_LOCAL by
+ * the runtime: dlopen the same path again, RTLD_NOLOAD, to get its handle). */
+#pragma once
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fake_cuda_launch_record {
+  char entry[128];      /* the kernel's name, as cuModuleGetFunction got it */
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned sharedBytes; /* dynamic shared memory */
+} fake_cuda_launch_record;
+
+typedef int (*fake_cuda_launch_count_fn)(void);
+typedef int (*fake_cuda_launch_fn)(int index, fake_cuda_launch_record *record);
+typedef void (*fake_cuda_reset_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,214 @@
+// Everything between argument checking and the launch, on the CPU, through the fake CUDA driver
+// (test/fake_driver: an H200-like sm_90 device whose launches are recorded, not run): a bad
+// argument is refused before the driver is even loaded; fwd, bwd and BoB launch the kernels the
+// tile table names with the grid, block and shared memory their specs say; a failing driver
+// call comes back as a CudaCallError naming it (FLASHBOB_ERROR_CUDA in C). Kernels are really
+// compiled (ptxas included) into a cache directory of the build tree. The device's compute
+// capability is read once per process, so the unsupported-device case is its own CTest run
+// (tag [unsupported], FAKE_CUDA_CC=75 or 100).
+#include "api/Attention.h"
+#include "api/flashbob.h"
+#include "compiler/dialect/Target.h"
+#include "jit/Compile.h"
+#include "jit/Launch.h"
+#include "support/Errors.h"
+#include "support/Knobs.h"
+#include "test/fake_driver/FakeCudaDriver.h"
+
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace flashbob;
+using Kind = bob::KernelKind;
+
+namespace {
+
+// Points the runtime at the fake driver and the test's cache directory; before the first driver
+// access of the process (knobs are read once).
+void useFakeDriver() {
+  support::setOverride(support::Knob::CudaDriver, FAKE_CUDA_LIBRARY);
+  support::setOverride(support::Knob::CacheDir, FAKE_DRIVER_CACHE_DIR);
+}
+
+// The fake's recorder, from the copy the runtime loaded (nullptr while it is not loaded).
+void *loadedFake() { return ::dlopen(FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_NOLOAD); }
+
+std::vector<fake_cuda_launch_record> launches() {
+  void *fake = loadedFake();
+  REQUIRE(fake);
+  auto count = reinterpret_cast<fake_cuda_launch_count_fn>(::dlsym(fake, "fake_cuda_launch_count"));
+  auto get = reinterpret_cast<fake_cuda_launch_fn>(::dlsym(fake, "fake_cuda_launch"));
+  std::vector<fake_cuda_launch_record> out(static_cast<size_t>(count()));
+  for (size_t i = 0; i < out.size(); ++i)
+    get(int(i), &out[i]);
+  auto reset = reinterpret_cast<fake_cuda_reset_fn>(::dlsym(fake, "fake_cuda_reset"));
+  reset();
+  return out;
+}
+
+AttentionProblem problem() {
+  AttentionProblem p;
+  p.batch = 2;
+  p.heads = 3;
+  p.seqQ = 1000; // not a multiple of any block: the grid rounds up
+  p.seqK = 700;
+  p.headDim = 64;
+  return p;
+}
+
+// Addresses the fake never dereferences (kernels do not run), 16-byte aligned, far apart.
+CUdeviceptr address(int i) { return CUdeviceptr(0x1000000000ull) * CUdeviceptr(i + 1); }
+
+std::string messageOf(llvm::Error e) { return e ? llvm::toString(std::move(e)) : "no error"; }
+
+// What the launch of `kind` must look like, computed here from the tile table's spec.
+void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Kind kind) {
+  const compiler::KernelSpec spec = jit::defaultSpec(p, kind, bob::Arch::sm_90a);
+  INFO(spec.name());
+  CHECK(std::string(r.entry) == spec.name());
+  const bool keyMajor = bob::isKeyMajor(kind);
+  const int64_t rows = keyMajor ? p.seqK : p.seqQ;
+  const int64_t block = keyMajor ? spec.tiles.blockN : spec.tiles.blockM;
+  CHECK(r.grid[0] == unsigned((rows + block - 1) / block));
+  CHECK(r.grid[1] == unsigned(p.batch * p.heads));
+  CHECK(r.grid[2] == 1u);
+  CHECK(r.grid[0] == jit::gridFor(spec, p).x);
+  CHECK(r.block[0] == unsigned(32 * spec.tiles.warps + (spec.tiles.producer ? 128 : 0)));
+  CHECK(r.block[1] == 1u);
+  auto shared = jit::sharedBytesFor(spec);
+  REQUIRE(static_cast<bool>(shared));
+  // The launch passes the dynamic part; the block's total adds the static reserve (mbarriers,
+  // row exchange: SharedLayout.h staticReserve, a multiple of 1024 bytes on sm_90a).
+  CHECK(r.sharedBytes > 0u);
+  CHECK(int64_t(r.sharedBytes) < *shared);
+  CHECK((*shared - int64_t(r.sharedBytes)) % 1024 == 0);
+  CHECK(*shared - int64_t(r.sharedBytes) <= 4096);
+}
+
+} // namespace
+
+TEST_CASE("a bad argument is refused before the driver is loaded", "[fake]") {
+  useFakeDriver();
+  AttentionProblem p = problem();
+  p.headDim = 100;
+  llvm::Error e = attentionForward(p, p.contiguous(address(0), p.seqQ),
+                                   p.contiguous(address(1), p.seqK),
+                                   p.contiguous(address(2), p.seqK),
+                                   p.contiguous(address(3), p.seqQ), RowVector{address(4)});
+  CHECK_THAT(messageOf(std::move(e)), Catch::Contains("head_dim 100"));
+  // Not loaded: no driver call happened at all (this case runs first in the binary).
+  CHECK(loadedFake() == nullptr);
+}
+
+TEST_CASE("fwd, bwd and BoB launch their kernels with the spec's grid, block and shared memory",
+          "[fake]") {
+  useFakeDriver();
+  const AttentionProblem p = problem();
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK),
+         v = p.contiguous(address(2), p.seqK), o = p.contiguous(address(3), p.seqQ),
+         dO = p.contiguous(address(4), p.seqQ), dQ = p.contiguous(address(5), p.seqQ),
+         dK = p.contiguous(address(6), p.seqK), dV = p.contiguous(address(7), p.seqK);
+  RowVector lse{address(8)}, d{address(9)}, c{address(10)}, b{address(11)};
+
+  REQUIRE(messageOf(attentionForward(p, q, k, v, o, lse)) == "no error");
+  std::vector<fake_cuda_launch_record> fwd = launches();
+  REQUIRE(fwd.size() == 1);
+  checkLaunch(fwd[0], p, Kind::fwd);
+
+  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, dQ, dK, dV, d)) == "no error");
+  std::vector<fake_cuda_launch_record> bwd = launches();
+  REQUIRE(bwd.size() == 2);
+  checkLaunch(bwd[0], p, Kind::bwd_q);
+  checkLaunch(bwd[1], p, Kind::bwd_kv);
+
+  BobInputs in{q, k, v, o, dO, lse, dQ, dK, dV};
+  BobOutputs out{p.contiguous(address(12), p.seqQ), p.contiguous(address(13), p.seqK),
+                 p.contiguous(address(14), p.seqK), p.contiguous(address(15), p.seqQ), d, c, b};
+  REQUIRE(messageOf(attentionBob(p, in, out)) == "no error");
+  std::vector<fake_cuda_launch_record> bob = launches();
+  REQUIRE(bob.size() == 2);
+  checkLaunch(bob[0], p, Kind::bob_q);
+  checkLaunch(bob[1], p, Kind::bob_kv);
+}
+
+TEST_CASE("the largest valid sizes launch their whole grid, untruncated", "[fake]") {
+  useFakeDriver();
+  AttentionProblem p = problem();
+  p.batch = 5;
+  p.heads = 13107; // batch * heads = 65535, the grid's y limit
+  p.seqQ = 256;
+  p.seqK = 256;
+  Tensor q = p.contiguous(address(0), p.seqQ);
+  REQUIRE(messageOf(attentionForward(p, q, q, q, q, RowVector{address(1)})) == "no error");
+  std::vector<fake_cuda_launch_record> wide = launches();
+  REQUIRE(wide.size() == 1);
+  checkLaunch(wide[0], p, Kind::fwd);
+
+  p = problem();
+  p.batch = p.heads = 1;
+  p.seqQ = p.seqK = jit::kMaxSequence; // 2^31 - 256 rows: 2^25 - 4 blocks of 64
+  q = p.contiguous(address(0), p.seqQ);
+  REQUIRE(messageOf(attentionForward(p, q, q, q, q, RowVector{address(1)})) == "no error");
+  std::vector<fake_cuda_launch_record> tall = launches();
+  REQUIRE(tall.size() == 1);
+  checkLaunch(tall[0], p, Kind::fwd);
+}
+
+TEST_CASE("a failing driver call is a CudaCallError naming it, FLASHBOB_ERROR_CUDA in C",
+          "[fake]") {
+  useFakeDriver();
+  const AttentionProblem p = problem();
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK);
+  ::setenv("FAKE_CUDA_FAIL", "cuLaunchKernel:CUDA_ERROR_LAUNCH_FAILED", 1);
+  std::string call;
+  llvm::Error rest = llvm::handleErrors(attentionForward(p, q, k, k, q, RowVector{address(2)}),
+                                        [&](const support::CudaCallError &c) { call = c.call(); });
+  CHECK(messageOf(std::move(rest)) == "no error");
+  CHECK(call == "cuLaunchKernel");
+
+  // The same through the C API: the status from the class, the message naming the call.
+  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 0, 0.0};
+  auto tensor = [](const Tensor &t) {
+    return flashbob_tensor{reinterpret_cast<void *>(t.data),
+                           {t.stride[0], t.stride[1], t.stride[2], t.stride[3]}};
+  };
+  CHECK(flashbob_forward(&cp, tensor(q), tensor(k), tensor(k), tensor(q),
+                         reinterpret_cast<float *>(address(2)), nullptr) == FLASHBOB_ERROR_CUDA);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("cuLaunchKernel: CUDA_ERROR_LAUNCH_FAILED"));
+  ::unsetenv("FAKE_CUDA_FAIL");
+  CHECK(launches().empty()); // a failed launch is not recorded
+
+  // Loading a module (a kernel not loaded before: causal) fails the same way, named.
+  ::setenv("FAKE_CUDA_FAIL", "cuModuleLoadDataEx:CUDA_ERROR_NO_BINARY_FOR_GPU", 1);
+  cp.causal = 1;
+  CHECK(flashbob_forward(&cp, tensor(q), tensor(k), tensor(k), tensor(q),
+                         reinterpret_cast<float *>(address(2)), nullptr) == FLASHBOB_ERROR_CUDA);
+  CHECK_THAT(flashbob_last_error(),
+             Catch::StartsWith("cuModuleLoadDataEx: CUDA_ERROR_NO_BINARY_FOR_GPU"));
+  ::unsetenv("FAKE_CUDA_FAIL");
+}
+
+// Run by CTest with FAKE_CUDA_CC=75 and =100 (hidden from a plain run: the device's compute
+// capability is fixed for a process).
+TEST_CASE("an unsupported GPU is FLASHBOB_ERROR_UNSUPPORTED_DEVICE, nothing compiled or launched",
+          "[.unsupported]") {
+  useFakeDriver();
+  const std::string cc = std::getenv("FAKE_CUDA_CC") ? std::getenv("FAKE_CUDA_CC") : "";
+  REQUIRE((cc == "75" || cc == "100"));
+  const AttentionProblem p = problem();
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK);
+  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 0, 0.0};
+  flashbob_tensor tq = {reinterpret_cast<void *>(q.data), {q.stride[0], q.stride[1], q.stride[2], 1}};
+  flashbob_tensor tk = {reinterpret_cast<void *>(k.data), {k.stride[0], k.stride[1], k.stride[2], 1}};
+  CHECK(flashbob_forward(&cp, tq, tk, tk, tq, reinterpret_cast<float *>(address(2)), nullptr) ==
+        FLASHBOB_ERROR_UNSUPPORTED_DEVICE);
+  const std::string device = cc == "75" ? "sm_75" : "sm_100";
+  CHECK_THAT(flashbob_last_error(),
+             Catch::StartsWith("this GPU (" + device + ") is not supported: "));
+  CHECK(launches().empty());
+}
