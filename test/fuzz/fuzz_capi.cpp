@@ -17,7 +17,9 @@
 // With FLASHBOB_FUZZ_STRICT=1 it also checks the limits issue 21 asks for and the code does not
 // yet enforce (items 7 and 8: scale NaN or not finite as float32, batch * heads or
 // batch * heads * seq_q overflowing int64, seq_q / seq_k past 2^31 - 1): off by default so that the
-// CTest run guards what is fixed; turn it on (or make it the default) once those are fixed.
+// CTest run guards what is fixed; make it the default once those are fixed. The corpus files
+// corpus/capi/strict-* are one input of each kind strict mode finds today
+// (bench/results/2026-12-01-fuzz.md).
 #include "api/flashbob.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -195,6 +197,12 @@ flashbob_status run(const Call &c) {
   }
 }
 
+std::string describe(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
 // Why a call that passed validation should not have, or "" if it obeys flashbob.h.
 std::string undocumentedPass(const Call &c) {
   if (c.nullProblem)
@@ -226,15 +234,17 @@ std::string undocumentedPass(const Call &c) {
       return "a row vector null or not 4-byte aligned";
   if (strict) {
     if (std::isnan(p.scale) || p.scale > FLT_MAX || (p.scale > 0 && p.scale < FLT_TRUE_MIN))
-      return "scale " + std::to_string(p.scale) + " (NaN, or not finite and positive in float32)";
+      return "scale " + describe(p.scale) + " (NaN, or not finite and positive in float32)";
     int64_t bh, bhn;
     if (__builtin_mul_overflow(p.batch, p.heads, &bh) || bh > 65535)
       return "batch * heads overflowing or past the grid limit: batch " + std::to_string(p.batch) +
              ", heads " + std::to_string(p.heads);
     if (__builtin_mul_overflow(bh, p.seq_q, &bhn))
-      return "batch * heads * seq_q overflowing int64";
+      return "batch * heads * seq_q overflowing int64: " + std::to_string(p.batch) + " * " +
+             std::to_string(p.heads) + " * " + std::to_string(p.seq_q);
     if (p.seq_q > INT32_MAX || p.seq_k > INT32_MAX)
-      return "seq_q or seq_k past 2^31 - 1, which the kernels' i32 positions cannot address";
+      return "seq_q " + std::to_string(p.seq_q) + " or seq_k " + std::to_string(p.seq_k) +
+             " past 2^31 - 1, which the kernels' i32 positions cannot address";
   }
   return "";
 }

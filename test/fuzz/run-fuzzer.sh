@@ -24,7 +24,12 @@ fi
   >"$work/log" 2>&1
 rc=$?
 tail -n 30 "$work/log"
+# libFuzzer exits 77 on a finding (its -error_exitcode), CTest's "skipped" code: any non-zero
+# status becomes 1 here, so a finding can only ever read as a failure.
 if [ "$rc" -ne 0 ]; then
+  # The harness's message and the sanitizer's summary, which a long stack trace pushes out of
+  # the tail above.
+  grep -E "^fuzz_[a-z_]+: |ERROR: |^SUMMARY: " "$work/log" | head -n 5
   echo "FAILED: $fuzzer exited with $rc (log: $work/log; failing input under $work/artifacts/;" \
        "reproduce: $fuzzer <input>)"
   exit 1
