@@ -1,7 +1,7 @@
 // Fuzz target: the C API's argument checking (api/flashbob.h), without a GPU. Each input decodes
-// (FuzzedDataProvider) into one call of flashbob_forward, flashbob_backward, flashbob_bob or
-// flashbob_set_cache_dir: the problem struct (or a null pointer), every tensor's pointer and
-// strides, the row pointers and the stream. Selector value 0 always picks a valid argument, so an
+// (FuzzedDataProvider) into one call of flashbob_forward, flashbob_backward, flashbob_bob,
+// flashbob_set_cache_dir or flashbob_precompile: the problem struct (or a null pointer), every
+// tensor's pointer and strides, the row pointers and the stream, or the op. Selector value 0 always picks a valid argument, so an
 // empty input is a valid forward call and every mutation makes one argument odd.
 //
 // The driver is a library that does not exist (FLASHBOB_CUDA_DRIVER, set before the first call),
@@ -115,7 +115,8 @@ double pickScale(FuzzedDataProvider &in) {
 }
 
 struct Call {
-  int op = 0; // 0 forward, 1 backward, 2 BoB, 3 set_cache_dir
+  int op = 0; // 0 forward, 1 backward, 2 BoB, 3 set_cache_dir, 4 precompile
+  flashbob_op precompileOp = FLASHBOB_OP_FORWARD;
   bool nullProblem = false;
   flashbob_problem p{};
   std::vector<flashbob_tensor> tensors; // in the order of the function's parameters
@@ -126,11 +127,11 @@ struct Call {
 
 // Tensor counts per operation: forward q k v o; backward q k v o dO dQ dK dV; BoB q k v o dO
 // uQ uK uV gQ gK gV gdO. Row vectors: forward lse; backward lse, D; BoB lse, workspace.
-constexpr size_t kTensors[] = {4, 8, 12};
+constexpr size_t kTensors[] = {4, 8, 12, 0, 0};
 
 Call decode(FuzzedDataProvider &in) {
   Call c;
-  c.op = in.ConsumeIntegral<uint8_t>() % 4;
+  c.op = in.ConsumeIntegral<uint8_t>() % 5;
   if (c.op == 3) {
     c.dir = in.ConsumeRandomLengthString(512);
     return c;
@@ -158,6 +159,14 @@ Call decode(FuzzedDataProvider &in) {
   std::memcpy(&p.dtype, &dtype, sizeof dtype);
   p.causal = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? in.ConsumeIntegral<int>() : 0;
   p.scale = pickScale(in);
+  if (c.op == 4) {
+    // Any int in the enum field, as for dtype.
+    int op = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? in.ConsumeIntegral<int>()
+                                                    : in.ConsumeIntegralInRange<int>(0, 2);
+    static_assert(sizeof(c.precompileOp) == sizeof(int), "flashbob_op is an int-sized enum");
+    std::memcpy(&c.precompileOp, &op, sizeof op);
+    return c;
+  }
 
   // Strides of a contiguous tensor for the valid sizes (whatever the problem decoded to).
   for (size_t i = 0; i < kTensors[c.op]; ++i) {
@@ -192,8 +201,10 @@ flashbob_status run(const Call &c) {
   case 2:
     return flashbob_bob(p, t[0], t[1], t[2], t[3], t[4], c.rows[0], t[5], t[6], t[7], t[8],
                         t[9], t[10], t[11], c.rows[1], c.stream);
-  default:
+  case 3:
     return flashbob_set_cache_dir(c.dir.c_str());
+  default:
+    return flashbob_precompile(p, c.precompileOp);
   }
 }
 
@@ -218,6 +229,12 @@ std::string undocumentedPass(const Call &c) {
     return "head_dim " + std::to_string(p.head_dim);
   if (p.scale < 0)
     return "a negative scale";
+  if (c.op == 4) {
+    int op;
+    std::memcpy(&op, &c.precompileOp, sizeof op);
+    if (op != FLASHBOB_OP_FORWARD && op != FLASHBOB_OP_BACKWARD && op != FLASHBOB_OP_BOB)
+      return "op " + std::to_string(op);
+  }
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     const flashbob_tensor &t = c.tensors[i];
     const std::string name = "tensor " + std::to_string(i);
