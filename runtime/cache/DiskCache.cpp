@@ -1,4 +1,5 @@
 #include "runtime/cache/DiskCache.h"
+#include "runtime/cache/SafeFile.h"
 
 #include "support/Errors.h"
 #include "support/Json.h"
@@ -69,18 +70,23 @@ llvm::Error writeFile(llvm::StringRef filePath, llvm::StringRef bytes) {
   return llvm::Error::success();
 }
 
-llvm::Expected<std::string> readFile(llvm::StringRef filePath) {
-  auto buffer = llvm::MemoryBuffer::getFile(filePath, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return failure("read " + filePath, buffer.getError());
-  return (*buffer)->getBuffer().str();
+// Bounds on what lookup and list read: a planted link to /dev/zero or a huge file is refused by
+// its size, not read until memory runs out. metadata.json holds the key text and a few records;
+// a stage file (PTX, LLVM IR of a large kernel) stays far below 256 MiB.
+constexpr uint64_t kMaxMetadataBytes = 1 << 20;
+constexpr uint64_t kMaxStageFileBytes = uint64_t(256) << 20;
+
+// lstat, not stat: a symbolic link (or anything else) where a directory belongs is no entry.
+bool isRealDirectory(llvm::StringRef p) {
+  fs::file_status status;
+  return !fs::status(p, status, /*follow=*/false) &&
+         status.type() == fs::file_type::directory_file;
 }
 
 llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
   llvm::SmallString<256> metaPath(entryDir);
   path::append(metaPath, DiskCache::MetadataFileName);
-  llvm::Expected<std::string> text = readFile(metaPath);
+  llvm::Expected<std::string> text = readRegularFile(metaPath, kMaxMetadataBytes);
   if (!text)
     return text.takeError();
   llvm::Expected<llvm::json::Value> value = support::parseJson(*text);
@@ -123,12 +129,10 @@ llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef k
       return failure(entryDir + ": bad file record in metadata.json");
     llvm::SmallString<256> filePath(entryDir);
     path::append(filePath, *name);
-    uint64_t actualSize = 0;
-    if (std::error_code ec = fs::file_size(filePath, actualSize))
-      return failure("file_size " + filePath, ec);
-    if (*size < 0 || actualSize != uint64_t(*size))
-      return failure(filePath + ": size differs from metadata.json");
-    llvm::Expected<std::string> bytes = readFile(filePath);
+    if (*size < 0 || uint64_t(*size) > kMaxStageFileBytes)
+      return failure(filePath + ": size in metadata.json out of range");
+    // Bounded by the recorded size: a longer file is damaged, whatever it is.
+    llvm::Expected<std::string> bytes = readRegularFile(filePath, uint64_t(*size));
     if (!bytes)
       return bytes.takeError();
     if (bytes->size() != uint64_t(*size) || sha256Hex(*bytes) != *sha)
@@ -140,19 +144,18 @@ llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef k
 
 // Removes an entry without ever showing a half-deleted one: first an atomic rename out of the
 // way, then the slow delete. Best effort: a read-only cache keeps its damaged entry (still a miss).
+// removeTree never follows a link (a link where an entry belongs is removed itself, never what
+// it points to) and unlinks FIFOs and sockets too (fs::remove refuses them, which left the
+// .trash-* directory behind).
 void discard(llvm::StringRef entryDir) {
   llvm::SmallString<256> trash;
   fs::createUniquePath(entryDir + ".trash-%%%%%%%%", trash, /*MakeAbsolute=*/false);
   // The trash name ends in ".trash-..." so list() and lookup never take it for an entry.
   llvm::StringRef victim = fs::rename(entryDir, trash) ? entryDir : llvm::StringRef(trash);
-  // lstat, not stat: a symbolic link where an entry belongs is removed itself, never what it
-  // points to (remove_directories would follow a link given as its top directory).
-  fs::file_status status;
-  if (!fs::status(victim, status, /*follow=*/false) &&
-      status.type() == fs::file_type::directory_file)
-    (void)fs::remove_directories(victim, /*IgnoreErrors=*/true);
-  else
-    (void)fs::remove(victim); // a stray file or link where an entry belongs
+  std::vector<std::string> failures;
+  if (!removeTree(victim, failures))
+    support::log(support::LogLevel::Debug,
+                 "flashbob cache: could not remove " + victim + ": " + failures.front());
 }
 
 // Marks an entry used now (its metadata.json's modification time), for least-recently-used
@@ -160,12 +163,7 @@ void discard(llvm::StringRef entryDir) {
 void markUsed(llvm::StringRef entryDir) {
   llvm::SmallString<256> metaPath(entryDir);
   path::append(metaPath, DiskCache::MetadataFileName);
-  int fd = -1;
-  if (fs::openFileForRead(metaPath, fd))
-    return;
-  (void)fs::setLastAccessAndModificationTime(
-      fd, std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
-  (void)llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  (void)touchRegularFile(metaPath);
 }
 
 std::string shortKey(llvm::StringRef key) { return key.take_front(16).str(); }
@@ -266,9 +264,19 @@ std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
   if (auto it = memory_.find(key); it != memory_.end() && it->second.keyText == keyText)
     return it->second;
   std::string entryDir = entryPath(key);
-  if (!fs::exists(entryDir))
+  if (!fs::exists(entryDir) && !fs::is_symlink_file(entryDir))
     return std::nullopt;
-  llvm::Expected<CacheEntry> entry = readEntry(entryDir, key, keyText);
+  // Not through a link, neither the entry nor its shard: the files read below must be the
+  // cache's own. A link or file where the shard belongs is removed itself (never followed).
+  if (llvm::StringRef shard = path::parent_path(entryDir); !isRealDirectory(shard)) {
+    discard(shard);
+    support::log(support::LogLevel::Debug,
+                 "flashbob cache: removed " + shard + ": not a directory");
+    return std::nullopt;
+  }
+  llvm::Expected<CacheEntry> entry =
+      isRealDirectory(entryDir) ? readEntry(entryDir, key, keyText)
+                                : llvm::Expected<CacheEntry>(failure(entryDir + ": not a directory"));
   if (!entry) {
     std::string why = llvm::toString(entry.takeError());
     discard(entryDir);

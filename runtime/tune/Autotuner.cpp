@@ -1,5 +1,7 @@
 #include "runtime/tune/Autotuner.h"
 
+#include "runtime/cache/SafeFile.h"
+
 #include "support/Json.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
@@ -43,12 +45,21 @@ std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::strin
 }
 
 namespace {
+// A record is a few hundred bytes; the bound leaves room for the depth guard to be what refuses a
+// deeply nested one (AutotunerTest).
+constexpr uint64_t kMaxRecordBytes = 4 << 20;
+
 std::optional<std::string> readWinner(const std::string &path, llvm::StringRef key,
                                       llvm::ArrayRef<std::string> candidates) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
+  // Not through a link, not a FIFO (which would block), not past a bound (a link to /dev/zero):
+  // a record is a few hundred bytes. Anything else is a miss; the new record replaces it.
+  llvm::Expected<std::string> text = readRegularFile(path, kMaxRecordBytes);
+  if (!text) {
+    support::log(support::LogLevel::Debug,
+                 "flashbob autotune: record not used: " + llvm::toString(text.takeError()));
     return std::nullopt;
-  auto json = support::parseJson((*buffer)->getBuffer()); // a damaged record is a miss
+  }
+  auto json = support::parseJson(*text); // a damaged record is a miss
   if (!json) {
     llvm::consumeError(json.takeError());
     return std::nullopt;

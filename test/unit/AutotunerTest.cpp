@@ -8,6 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 using flashbob::runtime::Autotuner;
 
 namespace {
@@ -111,4 +114,33 @@ TEST_CASE("autotuner fails clearly when every candidate fails, and ignores a dam
   CHECK(deep->winner == "b");
   CHECK_FALSE(deep->reused);
   CHECK(calls > 0);
+}
+
+// A record that is not a regular file is a miss, never a hang or a read until memory runs out,
+// and the new record replaces it.
+TEST_CASE("autotuner reads records only from regular files of bounded size", "[tune]") {
+  TempDir dir;
+  ::alarm(60); // before the fix the FIFO blocked forever: fail instead of hanging the suite
+  const std::string fifo = Autotuner(std::string(dir.path)).recordPath("fifo", {"a", "b"});
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string zero = Autotuner(std::string(dir.path)).recordPath("zero", {"a", "b"});
+  REQUIRE_FALSE(llvm::sys::fs::create_link("/dev/zero", zero));
+  for (const char *key : {"fifo", "zero"}) {
+    INFO(key);
+    int calls = 0;
+    Autotuner tuner(std::string(dir.path));
+    auto result = tuner.tune(key, {"a", "b"}, [&](size_t i) -> llvm::Expected<double> {
+      ++calls;
+      return i == 0 ? 1.0 : 2.0;
+    });
+    REQUIRE(static_cast<bool>(result));
+    CHECK_FALSE(result->reused);
+    CHECK(calls > 0);
+    // Replaced by a regular record that the next tuner reuses.
+    Autotuner next(std::string(dir.path));
+    auto again = next.tune(key, {"a", "b"}, [](size_t) -> llvm::Expected<double> { return 1.0; });
+    REQUIRE(static_cast<bool>(again));
+    CHECK(again->reused);
+  }
+  ::alarm(0);
 }

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <set>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -695,4 +696,62 @@ TEST_CASE("a symbolic link where an entry belongs is removed, not followed", "[c
   CHECK(readBytes(outside + "/precious") == "keep me");
   storeOk(cache, "linked key", sampleFiles("x"), sampleMeta("x"));
   CHECK(cache.lookup("linked key"));
+}
+
+// Planted special files: a FIFO would block the read (lookup, list) forever, a link to /dev/zero
+// would be read until memory runs out, and a FIFO left the .trash-* directory behind (fs::remove
+// refuses FIFOs). Each must be a quick miss that removes the entry completely.
+TEST_CASE("FIFOs and links to devices in an entry are misses, removed without a trace", "[cache]") {
+  ::alarm(60); // before the fix this hung: fail instead of hanging the suite
+  struct Plant {
+    const char *file;
+    bool fifo; // else a symbolic link to /dev/zero
+  };
+  for (Plant plant : {Plant{"metadata.json", true}, Plant{"kernel.cubin", true},
+                      Plant{"metadata.json", false}, Plant{"kernel.cubin", false}}) {
+    INFO(plant.file << (plant.fifo ? " as a FIFO" : " as a link to /dev/zero"));
+    TempDir tmp;
+    DiskCache cache(tmp.sub("cache"));
+    const std::string keyText = "planted key";
+    storeOk(cache, keyText, sampleFiles("p"), sampleMeta("p"));
+    const std::string entry = entryDir(cache, keyText);
+    const std::string target = entry + "/" + plant.file;
+    REQUIRE(!fs::remove(target));
+    if (plant.fifo)
+      REQUIRE(::mkfifo(target.c_str(), 0600) == 0);
+    else
+      REQUIRE(!fs::create_link("/dev/zero", target));
+
+    std::vector<ListedEntry> listed = cache.list(); // must not block either
+    REQUIRE(listed.size() == 1);
+    if (llvm::StringRef(plant.file) == "metadata.json")
+      CHECK(listed[0].summary == "(damaged: unreadable metadata.json)");
+    CHECK(!DiskCache(tmp.sub("cache")).lookup(keyText));
+    CHECK(!fs::exists(entry));
+    CHECK(filesIn(path::parent_path(entry)).empty()); // no .trash-* left behind
+    storeOk(cache, keyText, sampleFiles("p"), sampleMeta("p"));
+    CHECK(DiskCache(tmp.sub("cache")).lookup(keyText));
+  }
+  ::alarm(0);
+}
+
+TEST_CASE("a symbolic link where a shard belongs is removed, not followed", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  storeOk(cache, "other key", sampleFiles("o"), sampleMeta("o")); // creates the cache directory
+  const std::string key = DiskCache::keyFor("shard-linked key");
+  // Outside: what looks like a whole entry, damaged, that a lookup through the link would read
+  // and then discard.
+  const std::string outside = tmp.sub("outside");
+  REQUIRE(!fs::create_directories(outside + "/" + key));
+  writeBytes(outside + "/" + key + "/metadata.json", "{ damaged");
+  const std::string shard = tmp.sub("cache", key.substr(0, 2));
+  (void)fs::remove_directories(shard);
+  REQUIRE(!fs::create_link(outside, shard));
+
+  CHECK(!cache.lookup("shard-linked key"));
+  CHECK(!fs::exists(shard));
+  CHECK(readBytes(outside + "/" + key + "/metadata.json") == "{ damaged");
+  storeOk(cache, "shard-linked key", sampleFiles("x"), sampleMeta("x"));
+  CHECK(cache.lookup("shard-linked key"));
 }
