@@ -1,4 +1,5 @@
 #include "runtime/cache/DiskCache.h"
+#include "runtime/cache/CacheDirectory.h"
 #include "runtime/cache/SafeFile.h"
 
 #include "support/Errors.h"
@@ -22,6 +23,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace flashbob::runtime {
 
@@ -204,12 +207,8 @@ std::string DiskCache::defaultDirectory() {
     result = home;
   else if (!path::home_directory(result)) // HOME unset: the password database
     result.clear();
-  if (result.empty()) {
-    // No home at all (a bare container): a shared temp directory is better than no cache.
-    path::system_temp_directory(/*ErasedOnReboot=*/true, result);
-    path::append(result, "flashbob-cache");
-    return result.str().str();
-  }
+  if (result.empty()) // no home at all (a bare container): a per-user temp directory
+    return perUserTempDirectory();
   path::append(result, ".cache", "flashbob");
   return result.str().str();
 }
@@ -222,40 +221,68 @@ std::string DiskCache::entryPath(llvm::StringRef key) const {
   return p.str().str();
 }
 
+namespace {
+// One line per process, not per cache object or per kernel: a read-only home would otherwise
+// print it for every kernel compiled.
+// One flag per kind of warning, so one kind never hides another.
+void warnOnce(std::atomic<bool> &warned, const std::string &message) {
+  if (!warned.exchange(true))
+    support::log(support::LogLevel::Warning, message);
+}
+} // namespace
+
 void DiskCache::degradeLocked(const llvm::Twine &reason) {
   state_ = DirState::Unwritable;
-  // One line per process, not per cache object or per kernel: a read-only home would otherwise
-  // print it for every kernel compiled.
   static std::atomic<bool> warned{false};
-  if (!warned.exchange(true))
-    support::log(support::LogLevel::Warning, "flashbob: warning: kernel cache directory " +
-                                                 directory_ + " is not writable (" + reason +
-                                                 "); caching in memory only");
+  warnOnce(warned, "flashbob: warning: kernel cache directory " + directory_ + " is not writable (" +
+           reason.str() + "); caching in memory only");
 }
 
-bool DiskCache::ensureWritableLocked() {
+DiskCache::DirState DiskCache::openLocked(bool create) {
   if (state_ != DirState::Unknown)
-    return state_ == DirState::Writable;
-  if (std::error_code ec = fs::create_directories(directory_)) {
-    degradeLocked("create_directories: " + ec.message());
-    return false;
+    return state_;
+  if (!fs::exists(directory_)) {
+    if (!create)
+      return DirState::Unknown; // nothing to read; decided when something is stored
+    // 0700: entries become GPU code in this process; nobody else needs to read or write them.
+    if (std::error_code ec = fs::create_directories(directory_, /*IgnoreExisting=*/true,
+                                                    fs::owner_all)) {
+      degradeLocked("create_directories: " + ec.message());
+      return state_;
+    }
   }
-  // create_directories accepts an existing regular file of that name.
-  if (!fs::is_directory(directory_)) {
+  // stat, not lstat: a link to a directory of this user's (a cache moved to another disk) is
+  // fine; what it points to is checked.
+  struct stat st;
+  if (::stat(directory_.c_str(), &st) != 0) {
+    degradeLocked("stat: " + std::error_code(errno, std::generic_category()).message());
+    return state_;
+  }
+  if (!S_ISDIR(st.st_mode)) { // create_directories accepts an existing file of that name
     degradeLocked("not a directory");
-    return false;
+    return state_;
+  }
+  if (std::optional<std::string> why = untrustedReason(st.st_mode, st.st_uid, ::geteuid())) {
+    state_ = DirState::Refused;
+    static std::atomic<bool> warned{false};
+    warnOnce(warned, "flashbob: warning: kernel cache directory " + directory_ + " is not used: it is " +
+             *why + "; it must belong to this user and be writable by nobody else (chmod 700); "
+             "caching in memory only");
+    return state_;
   }
   if (std::error_code ec = fs::access(directory_, fs::AccessMode::Write)) {
+    // Read-only but ours: its entries may still be used.
     degradeLocked("access: " + ec.message());
-    return false;
+    state_ = DirState::ReadOnly;
+    return state_;
   }
   state_ = DirState::Writable;
-  return true;
+  return state_;
 }
 
 bool DiskCache::writable() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return ensureWritableLocked();
+  return openLocked(/*create=*/true) == DirState::Writable;
 }
 
 std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
@@ -263,6 +290,10 @@ std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = memory_.find(key); it != memory_.end() && it->second.keyText == keyText)
     return it->second;
+  // Never read entries from a directory someone else can write: they would run as GPU code.
+  if (DirState state = openLocked(/*create=*/false);
+      state != DirState::Writable && state != DirState::ReadOnly)
+    return std::nullopt;
   std::string entryDir = entryPath(key);
   if (!fs::exists(entryDir) && !fs::is_symlink_file(entryDir))
     return std::nullopt;
@@ -374,7 +405,7 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
     return e;
   std::string key = keyFor(keyText);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ensureWritableLocked()) {
+  if (openLocked(/*create=*/true) == DirState::Writable) {
     llvm::Error e = storeOnDisk(entryPath(key), key, keyText, files, metadata);
     if (!e) {
       support::log(support::LogLevel::Debug, "flashbob cache: stored " + shortKey(key) + " in " +
@@ -382,7 +413,16 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
       pruneLocked(key);
       return llvm::Error::success();
     }
-    degradeLocked(llvm::toString(std::move(e)));
+    // One entry failed (a full disk, a stray file where its shard belongs): the directory stays
+    // in use for the others; this one is kept in memory.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      support::log(support::LogLevel::Warning,
+                   "flashbob: warning: kernel cache: could not store " + shortKey(key) + " in " +
+                       directory_ + " (" + llvm::toString(std::move(e)) +
+                       "); kept in memory for this process");
+    else
+      llvm::consumeError(std::move(e));
   }
   memory_[key] = CacheEntry{key, keyText.str(), files.vec(), std::move(metadata)};
   return llvm::Error::success();
@@ -390,6 +430,8 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
 
 std::vector<ListedEntry> DiskCache::list() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (openLocked(/*create=*/false) == DirState::Refused)
+    return {}; // not ours: the warning said why
   return listLocked(/*withSummaries=*/true);
 }
 
@@ -451,6 +493,8 @@ std::vector<ListedEntry> DiskCache::listLocked(bool withSummaries) {
 
 PruneResult DiskCache::prune(llvm::StringRef keepKey) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (openLocked(/*create=*/false) != DirState::Writable)
+    return {}; // missing, read-only or not ours: nothing to remove
   return pruneLocked(keepKey);
 }
 

@@ -78,7 +78,8 @@ public:
 
   // FLASHBOB_CACHE_DIR (support/Knobs.h: the environment or flashbob_set_cache_dir) if set and
   // non-empty, else $XDG_CACHE_HOME/flashbob, else $HOME/.cache/flashbob (home from the
-  // password database when HOME is unset).
+  // password database when HOME is unset), else <temp>/flashbob-cache-<uid>. Whichever it is,
+  // it is created 0700 and used only if it belongs to this user and nobody else can write it.
   static std::string defaultDirectory();
   static DiskCache fromEnvironment() { return DiskCache(defaultDirectory()); }
 
@@ -93,9 +94,11 @@ public:
 
   // Stores the files and the caller's metadata under keyFor(keyText), then prunes to the size
   // bound (never removing this entry). If another process stored the key first, its entry is
-  // kept and this succeeds. If the directory cannot be written, this still succeeds: one warning
-  // per process goes to the log sink (stderr by default), writable() turns false and the entry
-  // is kept in this object's memory. The error is only for invalid arguments (a bad or repeated
+  // kept and this succeeds. If the directory cannot be written or is refused (another user's, or
+  // writable by others), this still succeeds: one warning per process goes to the log sink
+  // (stderr by default), writable() turns false and the entry is kept in this object's memory.
+  // If only this entry cannot be written (a full disk), it is kept in memory with a warning and
+  // the directory stays in use. The error is only for invalid arguments (a bad or repeated
   // file name, a key text that is not UTF-8).
   llvm::Error store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
                     llvm::json::Object metadata);
@@ -120,10 +123,13 @@ public:
   PruneResult prune(llvm::StringRef keepKey = "");
 
 private:
-  enum class DirState { Unknown, Writable, Unwritable };
+  // Unwritable: could not be created or written (memory only); ReadOnly: ours but not writable
+  // (lookups only); Refused: someone else's or writable by others (not used at all).
+  enum class DirState { Unknown, Writable, ReadOnly, Unwritable, Refused };
 
-  // Creates the directory if needed; on failure switches to memory-only with the warning.
-  bool ensureWritableLocked();
+  // Decides once whether the directory may be used, creating it (0700) when `create`; on
+  // failure switches to memory only with one warning. Unknown: it does not exist (and !create).
+  DirState openLocked(bool create);
   void degradeLocked(const llvm::Twine &reason);
   std::string entryPath(llvm::StringRef key) const;
   std::vector<ListedEntry> listLocked(bool withSummaries);

@@ -1,6 +1,7 @@
 // The on-disk kernel cache: hits return what was stored, every key field matters, entries
 // appear whole or not at all (also across processes), damage is a miss that heals, and an
 // unusable directory degrades to memory with one warning.
+#include "runtime/cache/CacheDirectory.h"
 #include "runtime/cache/DiskCache.h"
 #include "support/Knobs.h"
 
@@ -754,4 +755,98 @@ TEST_CASE("a symbolic link where a shard belongs is removed, not followed", "[ca
   CHECK(readBytes(outside + "/" + key + "/metadata.json") == "{ damaged");
   storeOk(cache, "shard-linked key", sampleFiles("x"), sampleMeta("x"));
   CHECK(cache.lookup("shard-linked key"));
+}
+
+namespace {
+// Runs `body` with stderr going to a file; returns what was written there.
+template <typename Body> std::string capturingStderr(const TempDir &tmp, Body body) {
+  const std::string captured = tmp.sub("stderr.txt");
+  int savedStderr = ::dup(2);
+  int capture = ::open(captured.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  REQUIRE(savedStderr >= 0);
+  REQUIRE(capture >= 0);
+  ::dup2(capture, 2);
+  ::close(capture);
+  body();
+  ::dup2(savedStderr, 2);
+  ::close(savedStderr);
+  return readBytes(captured);
+}
+} // namespace
+
+TEST_CASE("a cache directory is trusted only if this user owns it and nobody else can write it",
+          "[cache]") {
+  const uid_t me = ::geteuid();
+  CHECK(!untrustedReason(S_IFDIR | 0700, me, me));
+  CHECK(!untrustedReason(S_IFDIR | 0755, me, me));
+  CHECK(untrustedReason(S_IFDIR | 0700, me + 1, me) ==
+        "owned by uid " + std::to_string(me + 1) + ", not by this user (uid " +
+            std::to_string(me) + ")");
+  CHECK(untrustedReason(S_IFDIR | 0777, me, me) == std::string("writable by others (mode 0777)"));
+  CHECK(untrustedReason(S_IFDIR | 0770, me, me) ==
+        std::string("writable by its group (mode 0770)"));
+  CHECK(untrustedReason(S_IFREG | 0600, me, me) == std::string("not a directory"));
+
+  // A new directory is created 0700.
+  TempDir tmp;
+  DiskCache fresh(tmp.sub("new", "cache"));
+  storeOk(fresh, "key", sampleFiles("k"), sampleMeta("k"));
+  fs::file_status status;
+  REQUIRE(!fs::status(tmp.sub("new", "cache"), status));
+  CHECK((status.permissions() & fs::all_perms) == fs::owner_all);
+
+  // Writable by others: a planted entry with valid checksums is not used, nothing is stored
+  // there, and one warning says why.
+  REQUIRE(::chmod(tmp.sub("new", "cache").c_str(), 0777) == 0);
+  bool hit = true, writable = true, listedNothing = false;
+  std::string warnings = capturingStderr(tmp, [&] {
+    DiskCache open(tmp.sub("new", "cache"));
+    hit = open.lookup("key").has_value();
+    storeOk(open, "other key", sampleFiles("o"), sampleMeta("o"));
+    writable = open.writable();
+    listedNothing = open.list().empty();
+  });
+  CHECK(!hit);
+  CHECK(!writable);
+  CHECK(listedNothing);
+  CHECK(!fs::exists(entryDir(fresh, "other key")));
+  CHECK(fs::exists(entryDir(fresh, "key"))); // not ours to remove either
+  CHECK_THAT(warnings, Catch::Contains("kernel cache directory " + tmp.sub("new", "cache") +
+                                       " is not used: it is writable by others (mode 0777)"));
+
+  // Owned by someone else (needs root to arrange).
+  if (me == 0) {
+    REQUIRE(::chmod(tmp.sub("new", "cache").c_str(), 0700) == 0);
+    REQUIRE(::chown(tmp.sub("new", "cache").c_str(), 65534, 65534) == 0);
+    CHECK(!DiskCache(tmp.sub("new", "cache")).lookup("key"));
+    REQUIRE(::chown(tmp.sub("new", "cache").c_str(), 0, 0) == 0);
+  }
+}
+
+TEST_CASE("without a home the default cache is per user", "[cache]") {
+  const std::string dir = perUserTempDirectory();
+  CHECK_THAT(dir, Catch::EndsWith("/flashbob-cache-" + std::to_string(::geteuid())));
+}
+
+TEST_CASE("a failed store keeps the directory in use for other entries", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  storeOk(cache, "first", sampleFiles("a"), sampleMeta("a"));
+  // Two keys in different shards; a regular file where the first one's shard belongs.
+  std::string blocked = "blocked 0", later = "later 0";
+  for (int i = 1; DiskCache::keyFor(blocked).substr(0, 2) == DiskCache::keyFor(later).substr(0, 2) ||
+                  DiskCache::keyFor(blocked).substr(0, 2) == DiskCache::keyFor("first").substr(0, 2);
+       ++i)
+    blocked = "blocked " + std::to_string(i);
+  const std::string shard = path::parent_path(entryDir(cache, blocked)).str();
+  writeBytes(shard, "in the way");
+
+  std::string warnings = capturingStderr(tmp, [&] {
+    storeOk(cache, blocked, sampleFiles("b"), sampleMeta("b"));
+    storeOk(cache, later, sampleFiles("c"), sampleMeta("c"));
+  });
+  CHECK(cache.writable());
+  CHECK(cache.lookup(blocked)); // from memory
+  CHECK(DiskCache(tmp.sub("cache")).lookup(later)); // on disk
+  CHECK_THAT(warnings, Catch::Contains("could not store") && !Catch::Contains("not writable"));
 }
