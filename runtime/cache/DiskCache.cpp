@@ -280,6 +280,22 @@ DiskCache::DirState DiskCache::openLocked(bool create) {
   return state_;
 }
 
+void DiskCache::markLocked() {
+  if (marked_)
+    return;
+  // The marker tells clear() that this directory is a cache it may empty: it removes nothing
+  // elsewhere. Written on the first store, not on a lookup: looking into a directory does not
+  // make it ours. Best effort: without it the cache works, only clear() refuses.
+  llvm::SmallString<256> marker(directory_);
+  path::append(marker, MarkerFileName);
+  fs::file_status markerStatus;
+  if (fs::status(marker, markerStatus, /*follow=*/false))
+    if (llvm::Error e = writeFile(marker, "This directory is a FlashBoB kernel cache: `flashbob "
+                                          "cache clear` removes only the entries it wrote.\n"))
+      llvm::consumeError(std::move(e));
+  marked_ = true;
+}
+
 bool DiskCache::writable() {
   std::lock_guard<std::mutex> lock(mutex_);
   return openLocked(/*create=*/true) == DirState::Writable;
@@ -406,6 +422,7 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
   std::string key = keyFor(keyText);
   std::lock_guard<std::mutex> lock(mutex_);
   if (openLocked(/*create=*/true) == DirState::Writable) {
+    markLocked();
     llvm::Error e = storeOnDisk(entryPath(key), key, keyText, files, metadata);
     if (!e) {
       support::log(support::LogLevel::Debug, "flashbob cache: stored " + shortKey(key) + " in " +
@@ -530,24 +547,66 @@ PruneResult DiskCache::pruneLocked(llvm::StringRef keepKey) {
   return removed;
 }
 
-llvm::Error DiskCache::clear() {
+namespace {
+// The names the cache gives things in a shard: entries, temporaries being built, trash being
+// removed.
+bool isCacheWrittenName(llvm::StringRef name, llvm::StringRef shardName) {
+  llvm::StringRef key = name;
+  if (key.consume_front(".")) { // .<key>.tmp-XXXXXX
+    size_t dot = key.find('.');
+    if (dot == llvm::StringRef::npos || !key.substr(dot).starts_with(".tmp"))
+      return false;
+    key = key.take_front(dot);
+  } else if (size_t trash = key.find(".trash-"); trash != llvm::StringRef::npos) {
+    key = key.take_front(trash);
+  }
+  return isLowerHex(key, 64) && key.starts_with(shardName);
+}
+} // namespace
+
+llvm::Expected<ClearResult> DiskCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   memory_.clear();
-  if (!fs::is_directory(directory_))
-    return llvm::Error::success(); // nothing of ours there
-  std::vector<std::string> shards;
+  ClearResult result;
+  if (!fs::exists(directory_))
+    return result; // nothing there
+  DirState state = openLocked(/*create=*/false);
+  if (state == DirState::Refused || state == DirState::Unwritable)
+    return failure(directory_ + " is not used as a kernel cache (see the warning above); nothing "
+                                "removed");
+  llvm::SmallString<256> marker(directory_);
+  path::append(marker, MarkerFileName);
+  fs::file_status markerStatus;
+  if (fs::status(marker, markerStatus, /*follow=*/false) ||
+      markerStatus.type() != fs::file_type::regular_file)
+    return failure(directory_ + " has no " + MarkerFileName +
+                   " marker, so flashbob did not write it as a cache; nothing removed (a cache "
+                   "of an older flashbob gets the marker on its next store)");
   std::error_code ec;
-  for (fs::directory_iterator it(directory_, ec, /*follow_symlinks=*/false), end;
-       !ec && it != end; it.increment(ec))
-    if (it->type() == fs::file_type::directory_file &&
-        isLowerHex(path::filename(it->path()), 2))
-      shards.push_back(it->path());
+  for (fs::directory_iterator shard(directory_, ec, /*follow_symlinks=*/false), end;
+       !ec && shard != end; shard.increment(ec)) {
+    llvm::StringRef shardName = path::filename(shard->path());
+    if (shard->type() != fs::file_type::directory_file || !isLowerHex(shardName, 2))
+      continue;
+    std::vector<std::string> ours;
+    std::error_code innerEc;
+    for (fs::directory_iterator it(shard->path(), innerEc, false); !innerEc && it != end;
+         it.increment(innerEc))
+      if (isCacheWrittenName(path::filename(it->path()), shardName))
+        ours.push_back(it->path());
+    if (innerEc) {
+      result.failures.push_back("read directory(" + shard->path() + "): " + innerEc.message());
+      continue;
+    }
+    for (const std::string &p : ours)
+      if (removeTree(p, result.failures) && isLowerHex(path::filename(p), 64))
+        ++result.entries;
+    // The shard goes only when nothing else is left in it; a user's file keeps it.
+    (void)fs::remove(shard->path(), /*IgnoreNonExisting=*/true);
+  }
   if (ec)
-    return failure("read directory " + directory_, ec);
-  for (const std::string &shard : shards)
-    if (std::error_code removeEc = fs::remove_directories(shard))
-      return failure("remove_directories " + shard, removeEc);
-  return llvm::Error::success();
+    result.failures.push_back("read directory(" + directory_ + "): " + ec.message());
+  return result;
 }
 
 } // namespace flashbob::runtime

@@ -58,6 +58,12 @@ struct ListedEntry {
   llvm::sys::TimePoint<> lastUsed; // stored or last hit (metadata.json's modification time)
 };
 
+// What clear() removed, and what it could not ("<call>(<path>): <reason>", one per thing).
+struct ClearResult {
+  size_t entries = 0;
+  std::vector<std::string> failures;
+};
+
 // What prune() removed.
 struct PruneResult {
   size_t entries = 0;
@@ -109,9 +115,15 @@ public:
   // Every entry on disk, sorted by key. Temporary and foreign directories are skipped.
   std::vector<ListedEntry> list();
 
-  // Removes every entry: only the two-hex-digit subdirectories (and what they hold, leftover
-  // temporaries included); other files in the directory are left alone.
-  llvm::Error clear();
+  // Removes every entry and leftover temporary the cache wrote, and then each two-hex-digit
+  // shard left empty; anything else (files of the user's, also inside a shard) stays. Only in a
+  // directory that holds the cache's marker file (written when the cache first writes there):
+  // elsewhere an error and nothing removed, as in a directory refused as someone else's. A
+  // missing directory has nothing to clear.
+  llvm::Expected<ClearResult> clear();
+
+  // Marks a directory the cache writes, so that clear() knows it is one.
+  static constexpr llvm::StringLiteral MarkerFileName = ".flashbob-cache";
 
   // The size bound in bytes (0: none); FLASHBOB_CACHE_MAX_MB MiB unless set here.
   uint64_t maxBytes() const { return maxBytes_; }
@@ -130,6 +142,8 @@ private:
   // Decides once whether the directory may be used, creating it (0700) when `create`; on
   // failure switches to memory only with one warning. Unknown: it does not exist (and !create).
   DirState openLocked(bool create);
+  // Writes the marker file clear() looks for, once per object.
+  void markLocked();
   void degradeLocked(const llvm::Twine &reason);
   std::string entryPath(llvm::StringRef key) const;
   std::vector<ListedEntry> listLocked(bool withSummaries);
@@ -139,6 +153,7 @@ private:
   uint64_t maxBytes_ = 0;
   std::mutex mutex_;
   DirState state_ = DirState::Unknown;
+  bool marked_ = false;
   std::map<std::string, CacheEntry> memory_; // only used once unwritable
 };
 

@@ -170,4 +170,30 @@ llvm::Expected<TuneResult> Autotuner::tune(
   return result;
 }
 
+size_t Autotuner::clearRecords(llvm::StringRef storeDir, std::vector<std::string> &failures) {
+  namespace fs = llvm::sys::fs;
+  // The names recordPath gives, and llvm::writeToOutput's temporaries beside them.
+  auto isRecordName = [](llvm::StringRef name) {
+    llvm::StringRef hex = name.take_front(64);
+    llvm::StringRef rest = name.drop_front(hex.size());
+    return hex.size() == 64 && llvm::all_of(hex, llvm::isHexDigit) &&
+           (rest == ".json" || rest.starts_with(".json.temp-stream-"));
+  };
+  std::vector<std::string> records;
+  std::error_code ec;
+  for (fs::directory_iterator it(storeDir, ec, /*follow_symlinks=*/false), end;
+       !ec && it != end; it.increment(ec))
+    if (it->type() != fs::file_type::directory_file &&
+        isRecordName(llvm::sys::path::filename(it->path())))
+      records.push_back(it->path());
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    failures.push_back("read directory(" + storeDir.str() + "): " + ec.message());
+  size_t removed = 0;
+  for (const std::string &r : records)
+    if (removeTree(r, failures) && !llvm::StringRef(r).contains(".temp-stream-"))
+      ++removed;
+  (void)fs::remove(storeDir, /*IgnoreNonExisting=*/true); // only if empty
+  return removed;
+}
+
 } // namespace flashbob::runtime

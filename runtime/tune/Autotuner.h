@@ -41,6 +41,11 @@ public:
 
   std::string recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const;
 
+  // Removes the records in `storeDir` (<64 hex>.json and leftover temporaries of their writes),
+  // then the directory if nothing else is left; other files stay. Returns how many records it
+  // removed; appends "<call>(<path>): <reason>" for each it could not remove.
+  static size_t clearRecords(llvm::StringRef storeDir, std::vector<std::string> &failures);
+
 private:
   std::string storeDir_;
   std::mutex mutex_;

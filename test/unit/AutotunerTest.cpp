@@ -144,3 +144,24 @@ TEST_CASE("autotuner reads records only from regular files of bounded size", "[t
   }
   ::alarm(0);
 }
+
+TEST_CASE("clearRecords removes only tuning records", "[tune]") {
+  TempDir dir;
+  Autotuner tuner(std::string(dir.path));
+  auto tuned = tuner.tune("k", {"a", "b"}, [](size_t) -> llvm::Expected<double> { return 1.0; });
+  REQUIRE(static_cast<bool>(tuned));
+  const std::string mine = std::string(dir.path) + "/mine.json";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(mine, ec);
+    REQUIRE_FALSE(ec);
+    os << "{}";
+  }
+  std::vector<std::string> failures;
+  CHECK(Autotuner::clearRecords(dir.path, failures) == 1);
+  CHECK(failures.empty());
+  CHECK_FALSE(llvm::sys::fs::exists(tuner.recordPath("k", {"a", "b"})));
+  CHECK(llvm::sys::fs::exists(mine));
+  CHECK(Autotuner::clearRecords(std::string(dir.path) + "/missing", failures) == 0);
+  CHECK(failures.empty());
+}

@@ -510,7 +510,11 @@ TEST_CASE("list shows every entry and clear removes only entries", "[cache]") {
   TempDir tmp;
   DiskCache cache(tmp.sub("cache"));
   CHECK(cache.list().empty());
-  CHECK(!cache.clear()); // nothing there yet
+  {
+    llvm::Expected<ClearResult> nothing = cache.clear(); // no directory yet
+    REQUIRE(static_cast<bool>(nothing));
+    CHECK(nothing->entries == 0);
+  }
 
   const auto before = std::chrono::system_clock::now() - std::chrono::seconds(5);
   std::vector<CacheFile> files = sampleFiles("listed");
@@ -542,14 +546,29 @@ TEST_CASE("list shows every entry and clear removes only entries", "[cache]") {
                        [](const ListedEntry &a, const ListedEntry &b) { return a.key < b.key; }));
   CHECK(summaries == std::set<std::string>{"kernel_a", "kernel_b", "unnamed kernel key"});
 
-  llvm::Error e = cache.clear();
-  REQUIRE(!e);
+  // A two-hex-digit folder of the user's, and a user's file inside a real shard.
+  REQUIRE(!fs::create_directories(tmp.sub("cache", "cd")));
+  writeBytes(tmp.sub("cache", "cd", "notes.txt"), "mine");
+  const std::string shardA = listed[0].key.substr(0, 2);
+  writeBytes(tmp.sub("cache", shardA, "mine.txt"), "mine");
+
+  llvm::Expected<ClearResult> cleared = cache.clear();
+  REQUIRE(static_cast<bool>(cleared));
+  CHECK(cleared->entries == 3);
+  CHECK(cleared->failures.empty());
   CHECK(cache.list().empty());
+  CHECK(fs::exists(tmp.sub("cache", "cd", "notes.txt")));
+  CHECK(filesIn(tmp.sub("cache", shardA)) == std::set<std::string>{"mine.txt"});
+  REQUIRE(!fs::remove(tmp.sub("cache", "cd", "notes.txt")));
+  REQUIRE(!fs::remove(tmp.sub("cache", "cd")));
+  REQUIRE(!fs::remove(tmp.sub("cache", shardA, "mine.txt")));
+  REQUIRE(!fs::remove(tmp.sub("cache", shardA)));
   CHECK(!cache.lookup("first line of key A\nmore"));
   CHECK(fs::exists(tmp.sub("cache", "README")));
   CHECK(fs::exists(tmp.sub("cache", "keep-me", "x")));
   CHECK(fs::exists(tmp.sub("cache", "abc")));
-  CHECK(filesIn(tmp.sub("cache")) == std::set<std::string>{"README", "keep-me", "abc"});
+  CHECK(filesIn(tmp.sub("cache")) ==
+        std::set<std::string>{"README", "keep-me", "abc", ".flashbob-cache"});
 
   // The cache still works after a clear.
   storeOk(cache, "after clear", files, sampleMeta("again"));
@@ -849,4 +868,26 @@ TEST_CASE("a failed store keeps the directory in use for other entries", "[cache
   CHECK(cache.lookup(blocked)); // from memory
   CHECK(DiskCache(tmp.sub("cache")).lookup(later)); // on disk
   CHECK_THAT(warnings, Catch::Contains("could not store") && !Catch::Contains("not writable"));
+}
+
+TEST_CASE("clear removes nothing in a directory the cache did not mark as its own", "[cache]") {
+  TempDir tmp;
+  // What looks like an entry, in a directory without the marker (e.g. FLASHBOB_CACHE_DIR
+  // pointed at the wrong place).
+  const std::string key = DiskCache::keyFor("k");
+  REQUIRE(!fs::create_directories(tmp.sub("dir", key.substr(0, 2), key)));
+  writeBytes(tmp.sub("dir", key.substr(0, 2), key) + "/metadata.json", "{}");
+  DiskCache cache(tmp.sub("dir"));
+  llvm::Expected<ClearResult> cleared = cache.clear();
+  REQUIRE(!static_cast<bool>(cleared));
+  CHECK_THAT(llvm::toString(cleared.takeError()),
+             Catch::Contains("has no .flashbob-cache marker") && Catch::Contains("nothing removed"));
+  CHECK(fs::exists(tmp.sub("dir", key.substr(0, 2), key) + "/metadata.json"));
+
+  // The cache's first store marks it; then clear removes the entries it finds there.
+  storeOk(cache, "other", sampleFiles("o"), sampleMeta("o"));
+  CHECK(fs::exists(tmp.sub("dir", ".flashbob-cache")));
+  cleared = cache.clear();
+  REQUIRE(static_cast<bool>(cleared));
+  CHECK(cleared->entries == 2);
 }
