@@ -18,6 +18,7 @@
 #pragma once
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Chrono.h"
 #include "llvm/Support/Error.h"
@@ -95,8 +96,12 @@ public:
   llvm::StringRef directory() const { return directory_; }
 
   // The verified entry for this key text, or nullopt. Never returns a damaged or mismatching
-  // entry: such an entry is removed (best effort) and reported as a miss.
-  std::optional<CacheEntry> lookup(llvm::StringRef keyText);
+  // entry: such an entry is removed (best effort) and reported as a miss. `check`, when given,
+  // judges what the checksums cannot (the caller's metadata): an entry it rejects is removed
+  // the same way, with a warning naming its error, so the caller recompiles and stores it anew.
+  std::optional<CacheEntry>
+  lookup(llvm::StringRef keyText,
+         llvm::function_ref<llvm::Error(const CacheEntry &)> check = nullptr);
 
   // Stores the files and the caller's metadata under keyFor(keyText), then prunes to the size
   // bound (never removing this entry). If another process stored the key first, its entry is

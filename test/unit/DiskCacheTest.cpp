@@ -891,3 +891,29 @@ TEST_CASE("clear removes nothing in a directory the cache did not mark as its ow
   REQUIRE(static_cast<bool>(cleared));
   CHECK(cleared->entries == 2);
 }
+
+TEST_CASE("an entry its caller's check rejects is a miss, removed, and stored anew", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  storeOk(cache, "checked", sampleFiles("c"), sampleMeta("c"));
+  auto threadsAre = [](int64_t expected) {
+    return [expected](const CacheEntry &e) -> llvm::Error {
+      if (e.metadata.getInteger("threads") == expected)
+        return llvm::Error::success();
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "threads differ");
+    };
+  };
+  std::string warnings;
+  bool hit = false, rejected = true;
+  warnings = capturingStderr(tmp, [&] {
+    DiskCache fresh(tmp.sub("cache"));
+    hit = fresh.lookup("checked", threadsAre(128)).has_value();
+    rejected = fresh.lookup("checked", threadsAre(256)).has_value();
+  });
+  CHECK(hit);
+  CHECK(!rejected);
+  CHECK(!fs::exists(entryDir(cache, "checked")));
+  CHECK_THAT(warnings, Catch::Contains("not used (threads differ); removed, the kernel is recompiled"));
+  storeOk(cache, "checked", sampleFiles("c"), sampleMeta("c"));
+  CHECK(DiskCache(tmp.sub("cache")).lookup("checked", threadsAre(128)));
+}
