@@ -262,7 +262,7 @@ DiskCache::DirState DiskCache::openLocked(bool create) {
     degradeLocked("not a directory");
     return state_;
   }
-  if (std::optional<std::string> why = untrustedReason(st.st_mode, st.st_uid, ::geteuid())) {
+  if (std::optional<std::string> why = untrustedReason(st.st_mode, st.st_uid, st.st_gid, ::geteuid(), userPrivateGroup())) {
     state_ = DirState::Refused;
     static std::atomic<bool> warned{false};
     warnOnce(warned, "flashbob: warning: kernel cache directory " + directory_ + " is not used: it is " +

@@ -1,5 +1,6 @@
 #include "runtime/tune/Autotuner.h"
 
+#include "runtime/cache/CacheDirectory.h"
 #include "runtime/cache/SafeFile.h"
 
 #include "support/Json.h"
@@ -16,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace flashbob::runtime {
 
@@ -28,6 +30,30 @@ support::LogLevel detailLevel() {
 } // namespace
 
 Autotuner::Autotuner(std::string storeDir) : storeDir_(std::move(storeDir)) {}
+
+bool Autotuner::storeUsableLocked() {
+  if (storeDir_.empty())
+    return false;
+  if (store_ != Store::Unknown)
+    return store_ == Store::Usable;
+  store_ = Store::Unusable;
+  std::string why;
+  if (std::error_code ec = llvm::sys::fs::create_directories(storeDir_, /*IgnoreExisting=*/true,
+                                                             llvm::sys::fs::owner_all))
+    why = "create_directories: " + ec.message();
+  else if (std::optional<std::string> untrusted = untrustedReason(storeDir_))
+    why = *untrusted;
+  if (why.empty()) {
+    store_ = Store::Usable;
+    return true;
+  }
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    support::log(support::LogLevel::Warning, "flashbob: warning: tuning records in " + storeDir_ +
+                                                 " not used (" + why +
+                                                 "); tuning results kept in memory only");
+  return false;
+}
 
 std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const {
   llvm::SHA256 hash;
@@ -106,7 +132,8 @@ llvm::Expected<TuneResult> Autotuner::tune(
     if (p == path)
       return TuneResult{w, {}, true};
   const support::LogLevel detail = detailLevel();
-  if (!storeDir_.empty())
+  const bool usable = storeUsableLocked();
+  if (usable)
     if (auto winner = readWinner(path, key, candidates)) {
       support::log(detail, "flashbob autotune: " + key + ": reusing " + *winner + " (" + path +
                                ")");
@@ -161,7 +188,7 @@ llvm::Expected<TuneResult> Autotuner::tune(
     names.push_back(c);
   for (auto &[name, ms] : result.medianMs)
     times.push_back(llvm::json::Object{{"candidate", name}, {"median_ms", ms}});
-  if (!storeDir_.empty())
+  if (usable)
     writeRecord(path, llvm::json::Object{{"key", key},
                                          {"candidates", std::move(names)},
                                          {"winner", result.winner},

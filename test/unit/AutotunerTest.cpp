@@ -16,7 +16,10 @@ using flashbob::runtime::Autotuner;
 namespace {
 struct TempDir {
   llvm::SmallString<128> path;
-  TempDir() { REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-tune", path)); }
+  TempDir() {
+    ::umask(022); // a group-writable store directory (umask 002) would be refused
+    REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-tune", path));
+  }
   ~TempDir() { llvm::sys::fs::remove_directories(path); }
 };
 
@@ -164,4 +167,32 @@ TEST_CASE("clearRecords removes only tuning records", "[tune]") {
   CHECK(llvm::sys::fs::exists(mine));
   CHECK(Autotuner::clearRecords(std::string(dir.path) + "/missing", failures) == 0);
   CHECK(failures.empty());
+}
+
+// Another user's records could choose which kernels run: a store directory writable by others
+// is not used (the winner stays in memory), and a new one is created 0700.
+TEST_CASE("autotuner uses only a records directory that nobody else can write", "[tune]") {
+  TempDir dir;
+  const std::string store = std::string(dir.path) + "/records";
+  {
+    Autotuner tuner(store);
+    auto first = tuner.tune("k", {"a", "b"}, [](size_t i) -> llvm::Expected<double> {
+      return i == 0 ? 1.0 : 2.0;
+    });
+    REQUIRE(static_cast<bool>(first));
+    llvm::sys::fs::file_status status;
+    REQUIRE_FALSE(llvm::sys::fs::status(store, status));
+    CHECK((status.permissions() & llvm::sys::fs::all_perms) == llvm::sys::fs::owner_all);
+  }
+  // A planted record (b wins) in a directory others can write: not trusted, measured afresh.
+  REQUIRE(::chmod(store.c_str(), 0777) == 0);
+  int calls = 0;
+  Autotuner open(store);
+  auto again = open.tune("k", {"a", "b"}, [&](size_t i) -> llvm::Expected<double> {
+    ++calls;
+    return i == 0 ? 1.0 : 2.0;
+  });
+  REQUIRE(static_cast<bool>(again));
+  CHECK_FALSE(again->reused);
+  CHECK(calls > 0);
 }

@@ -33,7 +33,12 @@ namespace {
 // A fresh directory per test, removed afterwards.
 struct TempDir {
   llvm::SmallString<128> dir;
-  TempDir() { REQUIRE(!fs::createUniqueDirectory("flashbob-disk-cache-test", dir)); }
+  TempDir() {
+    // Directories the tests make must not be group-writable under a umask of 002, or the cache
+    // would (rightly) refuse them.
+    ::umask(022);
+    REQUIRE(!fs::createUniqueDirectory("flashbob-disk-cache-test", dir));
+  }
   ~TempDir() { (void)fs::remove_directories(dir, /*IgnoreErrors=*/true); }
   std::string sub(llvm::StringRef a, llvm::StringRef b = "", llvm::StringRef c = "") const {
     llvm::SmallString<256> p(dir);
@@ -796,15 +801,21 @@ template <typename Body> std::string capturingStderr(const TempDir &tmp, Body bo
 TEST_CASE("a cache directory is trusted only if this user owns it and nobody else can write it",
           "[cache]") {
   const uid_t me = ::geteuid();
-  CHECK(!untrustedReason(S_IFDIR | 0700, me, me));
-  CHECK(!untrustedReason(S_IFDIR | 0755, me, me));
-  CHECK(untrustedReason(S_IFDIR | 0700, me + 1, me) ==
+  const gid_t mine = 4242, shared = 100;
+  CHECK(!untrustedReason(S_IFDIR | 0700, me, shared, me, std::nullopt));
+  CHECK(!untrustedReason(S_IFDIR | 0755, me, shared, me, std::nullopt));
+  CHECK(untrustedReason(S_IFDIR | 0700, me + 1, shared, me, std::nullopt) ==
         "owned by uid " + std::to_string(me + 1) + ", not by this user (uid " +
             std::to_string(me) + ")");
-  CHECK(untrustedReason(S_IFDIR | 0777, me, me) == std::string("writable by others (mode 0777)"));
-  CHECK(untrustedReason(S_IFDIR | 0770, me, me) ==
+  CHECK(untrustedReason(S_IFDIR | 0777, me, mine, me, mine) ==
+        std::string("writable by others (mode 0777)"));
+  CHECK(untrustedReason(S_IFDIR | 0770, me, shared, me, mine) ==
         std::string("writable by its group (mode 0770)"));
-  CHECK(untrustedReason(S_IFREG | 0600, me, me) == std::string("not a directory"));
+  CHECK(untrustedReason(S_IFDIR | 0770, me, shared, me, std::nullopt) ==
+        std::string("writable by its group (mode 0770)"));
+  // umask 002 with a user private group: group-writable by nobody else.
+  CHECK(!untrustedReason(S_IFDIR | 0775, me, mine, me, mine));
+  CHECK(untrustedReason(S_IFREG | 0600, me, mine, me, mine) == std::string("not a directory"));
 
   // A new directory is created 0700.
   TempDir tmp;
