@@ -1,6 +1,7 @@
 #include "jit/KernelCache.h"
 
 #include "compiler/dialect/Target.h"
+#include "jit/CachedMetadata.h"
 #include "jit/Compile.h"
 #include "kernels/TileTable.h"
 #include "runtime/cache/DiskCache.h"
@@ -108,19 +109,25 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
   std::string cubin, entryName;
   int64_t threads = 0, sharedBytes = 0;
   std::vector<runtime::TensorMapSpec> tensorMaps;
-  if (auto hit = diskCache().lookup(keyText)) {
-    const std::string *bin = hit->file("kernel.cubin");
-    auto entry = hit->metadata.getString("entry");
-    auto t = hit->metadata.getInteger("threads");
-    auto sb = hit->metadata.getInteger("shared_bytes");
-    auto maps = runtime::tensorMapsFromJson(hit->metadata.getArray("tensor_maps"));
-    if (bin && entry && t && sb && maps) {
-      cubin = *bin;
-      entryName = entry->str();
-      threads = *t;
-      sharedBytes = *sb;
-      tensorMaps = std::move(*maps);
-    }
+  // metadata.json's launch facts are checked against the spec (jit/CachedMetadata): a wrong
+  // one is never launched; the entry is removed and the kernel recompiled below.
+  std::optional<CachedLaunch> cached;
+  auto check = [&](const runtime::CacheEntry &e) -> llvm::Error {
+    const std::string *bin = e.file("kernel.cubin");
+    if (!bin || bin->empty())
+      return failure("no kernel.cubin");
+    llvm::Expected<CachedLaunch> launch = validateCachedMetadata(e.metadata, spec);
+    if (!launch)
+      return launch.takeError();
+    cached = std::move(*launch);
+    return llvm::Error::success();
+  };
+  if (auto hit = diskCache().lookup(keyText, check); hit && cached) {
+    cubin = *hit->file("kernel.cubin");
+    entryName = cached->entry;
+    threads = cached->threads;
+    sharedBytes = cached->sharedBytes;
+    tensorMaps = std::move(cached->tensorMaps);
   }
   if (cubin.empty()) {
     support::log(support::LogLevel::Debug, "flashbob: compiling " + name);

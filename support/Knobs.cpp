@@ -17,7 +17,9 @@ namespace {
 const KnobInfo kKnobs[] = {
     {Knob::CacheDir, "FLASHBOB_CACHE_DIR", KnobType::Path, "",
      "Directory of the kernel cache and tuning records; unset: $XDG_CACHE_HOME/flashbob, else "
-     "~/.cache/flashbob. A relative path is made absolute when the cache opens."},
+     "~/.cache/flashbob, else /tmp/flashbob-cache-<uid>. Created 0700; used only if it belongs to "
+     "this user and nobody else can write it. A relative path is made absolute when the cache "
+     "opens."},
     {Knob::CacheMaxMB, "FLASHBOB_CACHE_MAX_MB", KnobType::UInt, "2048",
      "Size bound of the kernel cache in MiB, enforced after each store by removing the least "
      "recently used entries; 0: no bound."},

@@ -1,4 +1,6 @@
 #include "runtime/cache/DiskCache.h"
+#include "runtime/cache/CacheDirectory.h"
+#include "runtime/cache/SafeFile.h"
 
 #include "support/Errors.h"
 #include "support/Json.h"
@@ -21,6 +23,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace flashbob::runtime {
 
@@ -69,18 +73,23 @@ llvm::Error writeFile(llvm::StringRef filePath, llvm::StringRef bytes) {
   return llvm::Error::success();
 }
 
-llvm::Expected<std::string> readFile(llvm::StringRef filePath) {
-  auto buffer = llvm::MemoryBuffer::getFile(filePath, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return failure("read " + filePath, buffer.getError());
-  return (*buffer)->getBuffer().str();
+// Bounds on what lookup and list read: a planted link to /dev/zero or a huge file is refused by
+// its size, not read until memory runs out. metadata.json holds the key text and a few records;
+// a stage file (PTX, LLVM IR of a large kernel) stays far below 256 MiB.
+constexpr uint64_t kMaxMetadataBytes = 1 << 20;
+constexpr uint64_t kMaxStageFileBytes = uint64_t(256) << 20;
+
+// lstat, not stat: a symbolic link (or anything else) where a directory belongs is no entry.
+bool isRealDirectory(llvm::StringRef p) {
+  fs::file_status status;
+  return !fs::status(p, status, /*follow=*/false) &&
+         status.type() == fs::file_type::directory_file;
 }
 
 llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
   llvm::SmallString<256> metaPath(entryDir);
   path::append(metaPath, DiskCache::MetadataFileName);
-  llvm::Expected<std::string> text = readFile(metaPath);
+  llvm::Expected<std::string> text = readRegularFile(metaPath, kMaxMetadataBytes);
   if (!text)
     return text.takeError();
   llvm::Expected<llvm::json::Value> value = support::parseJson(*text);
@@ -123,12 +132,10 @@ llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef k
       return failure(entryDir + ": bad file record in metadata.json");
     llvm::SmallString<256> filePath(entryDir);
     path::append(filePath, *name);
-    uint64_t actualSize = 0;
-    if (std::error_code ec = fs::file_size(filePath, actualSize))
-      return failure("file_size " + filePath, ec);
-    if (*size < 0 || actualSize != uint64_t(*size))
-      return failure(filePath + ": size differs from metadata.json");
-    llvm::Expected<std::string> bytes = readFile(filePath);
+    if (*size < 0 || uint64_t(*size) > kMaxStageFileBytes)
+      return failure(filePath + ": size in metadata.json out of range");
+    // Bounded by the recorded size: a longer file is damaged, whatever it is.
+    llvm::Expected<std::string> bytes = readRegularFile(filePath, uint64_t(*size));
     if (!bytes)
       return bytes.takeError();
     if (bytes->size() != uint64_t(*size) || sha256Hex(*bytes) != *sha)
@@ -140,19 +147,18 @@ llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef k
 
 // Removes an entry without ever showing a half-deleted one: first an atomic rename out of the
 // way, then the slow delete. Best effort: a read-only cache keeps its damaged entry (still a miss).
+// removeTree never follows a link (a link where an entry belongs is removed itself, never what
+// it points to) and unlinks FIFOs and sockets too (fs::remove refuses them, which left the
+// .trash-* directory behind).
 void discard(llvm::StringRef entryDir) {
   llvm::SmallString<256> trash;
   fs::createUniquePath(entryDir + ".trash-%%%%%%%%", trash, /*MakeAbsolute=*/false);
   // The trash name ends in ".trash-..." so list() and lookup never take it for an entry.
   llvm::StringRef victim = fs::rename(entryDir, trash) ? entryDir : llvm::StringRef(trash);
-  // lstat, not stat: a symbolic link where an entry belongs is removed itself, never what it
-  // points to (remove_directories would follow a link given as its top directory).
-  fs::file_status status;
-  if (!fs::status(victim, status, /*follow=*/false) &&
-      status.type() == fs::file_type::directory_file)
-    (void)fs::remove_directories(victim, /*IgnoreErrors=*/true);
-  else
-    (void)fs::remove(victim); // a stray file or link where an entry belongs
+  std::vector<std::string> failures;
+  if (!removeTree(victim, failures))
+    support::log(support::LogLevel::Debug,
+                 "flashbob cache: could not remove " + victim + ": " + failures.front());
 }
 
 // Marks an entry used now (its metadata.json's modification time), for least-recently-used
@@ -160,12 +166,7 @@ void discard(llvm::StringRef entryDir) {
 void markUsed(llvm::StringRef entryDir) {
   llvm::SmallString<256> metaPath(entryDir);
   path::append(metaPath, DiskCache::MetadataFileName);
-  int fd = -1;
-  if (fs::openFileForRead(metaPath, fd))
-    return;
-  (void)fs::setLastAccessAndModificationTime(
-      fd, std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
-  (void)llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  (void)touchRegularFile(metaPath);
 }
 
 std::string shortKey(llvm::StringRef key) { return key.take_front(16).str(); }
@@ -206,12 +207,8 @@ std::string DiskCache::defaultDirectory() {
     result = home;
   else if (!path::home_directory(result)) // HOME unset: the password database
     result.clear();
-  if (result.empty()) {
-    // No home at all (a bare container): a shared temp directory is better than no cache.
-    path::system_temp_directory(/*ErasedOnReboot=*/true, result);
-    path::append(result, "flashbob-cache");
-    return result.str().str();
-  }
+  if (result.empty()) // no home at all (a bare container): a per-user temp directory
+    return perUserTempDirectory();
   path::append(result, ".cache", "flashbob");
   return result.str().str();
 }
@@ -224,51 +221,120 @@ std::string DiskCache::entryPath(llvm::StringRef key) const {
   return p.str().str();
 }
 
+namespace {
+// One line per process, not per cache object or per kernel: a read-only home would otherwise
+// print it for every kernel compiled.
+// One flag per kind of warning, so one kind never hides another.
+void warnOnce(std::atomic<bool> &warned, const std::string &message) {
+  if (!warned.exchange(true))
+    support::log(support::LogLevel::Warning, message);
+}
+} // namespace
+
 void DiskCache::degradeLocked(const llvm::Twine &reason) {
   state_ = DirState::Unwritable;
-  // One line per process, not per cache object or per kernel: a read-only home would otherwise
-  // print it for every kernel compiled.
   static std::atomic<bool> warned{false};
-  if (!warned.exchange(true))
-    support::log(support::LogLevel::Warning, "flashbob: warning: kernel cache directory " +
-                                                 directory_ + " is not writable (" + reason +
-                                                 "); caching in memory only");
+  warnOnce(warned, "flashbob: warning: kernel cache directory " + directory_ + " is not writable (" +
+           reason.str() + "); caching in memory only");
 }
 
-bool DiskCache::ensureWritableLocked() {
+DiskCache::DirState DiskCache::openLocked(bool create) {
   if (state_ != DirState::Unknown)
-    return state_ == DirState::Writable;
-  if (std::error_code ec = fs::create_directories(directory_)) {
-    degradeLocked("create_directories: " + ec.message());
-    return false;
+    return state_;
+  if (!fs::exists(directory_)) {
+    if (!create)
+      return DirState::Unknown; // nothing to read; decided when something is stored
+    // 0700: entries become GPU code in this process; nobody else needs to read or write them.
+    if (std::error_code ec = fs::create_directories(directory_, /*IgnoreExisting=*/true,
+                                                    fs::owner_all)) {
+      degradeLocked("create_directories: " + ec.message());
+      return state_;
+    }
   }
-  // create_directories accepts an existing regular file of that name.
-  if (!fs::is_directory(directory_)) {
+  // stat, not lstat: a link to a directory of this user's (a cache moved to another disk) is
+  // fine; what it points to is checked.
+  struct stat st;
+  if (::stat(directory_.c_str(), &st) != 0) {
+    degradeLocked("stat: " + std::error_code(errno, std::generic_category()).message());
+    return state_;
+  }
+  if (!S_ISDIR(st.st_mode)) { // create_directories accepts an existing file of that name
     degradeLocked("not a directory");
-    return false;
+    return state_;
+  }
+  if (std::optional<std::string> why = untrustedReason(st.st_mode, st.st_uid, st.st_gid, ::geteuid(), userPrivateGroup())) {
+    state_ = DirState::Refused;
+    static std::atomic<bool> warned{false};
+    warnOnce(warned, "flashbob: warning: kernel cache directory " + directory_ + " is not used: it is " +
+             *why + "; it must belong to this user and be writable by nobody else (chmod 700); "
+             "caching in memory only");
+    return state_;
   }
   if (std::error_code ec = fs::access(directory_, fs::AccessMode::Write)) {
+    // Read-only but ours: its entries may still be used.
     degradeLocked("access: " + ec.message());
-    return false;
+    state_ = DirState::ReadOnly;
+    return state_;
   }
   state_ = DirState::Writable;
-  return true;
+  return state_;
+}
+
+void DiskCache::markLocked() {
+  if (marked_)
+    return;
+  // The marker tells clear() that this directory is a cache it may empty: it removes nothing
+  // elsewhere. Written on the first store, not on a lookup: looking into a directory does not
+  // make it ours. Best effort: without it the cache works, only clear() refuses.
+  llvm::SmallString<256> marker(directory_);
+  path::append(marker, MarkerFileName);
+  fs::file_status markerStatus;
+  if (fs::status(marker, markerStatus, /*follow=*/false))
+    if (llvm::Error e = writeFile(marker, "This directory is a FlashBoB kernel cache: `flashbob "
+                                          "cache clear` removes only the entries it wrote.\n"))
+      llvm::consumeError(std::move(e));
+  marked_ = true;
 }
 
 bool DiskCache::writable() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return ensureWritableLocked();
+  return openLocked(/*create=*/true) == DirState::Writable;
 }
 
-std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
+std::optional<CacheEntry>
+DiskCache::lookup(llvm::StringRef keyText,
+                  llvm::function_ref<llvm::Error(const CacheEntry &)> check) {
   std::string key = keyFor(keyText);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = memory_.find(key); it != memory_.end() && it->second.keyText == keyText)
-    return it->second;
-  std::string entryDir = entryPath(key);
-  if (!fs::exists(entryDir))
+  if (auto it = memory_.find(key); it != memory_.end() && it->second.keyText == keyText) {
+    // Checked like a disk entry: the caller may depend on what `check` derives from it.
+    if (!check)
+      return it->second;
+    llvm::Error e = check(it->second);
+    if (!e)
+      return it->second;
+    llvm::consumeError(std::move(e));
+    memory_.erase(it);
     return std::nullopt;
-  llvm::Expected<CacheEntry> entry = readEntry(entryDir, key, keyText);
+  }
+  // Never read entries from a directory someone else can write: they would run as GPU code.
+  if (DirState state = openLocked(/*create=*/false);
+      state != DirState::Writable && state != DirState::ReadOnly)
+    return std::nullopt;
+  std::string entryDir = entryPath(key);
+  if (!fs::exists(entryDir) && !fs::is_symlink_file(entryDir))
+    return std::nullopt;
+  // Not through a link, neither the entry nor its shard: the files read below must be the
+  // cache's own. A link or file where the shard belongs is removed itself (never followed).
+  if (llvm::StringRef shard = path::parent_path(entryDir); !isRealDirectory(shard)) {
+    discard(shard);
+    support::log(support::LogLevel::Debug,
+                 "flashbob cache: removed " + shard + ": not a directory");
+    return std::nullopt;
+  }
+  llvm::Expected<CacheEntry> entry =
+      isRealDirectory(entryDir) ? readEntry(entryDir, key, keyText)
+                                : llvm::Expected<CacheEntry>(failure(entryDir + ": not a directory"));
   if (!entry) {
     std::string why = llvm::toString(entry.takeError());
     discard(entryDir);
@@ -276,6 +342,15 @@ std::optional<CacheEntry> DiskCache::lookup(llvm::StringRef keyText) {
                  "flashbob cache: removed damaged entry " + shortKey(key) + " (" + why + ")");
     return std::nullopt;
   }
+  if (check)
+    if (llvm::Error e = check(*entry)) {
+      // Sound files with wrong contents: tampering or a bug of another build. Said, not hidden.
+      support::log(support::LogLevel::Warning,
+                   "flashbob: warning: kernel cache entry " + entryDir + " not used (" +
+                       llvm::toString(std::move(e)) + "); removed, the kernel is recompiled");
+      discard(entryDir);
+      return std::nullopt;
+    }
   markUsed(entryDir);
   support::log(support::LogLevel::Debug, "flashbob cache: hit " + shortKey(key) + " in " +
                                              directory_);
@@ -366,7 +441,8 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
     return e;
   std::string key = keyFor(keyText);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ensureWritableLocked()) {
+  if (openLocked(/*create=*/true) == DirState::Writable) {
+    markLocked();
     llvm::Error e = storeOnDisk(entryPath(key), key, keyText, files, metadata);
     if (!e) {
       support::log(support::LogLevel::Debug, "flashbob cache: stored " + shortKey(key) + " in " +
@@ -374,7 +450,16 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
       pruneLocked(key);
       return llvm::Error::success();
     }
-    degradeLocked(llvm::toString(std::move(e)));
+    // One entry failed (a full disk, a stray file where its shard belongs): the directory stays
+    // in use for the others; this one is kept in memory.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      support::log(support::LogLevel::Warning,
+                   "flashbob: warning: kernel cache: could not store " + shortKey(key) + " in " +
+                       directory_ + " (" + llvm::toString(std::move(e)) +
+                       "); kept in memory for this process");
+    else
+      llvm::consumeError(std::move(e));
   }
   memory_[key] = CacheEntry{key, keyText.str(), files.vec(), std::move(metadata)};
   return llvm::Error::success();
@@ -382,6 +467,8 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
 
 std::vector<ListedEntry> DiskCache::list() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (openLocked(/*create=*/false) == DirState::Refused)
+    return {}; // not ours: the warning said why
   return listLocked(/*withSummaries=*/true);
 }
 
@@ -443,6 +530,8 @@ std::vector<ListedEntry> DiskCache::listLocked(bool withSummaries) {
 
 PruneResult DiskCache::prune(llvm::StringRef keepKey) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (openLocked(/*create=*/false) != DirState::Writable)
+    return {}; // missing, read-only or not ours: nothing to remove
   return pruneLocked(keepKey);
 }
 
@@ -478,24 +567,66 @@ PruneResult DiskCache::pruneLocked(llvm::StringRef keepKey) {
   return removed;
 }
 
-llvm::Error DiskCache::clear() {
+namespace {
+// The names the cache gives things in a shard: entries, temporaries being built, trash being
+// removed.
+bool isCacheWrittenName(llvm::StringRef name, llvm::StringRef shardName) {
+  llvm::StringRef key = name;
+  if (key.consume_front(".")) { // .<key>.tmp-XXXXXX
+    size_t dot = key.find('.');
+    if (dot == llvm::StringRef::npos || !key.substr(dot).starts_with(".tmp"))
+      return false;
+    key = key.take_front(dot);
+  } else if (size_t trash = key.find(".trash-"); trash != llvm::StringRef::npos) {
+    key = key.take_front(trash);
+  }
+  return isLowerHex(key, 64) && key.starts_with(shardName);
+}
+} // namespace
+
+llvm::Expected<ClearResult> DiskCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   memory_.clear();
-  if (!fs::is_directory(directory_))
-    return llvm::Error::success(); // nothing of ours there
-  std::vector<std::string> shards;
+  ClearResult result;
+  if (!fs::exists(directory_))
+    return result; // nothing there
+  DirState state = openLocked(/*create=*/false);
+  if (state == DirState::Refused || state == DirState::Unwritable)
+    return failure(directory_ + " is not used as a kernel cache (see the warning above); nothing "
+                                "removed");
+  llvm::SmallString<256> marker(directory_);
+  path::append(marker, MarkerFileName);
+  fs::file_status markerStatus;
+  if (fs::status(marker, markerStatus, /*follow=*/false) ||
+      markerStatus.type() != fs::file_type::regular_file)
+    return failure(directory_ + " has no " + MarkerFileName +
+                   " marker, so flashbob did not write it as a cache; nothing removed (a cache "
+                   "of an older flashbob gets the marker on its next store)");
   std::error_code ec;
-  for (fs::directory_iterator it(directory_, ec, /*follow_symlinks=*/false), end;
-       !ec && it != end; it.increment(ec))
-    if (it->type() == fs::file_type::directory_file &&
-        isLowerHex(path::filename(it->path()), 2))
-      shards.push_back(it->path());
+  for (fs::directory_iterator shard(directory_, ec, /*follow_symlinks=*/false), end;
+       !ec && shard != end; shard.increment(ec)) {
+    llvm::StringRef shardName = path::filename(shard->path());
+    if (shard->type() != fs::file_type::directory_file || !isLowerHex(shardName, 2))
+      continue;
+    std::vector<std::string> ours;
+    std::error_code innerEc;
+    for (fs::directory_iterator it(shard->path(), innerEc, false); !innerEc && it != end;
+         it.increment(innerEc))
+      if (isCacheWrittenName(path::filename(it->path()), shardName))
+        ours.push_back(it->path());
+    if (innerEc) {
+      result.failures.push_back("read directory(" + shard->path() + "): " + innerEc.message());
+      continue;
+    }
+    for (const std::string &p : ours)
+      if (removeTree(p, result.failures) && isLowerHex(path::filename(p), 64))
+        ++result.entries;
+    // The shard goes only when nothing else is left in it; a user's file keeps it.
+    (void)fs::remove(shard->path(), /*IgnoreNonExisting=*/true);
+  }
   if (ec)
-    return failure("read directory " + directory_, ec);
-  for (const std::string &shard : shards)
-    if (std::error_code removeEc = fs::remove_directories(shard))
-      return failure("remove_directories " + shard, removeEc);
-  return llvm::Error::success();
+    result.failures.push_back("read directory(" + directory_ + "): " + ec.message());
+  return result;
 }
 
 } // namespace flashbob::runtime

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Chrono.h"
 #include "llvm/Support/Error.h"
@@ -58,6 +59,12 @@ struct ListedEntry {
   llvm::sys::TimePoint<> lastUsed; // stored or last hit (metadata.json's modification time)
 };
 
+// What clear() removed, and what it could not ("<call>(<path>): <reason>", one per thing).
+struct ClearResult {
+  size_t entries = 0;
+  std::vector<std::string> failures;
+};
+
 // What prune() removed.
 struct PruneResult {
   size_t entries = 0;
@@ -78,7 +85,8 @@ public:
 
   // FLASHBOB_CACHE_DIR (support/Knobs.h: the environment or flashbob_set_cache_dir) if set and
   // non-empty, else $XDG_CACHE_HOME/flashbob, else $HOME/.cache/flashbob (home from the
-  // password database when HOME is unset).
+  // password database when HOME is unset), else <temp>/flashbob-cache-<uid>. Whichever it is,
+  // it is created 0700 and used only if it belongs to this user and nobody else can write it.
   static std::string defaultDirectory();
   static DiskCache fromEnvironment() { return DiskCache(defaultDirectory()); }
 
@@ -88,14 +96,20 @@ public:
   llvm::StringRef directory() const { return directory_; }
 
   // The verified entry for this key text, or nullopt. Never returns a damaged or mismatching
-  // entry: such an entry is removed (best effort) and reported as a miss.
-  std::optional<CacheEntry> lookup(llvm::StringRef keyText);
+  // entry: such an entry is removed (best effort) and reported as a miss. `check`, when given,
+  // judges what the checksums cannot (the caller's metadata): an entry it rejects is removed
+  // the same way, with a warning naming its error, so the caller recompiles and stores it anew.
+  std::optional<CacheEntry>
+  lookup(llvm::StringRef keyText,
+         llvm::function_ref<llvm::Error(const CacheEntry &)> check = nullptr);
 
   // Stores the files and the caller's metadata under keyFor(keyText), then prunes to the size
   // bound (never removing this entry). If another process stored the key first, its entry is
-  // kept and this succeeds. If the directory cannot be written, this still succeeds: one warning
-  // per process goes to the log sink (stderr by default), writable() turns false and the entry
-  // is kept in this object's memory. The error is only for invalid arguments (a bad or repeated
+  // kept and this succeeds. If the directory cannot be written or is refused (another user's, or
+  // writable by others), this still succeeds: one warning per process goes to the log sink
+  // (stderr by default), writable() turns false and the entry is kept in this object's memory.
+  // If only this entry cannot be written (a full disk), it is kept in memory with a warning and
+  // the directory stays in use. The error is only for invalid arguments (a bad or repeated
   // file name, a key text that is not UTF-8).
   llvm::Error store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
                     llvm::json::Object metadata);
@@ -106,9 +120,15 @@ public:
   // Every entry on disk, sorted by key. Temporary and foreign directories are skipped.
   std::vector<ListedEntry> list();
 
-  // Removes every entry: only the two-hex-digit subdirectories (and what they hold, leftover
-  // temporaries included); other files in the directory are left alone.
-  llvm::Error clear();
+  // Removes every entry and leftover temporary the cache wrote, and then each two-hex-digit
+  // shard left empty; anything else (files of the user's, also inside a shard) stays. Only in a
+  // directory that holds the cache's marker file (written when the cache first writes there):
+  // elsewhere an error and nothing removed, as in a directory refused as someone else's. A
+  // missing directory has nothing to clear.
+  llvm::Expected<ClearResult> clear();
+
+  // Marks a directory the cache writes, so that clear() knows it is one.
+  static constexpr llvm::StringLiteral MarkerFileName = ".flashbob-cache";
 
   // The size bound in bytes (0: none); FLASHBOB_CACHE_MAX_MB MiB unless set here.
   uint64_t maxBytes() const { return maxBytes_; }
@@ -120,10 +140,15 @@ public:
   PruneResult prune(llvm::StringRef keepKey = "");
 
 private:
-  enum class DirState { Unknown, Writable, Unwritable };
+  // Unwritable: could not be created or written (memory only); ReadOnly: ours but not writable
+  // (lookups only); Refused: someone else's or writable by others (not used at all).
+  enum class DirState { Unknown, Writable, ReadOnly, Unwritable, Refused };
 
-  // Creates the directory if needed; on failure switches to memory-only with the warning.
-  bool ensureWritableLocked();
+  // Decides once whether the directory may be used, creating it (0700) when `create`; on
+  // failure switches to memory only with one warning. Unknown: it does not exist (and !create).
+  DirState openLocked(bool create);
+  // Writes the marker file clear() looks for, once per object.
+  void markLocked();
   void degradeLocked(const llvm::Twine &reason);
   std::string entryPath(llvm::StringRef key) const;
   std::vector<ListedEntry> listLocked(bool withSummaries);
@@ -133,6 +158,7 @@ private:
   uint64_t maxBytes_ = 0;
   std::mutex mutex_;
   DirState state_ = DirState::Unknown;
+  bool marked_ = false;
   std::map<std::string, CacheEntry> memory_; // only used once unwritable
 };
 

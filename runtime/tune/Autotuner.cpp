@@ -1,5 +1,8 @@
 #include "runtime/tune/Autotuner.h"
 
+#include "runtime/cache/CacheDirectory.h"
+#include "runtime/cache/SafeFile.h"
+
 #include "support/Json.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
@@ -14,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace flashbob::runtime {
 
@@ -26,6 +30,30 @@ support::LogLevel detailLevel() {
 } // namespace
 
 Autotuner::Autotuner(std::string storeDir) : storeDir_(std::move(storeDir)) {}
+
+bool Autotuner::storeUsableLocked() {
+  if (storeDir_.empty())
+    return false;
+  if (store_ != Store::Unknown)
+    return store_ == Store::Usable;
+  store_ = Store::Unusable;
+  std::string why;
+  if (std::error_code ec = llvm::sys::fs::create_directories(storeDir_, /*IgnoreExisting=*/true,
+                                                             llvm::sys::fs::owner_all))
+    why = "create_directories: " + ec.message();
+  else if (std::optional<std::string> untrusted = untrustedReason(storeDir_))
+    why = *untrusted;
+  if (why.empty()) {
+    store_ = Store::Usable;
+    return true;
+  }
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    support::log(support::LogLevel::Warning, "flashbob: warning: tuning records in " + storeDir_ +
+                                                 " not used (" + why +
+                                                 "); tuning results kept in memory only");
+  return false;
+}
 
 std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const {
   llvm::SHA256 hash;
@@ -43,12 +71,21 @@ std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::strin
 }
 
 namespace {
+// A record is a few hundred bytes; the bound leaves room for the depth guard to be what refuses a
+// deeply nested one (AutotunerTest).
+constexpr uint64_t kMaxRecordBytes = 4 << 20;
+
 std::optional<std::string> readWinner(const std::string &path, llvm::StringRef key,
                                       llvm::ArrayRef<std::string> candidates) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
+  // Not through a link, not a FIFO (which would block), not past a bound (a link to /dev/zero):
+  // a record is a few hundred bytes. Anything else is a miss; the new record replaces it.
+  llvm::Expected<std::string> text = readRegularFile(path, kMaxRecordBytes);
+  if (!text) {
+    support::log(support::LogLevel::Debug,
+                 "flashbob autotune: record not used: " + llvm::toString(text.takeError()));
     return std::nullopt;
-  auto json = support::parseJson((*buffer)->getBuffer()); // a damaged record is a miss
+  }
+  auto json = support::parseJson(*text); // a damaged record is a miss
   if (!json) {
     llvm::consumeError(json.takeError());
     return std::nullopt;
@@ -95,7 +132,8 @@ llvm::Expected<TuneResult> Autotuner::tune(
     if (p == path)
       return TuneResult{w, {}, true};
   const support::LogLevel detail = detailLevel();
-  if (!storeDir_.empty())
+  const bool usable = storeUsableLocked();
+  if (usable)
     if (auto winner = readWinner(path, key, candidates)) {
       support::log(detail, "flashbob autotune: " + key + ": reusing " + *winner + " (" + path +
                                ")");
@@ -150,13 +188,39 @@ llvm::Expected<TuneResult> Autotuner::tune(
     names.push_back(c);
   for (auto &[name, ms] : result.medianMs)
     times.push_back(llvm::json::Object{{"candidate", name}, {"median_ms", ms}});
-  if (!storeDir_.empty())
+  if (usable)
     writeRecord(path, llvm::json::Object{{"key", key},
                                          {"candidates", std::move(names)},
                                          {"winner", result.winner},
                                          {"times", std::move(times)}});
   memory_.emplace_back(path, result.winner);
   return result;
+}
+
+size_t Autotuner::clearRecords(llvm::StringRef storeDir, std::vector<std::string> &failures) {
+  namespace fs = llvm::sys::fs;
+  // The names recordPath gives, and llvm::writeToOutput's temporaries beside them.
+  auto isRecordName = [](llvm::StringRef name) {
+    llvm::StringRef hex = name.take_front(64);
+    llvm::StringRef rest = name.drop_front(hex.size());
+    return hex.size() == 64 && llvm::all_of(hex, llvm::isHexDigit) &&
+           (rest == ".json" || rest.starts_with(".json.temp-stream-"));
+  };
+  std::vector<std::string> records;
+  std::error_code ec;
+  for (fs::directory_iterator it(storeDir, ec, /*follow_symlinks=*/false), end;
+       !ec && it != end; it.increment(ec))
+    if (it->type() != fs::file_type::directory_file &&
+        isRecordName(llvm::sys::path::filename(it->path())))
+      records.push_back(it->path());
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    failures.push_back("read directory(" + storeDir.str() + "): " + ec.message());
+  size_t removed = 0;
+  for (const std::string &r : records)
+    if (removeTree(r, failures) && !llvm::StringRef(r).contains(".temp-stream-"))
+      ++removed;
+  (void)fs::remove(storeDir, /*IgnoreNonExisting=*/true); // only if empty
+  return removed;
 }
 
 } // namespace flashbob::runtime

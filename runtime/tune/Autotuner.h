@@ -29,7 +29,9 @@ struct TuneResult {
 
 class Autotuner {
 public:
-  // `storeDir` holds one JSON file per tuning key (empty: remember in memory only).
+  // `storeDir` holds one JSON file per tuning key (empty: remember in memory only). It is
+  // created 0700 and used only if this user owns it and nobody else can write it (else one
+  // warning, and records stay in memory): a record chooses which kernels run.
   explicit Autotuner(std::string storeDir);
 
   // `key` names everything the winner depends on (problem class, GPU, compiler build). The
@@ -41,8 +43,17 @@ public:
 
   std::string recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const;
 
+  // Removes the records in `storeDir` (<64 hex>.json and leftover temporaries of their writes),
+  // then the directory if nothing else is left; other files stay. Returns how many records it
+  // removed; appends "<call>(<path>): <reason>" for each it could not remove.
+  static size_t clearRecords(llvm::StringRef storeDir, std::vector<std::string> &failures);
+
 private:
+  // Whether storeDir_ may be read and written; decided on first use.
+  bool storeUsableLocked();
+
   std::string storeDir_;
+  enum class Store { Unknown, Usable, Unusable } store_ = Store::Unknown;
   std::mutex mutex_;
   std::vector<std::pair<std::string, std::string>> memory_; // record path -> winner
 };

@@ -8,12 +8,18 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 using flashbob::runtime::Autotuner;
 
 namespace {
 struct TempDir {
   llvm::SmallString<128> path;
-  TempDir() { REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-tune", path)); }
+  TempDir() {
+    ::umask(022); // a group-writable store directory (umask 002) would be refused
+    REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-tune", path));
+  }
   ~TempDir() { llvm::sys::fs::remove_directories(path); }
 };
 
@@ -110,5 +116,83 @@ TEST_CASE("autotuner fails clearly when every candidate fails, and ignores a dam
   REQUIRE(static_cast<bool>(deep));
   CHECK(deep->winner == "b");
   CHECK_FALSE(deep->reused);
+  CHECK(calls > 0);
+}
+
+// A record that is not a regular file is a miss, never a hang or a read until memory runs out,
+// and the new record replaces it.
+TEST_CASE("autotuner reads records only from regular files of bounded size", "[tune]") {
+  TempDir dir;
+  ::alarm(60); // before the fix the FIFO blocked forever: fail instead of hanging the suite
+  const std::string fifo = Autotuner(std::string(dir.path)).recordPath("fifo", {"a", "b"});
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string zero = Autotuner(std::string(dir.path)).recordPath("zero", {"a", "b"});
+  REQUIRE_FALSE(llvm::sys::fs::create_link("/dev/zero", zero));
+  for (const char *key : {"fifo", "zero"}) {
+    INFO(key);
+    int calls = 0;
+    Autotuner tuner(std::string(dir.path));
+    auto result = tuner.tune(key, {"a", "b"}, [&](size_t i) -> llvm::Expected<double> {
+      ++calls;
+      return i == 0 ? 1.0 : 2.0;
+    });
+    REQUIRE(static_cast<bool>(result));
+    CHECK_FALSE(result->reused);
+    CHECK(calls > 0);
+    // Replaced by a regular record that the next tuner reuses.
+    Autotuner next(std::string(dir.path));
+    auto again = next.tune(key, {"a", "b"}, [](size_t) -> llvm::Expected<double> { return 1.0; });
+    REQUIRE(static_cast<bool>(again));
+    CHECK(again->reused);
+  }
+  ::alarm(0);
+}
+
+TEST_CASE("clearRecords removes only tuning records", "[tune]") {
+  TempDir dir;
+  Autotuner tuner(std::string(dir.path));
+  auto tuned = tuner.tune("k", {"a", "b"}, [](size_t) -> llvm::Expected<double> { return 1.0; });
+  REQUIRE(static_cast<bool>(tuned));
+  const std::string mine = std::string(dir.path) + "/mine.json";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(mine, ec);
+    REQUIRE_FALSE(ec);
+    os << "{}";
+  }
+  std::vector<std::string> failures;
+  CHECK(Autotuner::clearRecords(dir.path, failures) == 1);
+  CHECK(failures.empty());
+  CHECK_FALSE(llvm::sys::fs::exists(tuner.recordPath("k", {"a", "b"})));
+  CHECK(llvm::sys::fs::exists(mine));
+  CHECK(Autotuner::clearRecords(std::string(dir.path) + "/missing", failures) == 0);
+  CHECK(failures.empty());
+}
+
+// Another user's records could choose which kernels run: a store directory writable by others
+// is not used (the winner stays in memory), and a new one is created 0700.
+TEST_CASE("autotuner uses only a records directory that nobody else can write", "[tune]") {
+  TempDir dir;
+  const std::string store = std::string(dir.path) + "/records";
+  {
+    Autotuner tuner(store);
+    auto first = tuner.tune("k", {"a", "b"}, [](size_t i) -> llvm::Expected<double> {
+      return i == 0 ? 1.0 : 2.0;
+    });
+    REQUIRE(static_cast<bool>(first));
+    llvm::sys::fs::file_status status;
+    REQUIRE_FALSE(llvm::sys::fs::status(store, status));
+    CHECK((status.permissions() & llvm::sys::fs::all_perms) == llvm::sys::fs::owner_all);
+  }
+  // A planted record (b wins) in a directory others can write: not trusted, measured afresh.
+  REQUIRE(::chmod(store.c_str(), 0777) == 0);
+  int calls = 0;
+  Autotuner open(store);
+  auto again = open.tune("k", {"a", "b"}, [&](size_t i) -> llvm::Expected<double> {
+    ++calls;
+    return i == 0 ? 1.0 : 2.0;
+  });
+  REQUIRE(static_cast<bool>(again));
+  CHECK_FALSE(again->reused);
   CHECK(calls > 0);
 }

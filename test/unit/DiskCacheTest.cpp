@@ -1,6 +1,7 @@
 // The on-disk kernel cache: hits return what was stored, every key field matters, entries
 // appear whole or not at all (also across processes), damage is a miss that heals, and an
 // unusable directory degrades to memory with one warning.
+#include "runtime/cache/CacheDirectory.h"
 #include "runtime/cache/DiskCache.h"
 #include "support/Knobs.h"
 
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <set>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -31,7 +33,12 @@ namespace {
 // A fresh directory per test, removed afterwards.
 struct TempDir {
   llvm::SmallString<128> dir;
-  TempDir() { REQUIRE(!fs::createUniqueDirectory("flashbob-disk-cache-test", dir)); }
+  TempDir() {
+    // Directories the tests make must not be group-writable under a umask of 002, or the cache
+    // would (rightly) refuse them.
+    ::umask(022);
+    REQUIRE(!fs::createUniqueDirectory("flashbob-disk-cache-test", dir));
+  }
   ~TempDir() { (void)fs::remove_directories(dir, /*IgnoreErrors=*/true); }
   std::string sub(llvm::StringRef a, llvm::StringRef b = "", llvm::StringRef c = "") const {
     llvm::SmallString<256> p(dir);
@@ -508,7 +515,11 @@ TEST_CASE("list shows every entry and clear removes only entries", "[cache]") {
   TempDir tmp;
   DiskCache cache(tmp.sub("cache"));
   CHECK(cache.list().empty());
-  CHECK(!cache.clear()); // nothing there yet
+  {
+    llvm::Expected<ClearResult> nothing = cache.clear(); // no directory yet
+    REQUIRE(static_cast<bool>(nothing));
+    CHECK(nothing->entries == 0);
+  }
 
   const auto before = std::chrono::system_clock::now() - std::chrono::seconds(5);
   std::vector<CacheFile> files = sampleFiles("listed");
@@ -540,14 +551,29 @@ TEST_CASE("list shows every entry and clear removes only entries", "[cache]") {
                        [](const ListedEntry &a, const ListedEntry &b) { return a.key < b.key; }));
   CHECK(summaries == std::set<std::string>{"kernel_a", "kernel_b", "unnamed kernel key"});
 
-  llvm::Error e = cache.clear();
-  REQUIRE(!e);
+  // A two-hex-digit folder of the user's, and a user's file inside a real shard.
+  REQUIRE(!fs::create_directories(tmp.sub("cache", "cd")));
+  writeBytes(tmp.sub("cache", "cd", "notes.txt"), "mine");
+  const std::string shardA = listed[0].key.substr(0, 2);
+  writeBytes(tmp.sub("cache", shardA, "mine.txt"), "mine");
+
+  llvm::Expected<ClearResult> cleared = cache.clear();
+  REQUIRE(static_cast<bool>(cleared));
+  CHECK(cleared->entries == 3);
+  CHECK(cleared->failures.empty());
   CHECK(cache.list().empty());
+  CHECK(fs::exists(tmp.sub("cache", "cd", "notes.txt")));
+  CHECK(filesIn(tmp.sub("cache", shardA)) == std::set<std::string>{"mine.txt"});
+  REQUIRE(!fs::remove(tmp.sub("cache", "cd", "notes.txt")));
+  REQUIRE(!fs::remove(tmp.sub("cache", "cd")));
+  REQUIRE(!fs::remove(tmp.sub("cache", shardA, "mine.txt")));
+  REQUIRE(!fs::remove(tmp.sub("cache", shardA)));
   CHECK(!cache.lookup("first line of key A\nmore"));
   CHECK(fs::exists(tmp.sub("cache", "README")));
   CHECK(fs::exists(tmp.sub("cache", "keep-me", "x")));
   CHECK(fs::exists(tmp.sub("cache", "abc")));
-  CHECK(filesIn(tmp.sub("cache")) == std::set<std::string>{"README", "keep-me", "abc"});
+  CHECK(filesIn(tmp.sub("cache")) ==
+        std::set<std::string>{"README", "keep-me", "abc", ".flashbob-cache"});
 
   // The cache still works after a clear.
   storeOk(cache, "after clear", files, sampleMeta("again"));
@@ -695,4 +721,210 @@ TEST_CASE("a symbolic link where an entry belongs is removed, not followed", "[c
   CHECK(readBytes(outside + "/precious") == "keep me");
   storeOk(cache, "linked key", sampleFiles("x"), sampleMeta("x"));
   CHECK(cache.lookup("linked key"));
+}
+
+// Planted special files: a FIFO would block the read (lookup, list) forever, a link to /dev/zero
+// would be read until memory runs out, and a FIFO left the .trash-* directory behind (fs::remove
+// refuses FIFOs). Each must be a quick miss that removes the entry completely.
+TEST_CASE("FIFOs and links to devices in an entry are misses, removed without a trace", "[cache]") {
+  ::alarm(60); // before the fix this hung: fail instead of hanging the suite
+  struct Plant {
+    const char *file;
+    bool fifo; // else a symbolic link to /dev/zero
+  };
+  for (Plant plant : {Plant{"metadata.json", true}, Plant{"kernel.cubin", true},
+                      Plant{"metadata.json", false}, Plant{"kernel.cubin", false}}) {
+    INFO(plant.file << (plant.fifo ? " as a FIFO" : " as a link to /dev/zero"));
+    TempDir tmp;
+    DiskCache cache(tmp.sub("cache"));
+    const std::string keyText = "planted key";
+    storeOk(cache, keyText, sampleFiles("p"), sampleMeta("p"));
+    const std::string entry = entryDir(cache, keyText);
+    const std::string target = entry + "/" + plant.file;
+    REQUIRE(!fs::remove(target));
+    if (plant.fifo)
+      REQUIRE(::mkfifo(target.c_str(), 0600) == 0);
+    else
+      REQUIRE(!fs::create_link("/dev/zero", target));
+
+    std::vector<ListedEntry> listed = cache.list(); // must not block either
+    REQUIRE(listed.size() == 1);
+    if (llvm::StringRef(plant.file) == "metadata.json")
+      CHECK(listed[0].summary == "(damaged: unreadable metadata.json)");
+    CHECK(!DiskCache(tmp.sub("cache")).lookup(keyText));
+    CHECK(!fs::exists(entry));
+    CHECK(filesIn(path::parent_path(entry)).empty()); // no .trash-* left behind
+    storeOk(cache, keyText, sampleFiles("p"), sampleMeta("p"));
+    CHECK(DiskCache(tmp.sub("cache")).lookup(keyText));
+  }
+  ::alarm(0);
+}
+
+TEST_CASE("a symbolic link where a shard belongs is removed, not followed", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  storeOk(cache, "other key", sampleFiles("o"), sampleMeta("o")); // creates the cache directory
+  const std::string key = DiskCache::keyFor("shard-linked key");
+  // Outside: what looks like a whole entry, damaged, that a lookup through the link would read
+  // and then discard.
+  const std::string outside = tmp.sub("outside");
+  REQUIRE(!fs::create_directories(outside + "/" + key));
+  writeBytes(outside + "/" + key + "/metadata.json", "{ damaged");
+  const std::string shard = tmp.sub("cache", key.substr(0, 2));
+  (void)fs::remove_directories(shard);
+  REQUIRE(!fs::create_link(outside, shard));
+
+  CHECK(!cache.lookup("shard-linked key"));
+  CHECK(!fs::exists(shard));
+  CHECK(readBytes(outside + "/" + key + "/metadata.json") == "{ damaged");
+  storeOk(cache, "shard-linked key", sampleFiles("x"), sampleMeta("x"));
+  CHECK(cache.lookup("shard-linked key"));
+}
+
+namespace {
+// Runs `body` with stderr going to a file; returns what was written there.
+template <typename Body> std::string capturingStderr(const TempDir &tmp, Body body) {
+  const std::string captured = tmp.sub("stderr.txt");
+  int savedStderr = ::dup(2);
+  int capture = ::open(captured.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  REQUIRE(savedStderr >= 0);
+  REQUIRE(capture >= 0);
+  ::dup2(capture, 2);
+  ::close(capture);
+  body();
+  ::dup2(savedStderr, 2);
+  ::close(savedStderr);
+  return readBytes(captured);
+}
+} // namespace
+
+TEST_CASE("a cache directory is trusted only if this user owns it and nobody else can write it",
+          "[cache]") {
+  const uid_t me = ::geteuid();
+  const gid_t mine = 4242, shared = 100;
+  CHECK(!untrustedReason(S_IFDIR | 0700, me, shared, me, std::nullopt));
+  CHECK(!untrustedReason(S_IFDIR | 0755, me, shared, me, std::nullopt));
+  CHECK(untrustedReason(S_IFDIR | 0700, me + 1, shared, me, std::nullopt) ==
+        "owned by uid " + std::to_string(me + 1) + ", not by this user (uid " +
+            std::to_string(me) + ")");
+  CHECK(untrustedReason(S_IFDIR | 0777, me, mine, me, mine) ==
+        std::string("writable by others (mode 0777)"));
+  CHECK(untrustedReason(S_IFDIR | 0770, me, shared, me, mine) ==
+        std::string("writable by its group (mode 0770)"));
+  CHECK(untrustedReason(S_IFDIR | 0770, me, shared, me, std::nullopt) ==
+        std::string("writable by its group (mode 0770)"));
+  // umask 002 with a user private group: group-writable by nobody else.
+  CHECK(!untrustedReason(S_IFDIR | 0775, me, mine, me, mine));
+  CHECK(untrustedReason(S_IFREG | 0600, me, mine, me, mine) == std::string("not a directory"));
+
+  // A new directory is created 0700.
+  TempDir tmp;
+  DiskCache fresh(tmp.sub("new", "cache"));
+  storeOk(fresh, "key", sampleFiles("k"), sampleMeta("k"));
+  fs::file_status status;
+  REQUIRE(!fs::status(tmp.sub("new", "cache"), status));
+  CHECK((status.permissions() & fs::all_perms) == fs::owner_all);
+
+  // Writable by others: a planted entry with valid checksums is not used, nothing is stored
+  // there, and one warning says why.
+  REQUIRE(::chmod(tmp.sub("new", "cache").c_str(), 0777) == 0);
+  bool hit = true, writable = true, listedNothing = false;
+  std::string warnings = capturingStderr(tmp, [&] {
+    DiskCache open(tmp.sub("new", "cache"));
+    hit = open.lookup("key").has_value();
+    storeOk(open, "other key", sampleFiles("o"), sampleMeta("o"));
+    writable = open.writable();
+    listedNothing = open.list().empty();
+  });
+  CHECK(!hit);
+  CHECK(!writable);
+  CHECK(listedNothing);
+  CHECK(!fs::exists(entryDir(fresh, "other key")));
+  CHECK(fs::exists(entryDir(fresh, "key"))); // not ours to remove either
+  CHECK_THAT(warnings, Catch::Contains("kernel cache directory " + tmp.sub("new", "cache") +
+                                       " is not used: it is writable by others (mode 0777)"));
+
+  // Owned by someone else (needs root to arrange).
+  if (me == 0) {
+    REQUIRE(::chmod(tmp.sub("new", "cache").c_str(), 0700) == 0);
+    REQUIRE(::chown(tmp.sub("new", "cache").c_str(), 65534, 65534) == 0);
+    CHECK(!DiskCache(tmp.sub("new", "cache")).lookup("key"));
+    REQUIRE(::chown(tmp.sub("new", "cache").c_str(), 0, 0) == 0);
+  }
+}
+
+TEST_CASE("without a home the default cache is per user", "[cache]") {
+  const std::string dir = perUserTempDirectory();
+  CHECK_THAT(dir, Catch::EndsWith("/flashbob-cache-" + std::to_string(::geteuid())));
+}
+
+TEST_CASE("a failed store keeps the directory in use for other entries", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  storeOk(cache, "first", sampleFiles("a"), sampleMeta("a"));
+  // Two keys in different shards; a regular file where the first one's shard belongs.
+  std::string blocked = "blocked 0", later = "later 0";
+  for (int i = 1; DiskCache::keyFor(blocked).substr(0, 2) == DiskCache::keyFor(later).substr(0, 2) ||
+                  DiskCache::keyFor(blocked).substr(0, 2) == DiskCache::keyFor("first").substr(0, 2);
+       ++i)
+    blocked = "blocked " + std::to_string(i);
+  const std::string shard = path::parent_path(entryDir(cache, blocked)).str();
+  writeBytes(shard, "in the way");
+
+  std::string warnings = capturingStderr(tmp, [&] {
+    storeOk(cache, blocked, sampleFiles("b"), sampleMeta("b"));
+    storeOk(cache, later, sampleFiles("c"), sampleMeta("c"));
+  });
+  CHECK(cache.writable());
+  CHECK(cache.lookup(blocked)); // from memory
+  CHECK(DiskCache(tmp.sub("cache")).lookup(later)); // on disk
+  CHECK_THAT(warnings, Catch::Contains("could not store") && !Catch::Contains("not writable"));
+}
+
+TEST_CASE("clear removes nothing in a directory the cache did not mark as its own", "[cache]") {
+  TempDir tmp;
+  // What looks like an entry, in a directory without the marker (e.g. FLASHBOB_CACHE_DIR
+  // pointed at the wrong place).
+  const std::string key = DiskCache::keyFor("k");
+  REQUIRE(!fs::create_directories(tmp.sub("dir", key.substr(0, 2), key)));
+  writeBytes(tmp.sub("dir", key.substr(0, 2), key) + "/metadata.json", "{}");
+  DiskCache cache(tmp.sub("dir"));
+  llvm::Expected<ClearResult> cleared = cache.clear();
+  REQUIRE(!static_cast<bool>(cleared));
+  CHECK_THAT(llvm::toString(cleared.takeError()),
+             Catch::Contains("has no .flashbob-cache marker") && Catch::Contains("nothing removed"));
+  CHECK(fs::exists(tmp.sub("dir", key.substr(0, 2), key) + "/metadata.json"));
+
+  // The cache's first store marks it; then clear removes the entries it finds there.
+  storeOk(cache, "other", sampleFiles("o"), sampleMeta("o"));
+  CHECK(fs::exists(tmp.sub("dir", ".flashbob-cache")));
+  cleared = cache.clear();
+  REQUIRE(static_cast<bool>(cleared));
+  CHECK(cleared->entries == 2);
+}
+
+TEST_CASE("an entry its caller's check rejects is a miss, removed, and stored anew", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  storeOk(cache, "checked", sampleFiles("c"), sampleMeta("c"));
+  auto threadsAre = [](int64_t expected) {
+    return [expected](const CacheEntry &e) -> llvm::Error {
+      if (e.metadata.getInteger("threads") == expected)
+        return llvm::Error::success();
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "threads differ");
+    };
+  };
+  std::string warnings;
+  bool hit = false, rejected = true;
+  warnings = capturingStderr(tmp, [&] {
+    DiskCache fresh(tmp.sub("cache"));
+    hit = fresh.lookup("checked", threadsAre(128)).has_value();
+    rejected = fresh.lookup("checked", threadsAre(256)).has_value();
+  });
+  CHECK(hit);
+  CHECK(!rejected);
+  CHECK(!fs::exists(entryDir(cache, "checked")));
+  CHECK_THAT(warnings, Catch::Contains("not used (threads differ); removed, the kernel is recompiled"));
+  storeOk(cache, "checked", sampleFiles("c"), sampleMeta("c"));
+  CHECK(DiskCache(tmp.sub("cache")).lookup("checked", threadsAre(128)));
 }

@@ -2,6 +2,7 @@
 // live, what is there against the size bound (FLASHBOB_CACHE_MAX_MB), and emptying it.
 #include "jit/Tuning.h"
 #include "runtime/cache/DiskCache.h"
+#include "runtime/tune/Autotuner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
 #include "tools/flashbob/OptionCategories.h"
@@ -53,13 +54,23 @@ int runCache() {
     return kExitOk;
   }
   if (action == "clear") {
-    if (llvm::Error e = cache.clear()) {
-      llvm::errs() << "flashbob cache clear: " << llvm::toString(std::move(e)) << "\n";
+    // Only in a directory the cache marked as its own; only what it wrote there.
+    llvm::Expected<runtime::ClearResult> cleared = cache.clear();
+    if (!cleared) {
+      llvm::errs() << "flashbob cache clear: " << llvm::toString(cleared.takeError()) << "\n";
       return kExitFailure;
     }
     // Tuning records were chosen by kernels that are gone: remove them too.
-    llvm::sys::fs::remove_directories(jit::tuningDir());
-    llvm::outs() << "cleared " << cache.directory() << "\n";
+    const size_t records = runtime::Autotuner::clearRecords(jit::tuningDir(), cleared->failures);
+    llvm::outs() << llvm::formatv("removed {0} kernel(s) and {1} tuning record(s) from {2}\n",
+                                  cleared->entries, records, cache.directory());
+    for (const std::string &f : cleared->failures)
+      llvm::errs() << "flashbob cache clear: could not remove: " << f << "\n";
+    if (!cleared->failures.empty()) {
+      llvm::errs() << llvm::formatv("flashbob cache clear: {0} thing(s) left behind\n",
+                                    cleared->failures.size());
+      return kExitFailure;
+    }
     return kExitOk;
   }
   llvm::errs() << "flashbob cache: unknown action '" << action << "' (path, list, prune, clear)\n";
