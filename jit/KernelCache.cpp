@@ -115,7 +115,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
   auto check = [&](const runtime::CacheEntry &e) -> llvm::Error {
     const std::string *bin = e.file("kernel.cubin");
     if (!bin || bin->empty())
-      return failure("no kernel.cubin");
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "no kernel.cubin");
     llvm::Expected<CachedLaunch> launch = validateCachedMetadata(e.metadata, spec);
     if (!launch)
       return launch.takeError();
