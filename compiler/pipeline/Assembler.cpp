@@ -44,14 +44,11 @@ llvm::Expected<AssemblerChoice> choose() {
   if (!forced.empty())
     return support::makeInvalidArgument(
         "FLASHBOB_ASSEMBLER", "FLASHBOB_ASSEMBLER=" + forced + ": must be nvjitlink, ptxas or driver");
-  // The first available. The toolkit's ptxas before nvJitLink: libnvJitLink 13.0 ignores
-  // setmaxnreg in warp-specialized kernels (C7508: it cannot tell the register count at entry),
-  // which the producer kernels of the tile table rely on (assembler_test).
+  // The first available of the toolkit's ptxas and the driver's JIT. nvJitLink only when asked
+  // for: libnvJitLink 13.0's cubins of these kernels fail on the H200 with misaligned addresses
+  // (bench/results/2026-12-01-h200-assemblers.md) and it ignores setmaxnreg in warp-specialized
+  // kernels (C7508, assembler_test).
   if (auto choice = tryPtxas(/*probe=*/true))
-    return choice;
-  else
-    llvm::consumeError(choice.takeError());
-  if (auto choice = tryNvJitLink())
     return choice;
   else
     llvm::consumeError(choice.takeError());

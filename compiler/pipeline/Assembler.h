@@ -1,9 +1,9 @@
 // How PTX becomes machine code, decided once per process: the toolkit's ptxas binary (the one
-// FLASHBOB_PTXAS names, or one found that runs), else in process through nvJitLink (no toolkit
-// needed: the toolkit's library or the nvidia-nvjitlink wheel's), else the CUDA driver's own JIT
-// when the module is loaded (the PTX is the module image). FLASHBOB_ASSEMBLER=nvjitlink|ptxas|
-// driver picks one. The choice and its version are part of every kernel's cache key
-// (jit/KernelKey).
+// FLASHBOB_PTXAS names, or one found that runs), else the CUDA driver's own JIT when the module
+// is loaded (the PTX is the module image). In process through nvJitLink (the toolkit's library or
+// the nvidia-nvjitlink wheel's) only when FLASHBOB_ASSEMBLER=nvjitlink asks: its 13.0 cubins of
+// these kernels fail on the H200 (bench/results/2026-12-01-h200-assemblers.md). The choice and
+// its version are part of every kernel's cache key (jit/KernelKey).
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
