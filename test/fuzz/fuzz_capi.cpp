@@ -14,12 +14,11 @@
 //    dtype BF16 or FP16, positive sizes, head_dim a multiple of 16 up to 256, every tensor
 //    non-null and 16-byte aligned with stride[3] = 1, strides positive multiples of 8, row
 //    vectors non-null and 4-byte aligned.
-// With FLASHBOB_FUZZ_STRICT=1 it also checks the limits issue 21 asks for and the code does not
-// yet enforce (items 7 and 8: scale NaN or not finite as float32, batch * heads or
-// batch * heads * seq_q overflowing int64, seq_q / seq_k past 2^31 - 1): off by default so that the
-// CTest run guards what is fixed; make it the default once those are fixed. The corpus files
-// corpus/capi/strict-* are one input of each kind strict mode finds today
-// (bench/results/2026-12-01-fuzz.md).
+// With FLASHBOB_FUZZ_STRICT=1 it also checks the limits of issue 21 (items 7 and 8: scale NaN or
+// not finite as float32, batch * heads or batch * heads * seq_q overflowing int64, seq_q / seq_k
+// past 2^31 - 1), which jit::validateProblem enforces; CTest runs it so (test/fuzz/
+// CMakeLists.txt). The corpus files corpus/capi/strict-* are one input of each kind strict mode
+// found before those checks (bench/results/2026-12-01-fuzz.md).
 #include "api/flashbob.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
