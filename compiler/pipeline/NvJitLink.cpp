@@ -45,10 +45,7 @@ std::vector<std::string> candidates() {
   if (std::string forced = support::knobs::nvJitLink(); !forced.empty())
     return {forced};
   std::vector<std::string> out = {"libnvJitLink.so.13"};
-  const char *roots[] = {std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"), FLASHBOB_CUDA_ROOT};
-  for (const char *root : roots) {
-    if (!root || !*root)
-      continue;
+  for (const std::string &root : cudaToolkitRoots()) {
     llvm::SmallString<256> path(root);
     llvm::sys::path::append(path, "lib64", "libnvJitLink.so.13");
     out.push_back(std::string(path));

@@ -25,13 +25,19 @@ std::string readFile(llvm::StringRef path) {
 }
 } // namespace
 
+std::vector<std::string> cudaToolkitRoots() {
+  std::vector<std::string> roots;
+  for (const char *root : {std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH")})
+    if (root && *root)
+      roots.push_back(root);
+  roots.push_back(FLASHBOB_CUDA_ROOT);
+  return roots;
+}
+
 llvm::Expected<std::string> findPtxas() {
   if (std::string explicitPath = support::knobs::ptxas(); !explicitPath.empty())
     return explicitPath;
-  const char *roots[] = {std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"), FLASHBOB_CUDA_ROOT};
-  for (const char *root : roots) {
-    if (!root || !*root)
-      continue;
+  for (const std::string &root : cudaToolkitRoots()) {
     llvm::SmallString<256> candidate(root);
     llvm::sys::path::append(candidate, "bin", "ptxas");
     if (llvm::sys::fs::can_execute(candidate))

@@ -4,6 +4,7 @@
 #include "llvm/Support/Error.h"
 
 #include <string>
+#include <vector>
 
 namespace flashbob::compiler {
 
@@ -13,6 +14,10 @@ struct Cubin {
   int registers = -1;     // per thread
   int spillStoreBytes = 0, spillLoadBytes = 0, stackBytes = 0;
 };
+
+// Where a CUDA toolkit may be, in order: $CUDA_HOME, $CUDA_PATH, the build's FLASHBOB_CUDA_ROOT
+// (unset ones left out). ptxas and libnvJitLink are looked for under them.
+std::vector<std::string> cudaToolkitRoots();
 
 // Locates ptxas: $FLASHBOB_PTXAS, then <CUDA root>/bin/ptxas (FLASHBOB_CUDA_ROOT at build time,
 // $CUDA_HOME, $CUDA_PATH), then $PATH.
