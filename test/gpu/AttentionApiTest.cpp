@@ -30,14 +30,8 @@ struct HostTensor {
 };
 
 void runCase(const Case &c) {
-  AttentionProblem p;
-  p.batch = c.batch;
-  p.heads = c.heads;
-  p.seqQ = c.n;
-  p.seqK = c.m;
-  p.headDim = c.d;
-  p.dtype = c.bf16 ? DType::bf16 : DType::fp16;
-  p.causal = c.causal;
+  AttentionProblem p{c.batch, c.heads, c.n, c.m, c.d, c.bf16 ? DType::bf16 : DType::fp16,
+                     c.causal};
   const int64_t bh = c.batch * c.heads;
 
   std::mt19937_64 rng(7 + c.n * 31 + c.m * 17 + c.d + 3 * c.causal + 5 * c.bf16);

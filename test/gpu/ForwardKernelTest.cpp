@@ -62,14 +62,8 @@ void runCase(const Case &c) {
   dlse.poison();
 
   // The launcher's own packing, from the kernel's signature.
-  AttentionProblem problem;
-  problem.batch = c.batch;
-  problem.heads = c.heads;
-  problem.seqQ = c.n;
-  problem.seqK = c.m;
-  problem.headDim = c.d;
-  problem.dtype = c.bf16 ? DType::bf16 : DType::fp16;
-  problem.causal = c.causal;
+  const AttentionProblem problem{c.batch, c.heads, c.n, c.m, c.d,
+                                 c.bf16 ? DType::bf16 : DType::fp16, c.causal};
   using kernels::Operand;
   jit::Bindings bindings;
   bindings.bind(Operand::q, problem.contiguous(dq.get(), c.n))
