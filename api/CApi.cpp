@@ -12,6 +12,7 @@
 #include "support/Log.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace flashbob::api {
@@ -65,10 +66,21 @@ flashbob::RowVector rows(const float *p, int64_t offset = 0) {
   return {p ? reinterpret_cast<CUdeviceptr>(p + offset) : CUdeviceptr(0)};
 }
 
+// A C enum a caller filled with any int. C++ may assume an enum object holds only values of its
+// enumerators' range, so its bytes are read as the int C stored (a value outside 0..1 in a
+// two-valued enum would be undefined behaviour, which UBSan found in fuzz_capi).
+template <typename Enum> int enumValue(const Enum &e) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized on the platforms we build for");
+  int value;
+  std::memcpy(&value, &e, sizeof value);
+  return value;
+}
+
 llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
   if (!p)
     return badArgument("problem", "is a null pointer");
-  if (p->dtype != FLASHBOB_BF16 && p->dtype != FLASHBOB_FP16)
+  const int dtype = enumValue(p->dtype);
+  if (dtype != FLASHBOB_BF16 && dtype != FLASHBOB_FP16)
     return badArgument("dtype", "must be FLASHBOB_BF16 or FLASHBOB_FP16");
   // NaN compares false both ways: without its own test it fell through to "0 means default".
   if (std::isnan(p->scale) || p->scale < 0)
@@ -80,7 +92,7 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
   out.seqQ = p->seq_q;
   out.seqK = p->seq_k;
   out.headDim = p->head_dim;
-  out.dtype = p->dtype == FLASHBOB_BF16 ? flashbob::DType::bf16 : flashbob::DType::fp16;
+  out.dtype = dtype == FLASHBOB_BF16 ? flashbob::DType::bf16 : flashbob::DType::fp16;
   out.causal = p->causal != 0;
   if (p->scale > 0)
     out.scale = p->scale;
@@ -127,10 +139,11 @@ flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op) {
   auto prob = problem(p);
   if (!prob)
     return fail(prob.takeError());
-  if (op != FLASHBOB_OP_FORWARD && op != FLASHBOB_OP_BACKWARD && op != FLASHBOB_OP_BOB)
+  const int value = enumValue(op);
+  if (value != FLASHBOB_OP_FORWARD && value != FLASHBOB_OP_BACKWARD && value != FLASHBOB_OP_BOB)
     return fail(
         badArgument("op", "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD or FLASHBOB_OP_BOB"));
-  return finish(flashbob::attentionPrecompile(*prob, static_cast<flashbob::AttentionOp>(op)));
+  return finish(flashbob::attentionPrecompile(*prob, static_cast<flashbob::AttentionOp>(value)));
 }
 
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
