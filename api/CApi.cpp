@@ -62,8 +62,11 @@ flashbob::Tensor tensor(const flashbob_tensor &t) {
   return out;
 }
 
-flashbob::RowVector rows(const float *p, int64_t offset = 0) {
-  return {p ? reinterpret_cast<CUdeviceptr>(p + offset) : CUdeviceptr(0)};
+// The row vector `floats` floats into `p`, computed on the address as an integer: a caller's
+// pointer is only an address here, and pointer arithmetic past its object would be undefined
+// (callers check that the sum stays within the address space).
+flashbob::RowVector rows(const float *p, uint64_t floats = 0) {
+  return {p ? reinterpret_cast<CUdeviceptr>(p) + floats * sizeof(float) : CUdeviceptr(0)};
 }
 
 // A C enum a caller filled with any int. C++ may assume an enum object holds only values of its
@@ -178,7 +181,11 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
     return fail(prob.takeError());
   if (!workspace)
     return fail(badArgument("workspace", "is a null pointer"));
-  const int64_t n = prob->batch * prob->heads * prob->seqQ;
+  // D, c and b, n floats each (problem() bounded n), must end within the address space.
+  const uint64_t n = static_cast<uint64_t>(prob->batch * prob->heads * prob->seqQ);
+  if (reinterpret_cast<uintptr_t>(workspace) > UINTPTR_MAX - 3 * n * sizeof(float))
+    return fail(badArgument("workspace", "of 3 x batch x heads x seq_q floats runs past the end "
+                                         "of the address space"));
   flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  tensor(o), tensor(d_o),
                          rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
   flashbob::BobOutputs out{tensor(g_q), tensor(g_k), tensor(g_v), tensor(g_d_o),
