@@ -434,14 +434,9 @@ TEST_CASE("two processes storing the same key both succeed and leave one entry",
   }
 }
 
-TEST_CASE("an unwritable cache directory degrades to memory with one warning", "[cache]") {
-  TempDir tmp;
-  const std::string file = tmp.sub("not-a-directory");
-  writeBytes(file, "a regular file");
-  const std::string keyText = composeKey(KeyFields());
-  const std::vector<CacheFile> files = sampleFiles("mem");
-
-  // stderr goes to a file while the caches run (llvm::errs() is unbuffered).
+namespace {
+// Runs `body` with stderr going to a file; returns what was written there.
+template <typename Body> std::string capturingStderr(const TempDir &tmp, Body body) {
   const std::string captured = tmp.sub("stderr.txt");
   int savedStderr = ::dup(2);
   int capture = ::open(captured.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
@@ -449,11 +444,25 @@ TEST_CASE("an unwritable cache directory degrades to memory with one warning", "
   REQUIRE(capture >= 0);
   ::dup2(capture, 2);
   ::close(capture);
+  body();
+  ::dup2(savedStderr, 2);
+  ::close(savedStderr);
+  return readBytes(captured);
+}
+} // namespace
+
+TEST_CASE("an unwritable cache directory degrades to memory with one warning", "[cache]") {
+  TempDir tmp;
+  const std::string file = tmp.sub("not-a-directory");
+  writeBytes(file, "a regular file");
+  const std::string keyText = composeKey(KeyFields());
+  const std::vector<CacheFile> files = sampleFiles("mem");
 
   bool missBefore = false, writableFile = true, writableUnder = true, hitInMemory = false,
        missFresh = false;
   std::string storeErrors;
-  {
+  // stderr goes to a file while the caches run (llvm::errs() is unbuffered).
+  const std::string warnings = capturingStderr(tmp, [&] {
     ScopedKnob dir(flashbob::support::Knob::CacheDir, file);
     DiskCache cache = DiskCache::fromEnvironment();
     missBefore = !cache.lookup(keyText);
@@ -470,11 +479,7 @@ TEST_CASE("an unwritable cache directory degrades to memory with one warning", "
     if (llvm::Error e = under.store(keyText, files, sampleMeta("mem")))
       storeErrors += llvm::toString(std::move(e));
     writableUnder = under.writable();
-  }
-
-  ::dup2(savedStderr, 2);
-  ::close(savedStderr);
-  const std::string warnings = readBytes(captured);
+  });
 
   CHECK(missBefore);
   CHECK(storeErrors.empty());
@@ -781,22 +786,6 @@ TEST_CASE("a symbolic link where a shard belongs is removed, not followed", "[ca
   CHECK(cache.lookup("shard-linked key"));
 }
 
-namespace {
-// Runs `body` with stderr going to a file; returns what was written there.
-template <typename Body> std::string capturingStderr(const TempDir &tmp, Body body) {
-  const std::string captured = tmp.sub("stderr.txt");
-  int savedStderr = ::dup(2);
-  int capture = ::open(captured.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-  REQUIRE(savedStderr >= 0);
-  REQUIRE(capture >= 0);
-  ::dup2(capture, 2);
-  ::close(capture);
-  body();
-  ::dup2(savedStderr, 2);
-  ::close(savedStderr);
-  return readBytes(captured);
-}
-} // namespace
 
 TEST_CASE("a cache directory is trusted only if this user owns it and nobody else can write it",
           "[cache]") {
