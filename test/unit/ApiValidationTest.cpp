@@ -25,12 +25,7 @@ std::string invalidArgumentOf(llvm::Error e) {
 } // namespace
 
 TEST_CASE("API validation names the bad argument", "[api]") {
-  AttentionProblem p;
-  p.batch = 1;
-  p.heads = 2;
-  p.seqQ = 100;
-  p.seqK = 80;
-  p.headDim = 64;
+  AttentionProblem p{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/64};
   const CUdeviceptr base = 0x10000; // never dereferenced: validation fails first
   Tensor q = p.contiguous(base, p.seqQ), k = p.contiguous(base, p.seqK);
   RowVector lse{base};
@@ -76,12 +71,7 @@ TEST_CASE("API validation names the bad argument", "[api]") {
 // wrapped row positions; the largest valid sizes pass validation (the call then fails only at
 // the missing driver, after validation).
 TEST_CASE("API validation refuses sizes the kernels cannot index", "[api]") {
-  AttentionProblem p;
-  p.batch = 1;
-  p.heads = 1;
-  p.seqQ = 128;
-  p.seqK = 128;
-  p.headDim = 64;
+  AttentionProblem p{/*batch=*/1, /*heads=*/1, /*seqQ=*/128, /*seqK=*/128, /*headDim=*/64};
   const CUdeviceptr base = 0x10000;
   auto error = [&](const AttentionProblem &prob) {
     Tensor q = prob.contiguous(base, prob.seqQ), k = prob.contiguous(base, prob.seqK);
