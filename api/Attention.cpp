@@ -2,6 +2,7 @@
 
 #include "jit/Launch.h"
 #include "support/Errors.h"
+#include "support/Progress.h"
 
 namespace flashbob {
 
@@ -15,9 +16,12 @@ llvm::Error run(const AttentionProblem &p, std::initializer_list<Kind> kinds,
                 const jit::Bindings &bindings, CUstream stream) {
   if (llvm::Error e = jit::validate(p, kinds, bindings))
     return e;
-  for (Kind kind : kinds)
+  size_t step = 0;
+  for (Kind kind : kinds) {
+    support::KernelStep scope(++step, kinds.size()); // compilations say "(1/2)"
     if (llvm::Error e = jit::launch(kind, p, bindings, stream))
       return e;
+  }
   return llvm::Error::success();
 }
 } // namespace

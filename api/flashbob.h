@@ -68,7 +68,8 @@ flashbob_status flashbob_set_cache_dir(const char *dir);
 
 typedef enum flashbob_log_level {
   FLASHBOB_LOG_DEBUG = 0,   /* every kernel cache hit, store and pruning; autotuning details */
-  FLASHBOB_LOG_INFO = 1,    /* autotuning started (details too with FLASHBOB_PRINT_AUTOTUNING=1) */
+  FLASHBOB_LOG_INFO = 1,    /* a kernel compiling ("compiling bob_q (1/2): <kernel>"), autotuning
+                               started (details too with FLASHBOB_PRINT_AUTOTUNING=1) */
   FLASHBOB_LOG_WARNING = 2, /* e.g. the cache directory is not writable, a malformed knob */
   FLASHBOB_LOG_ERROR = 3,
 } flashbob_log_level;

@@ -8,6 +8,7 @@
 #include "support/Errors.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
+#include "support/Progress.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -130,7 +131,11 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     tensorMaps = std::move(cached->tensorMaps);
   }
   if (cubin.empty()) {
-    support::log(support::LogLevel::Debug, "flashbob: compiling " + name);
+    // Info: a compilation is what makes a first call take seconds; say which kernel of the
+    // operation it is ("compiling bob_q (1/2)").
+    auto [step, total] = support::KernelStep::current();
+    support::reportProgress({"compiling " + bob::stringifyKernelKind(spec.kind).str(), step,
+                             total, name, support::LogLevel::Info});
     auto artifacts = compileKernel(spec, /*assemble=*/true);
     if (!artifacts)
       return artifacts.takeError();

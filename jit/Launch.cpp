@@ -6,6 +6,7 @@
 #include "kernels/TileTable.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
+#include "support/Progress.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -244,7 +245,9 @@ llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind
   auto cache = KernelCache::get();
   if (!cache)
     return cache.takeError();
-  for (bob::KernelKind kind : kinds) {
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const bob::KernelKind kind = kinds[i];
+    support::KernelStep step(i + 1, kinds.size());
     auto spec = (*cache)->fitted(defaultSpec(p, kind, (*cache)->arch()));
     if (!spec)
       return spec.takeError();

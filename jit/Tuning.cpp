@@ -6,6 +6,7 @@
 #include "runtime/launch/EventTimer.h"
 #include "runtime/tune/Autotuner.h"
 #include "support/Knobs.h"
+#include "support/Progress.h"
 
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
@@ -93,7 +94,15 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   const std::string key = KernelKey(base).text() + "seq<=" + std::to_string(bucket) +
                           "\ngpu " + gpu + "\n";
 
+  // One progress event per candidate (the tuner measures each a few times in a row). Debug
+  // by default: the tuner's own Info line already says tuning has started.
+  size_t reported = specs.size();
   auto measure = [&](size_t i) -> llvm::Expected<double> {
+    if (i != reported) {
+      reported = i;
+      support::reportProgress({"autotuning " + bob::stringifyKernelKind(base.kind).str(), i + 1,
+                               specs.size(), names[i], support::LogLevel::Debug});
+    }
     auto kernel = cache.kernel(specs[i]); // compiles and loads once; a failure: unusable
     if (!kernel)
       return kernel.takeError();

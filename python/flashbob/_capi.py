@@ -37,8 +37,9 @@ class Tensor(ctypes.Structure):
 
 
 # The library's messages (compiling, the kernel cache, autotuning, warnings) go to Python's
-# logging under the "flashbob" logger: DEBUG for each compilation and cache event, INFO for
-# autotuning, WARNING and ERROR as they are. Unconfigured, logging shows WARNING and above.
+# logging under the "flashbob" logger: INFO for each kernel compiled ("compiling bob_q (1/2):
+# <kernel>") and for autotuning, DEBUG for cache events and each autotuning candidate, WARNING
+# and ERROR as they are. Unconfigured, logging shows WARNING and above.
 _LogCallback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 _LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
 logger = logging.getLogger("flashbob")

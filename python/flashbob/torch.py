@@ -327,7 +327,7 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
     """Compiles (or loads from the kernel cache) the kernels that `ops` run for this problem on
     `device` (default: the current CUDA device) without running them, so that the first step of
     a training or HVP loop pays no compile time. The "flashbob" logger reports each compilation
-    at DEBUG level."""
+    at INFO level ("flashbob: compiling bob_q (1/2): <kernel>")."""
     if dtype not in _DTYPES:
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     unknown = [op for op in ops if op not in _OPS]

@@ -208,24 +208,51 @@ def test_odd_layouts_through_grad_of_grad(kinds):
         assert rel(a, b) <= TOL[torch.bfloat16], f"{kinds} {name}: {rel(a, b):.2e}"
 
 
-def test_precompile_compiles_what_the_calls_run_and_logs_it(caplog):
-    """precompile() compiles the kernels of the ops (each reported on the "flashbob" logger at
-    DEBUG), and the calls that follow compile nothing more. A scale no other test uses makes the
-    kernels new to the process and to the disk cache."""
-    scale = 0.05 + random.random() * 0.01
-    with caplog.at_level(logging.DEBUG, logger="flashbob"):
-        fb.precompile(1, 2, 96, 128, 64, causal=True, scale=scale, ops=("forward", "backward", "bob"))
-    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("flashbob: compiling ")]
-    kinds = sorted(m.split()[2].split("_d")[0] for m in compiled)
-    assert kinds == ["bob_kv", "bob_q", "bwd_kv", "bwd_q", "fwd"], compiled
-    caplog.clear()
-    q, k, v, do, uq, _, _ = small(seed=31)
-    with caplog.at_level(logging.DEBUG, logger="flashbob"):
-        q.requires_grad_()
-        o = fb.attention(q, k, v, causal=True, scale=scale)
-        dq, = torch.autograd.grad(o, q, do, create_graph=True)
-        torch.autograd.grad(dq, q, uq)
-    assert not [r for r in caplog.records if "compiling" in r.getMessage()]
+PRECOMPILE_SCRIPT = """
+import logging, sys, torch
+import flashbob.torch as fb
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append((record.levelname, record.getMessage()))
+logging.getLogger("flashbob").addHandler(Keep())
+logging.getLogger("flashbob").setLevel(logging.INFO)
+fb.precompile(1, 2, 96, 128, 64, causal=True, ops=("forward", "backward", "bob"))
+print("PRECOMPILED", records)
+records.clear()
+g = torch.Generator(device="cuda").manual_seed(31)
+q, k, v, do, uq = (torch.randn(1, 2, n, 64, device="cuda", generator=g, dtype=torch.bfloat16)
+                   for n in (96, 128, 128, 96, 96))
+q.requires_grad_()
+o = fb.attention(q, k, v, causal=True)
+dq, = torch.autograd.grad(o, q, do, create_graph=True)
+torch.autograd.grad(dq, q, uq)
+torch.cuda.synchronize()
+print("CALLS", records)
+"""
+
+
+def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
+    """precompile() compiles the kernels of the ops, each reported on the "flashbob" logger at
+    INFO as "compiling <kind> (i/n): <kernel>" (its place among the op's kernels), and the calls
+    that follow compile nothing more. A process of its own with an empty cache directory, so
+    every kernel is new to it."""
+    import ast
+    import os
+    import subprocess
+    env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", PRECOMPILE_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("PRECOMPILED", "CALLS")))
+    precompiled = [m for level, m in ast.literal_eval(lines["PRECOMPILED"]) if level == "INFO"]
+    steps = sorted(m.split(":")[1].strip() for m in precompiled if m.startswith("flashbob: compiling "))
+    assert steps == ["compiling bob_kv (2/2)", "compiling bob_q (1/2)", "compiling bwd_kv (2/2)",
+                     "compiling bwd_q (1/2)", "compiling fwd (1/1)"], precompiled
+    for m in precompiled:
+        kind = m.split()[2]
+        assert m.split(": ")[-1].startswith(kind + "_d64_"), m  # names the kernel compiled
+    assert not [m for _, m in ast.literal_eval(lines["CALLS"]) if "compiling" in m]
     with pytest.raises(ValueError, match="ops must be among"):
         fb.precompile(1, 1, 64, 64, 64, ops=("sideways",))
 

@@ -4,6 +4,7 @@
 #include "support/Json.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
+#include "support/Progress.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -257,6 +258,49 @@ TEST_CASE("the log sink receives every level; the default drops debug", "[log]")
   log(LogLevel::Info, "outer");
   setLogSink(nullptr);
   CHECK(seen == std::vector<std::string>{"outer", "nested"});
+}
+
+TEST_CASE("progress events become log messages by default, or go to a sink", "[progress]") {
+  {
+    CapturedLog captured;
+    reportProgress({"compiling bob_q", 1, 2, "bob_q_d64", LogLevel::Info});
+    reportProgress({"autotuning bob_q", 3, 24, "64x64x2", LogLevel::Debug});
+    reportProgress({"compiling fwd", 0, 0, "", LogLevel::Info}); // no count known
+    REQUIRE(captured.lines.size() == 3);
+    CHECK(captured.lines[0] ==
+          std::make_pair(LogLevel::Info, std::string("flashbob: compiling bob_q (1/2): bob_q_d64")));
+    CHECK(captured.lines[1] == std::make_pair(LogLevel::Debug,
+                                              std::string("flashbob: autotuning bob_q (3/24): 64x64x2")));
+    CHECK(captured.lines[2].second == "flashbob: compiling fwd");
+
+    // A progress sink takes the events instead of the log.
+    std::vector<Progress> seen;
+    setProgressSink([&](const Progress &p) { seen.push_back(p); });
+    reportProgress({"timing bob", 2, 5, "", LogLevel::Debug});
+    setProgressSink(nullptr);
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].task == "timing bob");
+    CHECK(seen[0].step == 2);
+    CHECK(seen[0].total == 5);
+    CHECK(captured.lines.size() == 3);
+  }
+}
+
+TEST_CASE("the kernel step is per thread and nests", "[progress]") {
+  CHECK(KernelStep::current() == std::make_pair(size_t(0), size_t(0)));
+  {
+    KernelStep outer(1, 2);
+    CHECK(KernelStep::current() == std::make_pair(size_t(1), size_t(2)));
+    std::pair<size_t, size_t> onOtherThread{9, 9};
+    std::thread([&] { onOtherThread = KernelStep::current(); }).join();
+    CHECK(onOtherThread == std::make_pair(size_t(0), size_t(0)));
+    {
+      KernelStep inner(3, 3);
+      CHECK(KernelStep::current() == std::make_pair(size_t(3), size_t(3)));
+    }
+    CHECK(KernelStep::current() == std::make_pair(size_t(1), size_t(2)));
+  }
+  CHECK(KernelStep::current() == std::make_pair(size_t(0), size_t(0)));
 }
 
 TEST_CASE("parseJson refuses nesting past its bound before parsing", "[json]") {

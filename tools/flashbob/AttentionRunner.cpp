@@ -75,6 +75,8 @@ llvm::Error timeOp(CudaDriver &driver, const ProblemBuffers &buffers, const RunO
     if (opt.beforeTimedRun)
       if (llvm::Error e = opt.beforeTimedRun())
         return e;
+    support::reportProgress({std::string("timing ") + opName(opt.op), size_t(i) + 1,
+                             size_t(maxRuns), "", support::LogLevel::Debug});
     auto ms = timer->time(nullptr, [&] { return buffers.launch(); });
     if (!ms)
       return ms.takeError();
@@ -120,8 +122,11 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   RunReport report;
   report.tensorBytes = buffers->tensorBytes;
   report.workspaceBytes = buffers->workspaceBytes;
-  if (llvm::Error e = timeOp(driver, *buffers, opt, report, os))
-    return std::move(e);
+  {
+    ProgressDisplay progress(opt.progress); // the first call compiles (and autotunes)
+    if (llvm::Error e = timeOp(driver, *buffers, opt, report, os))
+      return std::move(e);
+  }
   double pairs = static_cast<double>(p.seqQ) * p.seqK * (p.causal ? 0.5 : 1.0) * p.batch * p.heads;
   report.flops = flopsPerPair(opt.op) * pairs * p.headDim;
   report.tflops = report.flops / (report.medianMs * 1e-3) / 1e12;

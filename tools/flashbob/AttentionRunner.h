@@ -5,6 +5,7 @@
 #pragma once
 
 #include "api/Attention.h"
+#include "tools/flashbob/ProgressDisplay.h"
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -36,6 +37,8 @@ struct RunOptions {
   double timeBudgetMs = 0;
   // Called before each timed run, outside the timed interval (`flashbob bench` flushes the L2).
   std::function<llvm::Error()> beforeTimedRun;
+  // How compiling, autotuning and the timed runs show their progress on stderr.
+  ProgressStyle progress = ProgressStyle::automatic;
 };
 
 struct CheckedOutput {

@@ -54,7 +54,16 @@ ProblemOptions::ProblemOptions(std::initializer_list<cl::SubCommand *> subcomman
       checkRows_("check-rows",
                  cl::desc("Query rows checked when the problem is too large for a dense check "
                           "(the last rows of head 0)"),
-                 cl::sub(subcommands_), cl::cat(measureCategory), cl::init(64)) {}
+                 cl::sub(subcommands_), cl::cat(measureCategory), cl::init(64)),
+      progress_("progress", cl::desc("How compiling, autotuning and the timed runs show progress "
+                                     "on stderr"),
+                cl::sub(subcommands_), cl::cat(measureCategory),
+                cl::init(ProgressStyle::automatic),
+                cl::values(clEnumValN(ProgressStyle::automatic, "auto",
+                                      "a bar on a terminal, else nothing"),
+                           clEnumValN(ProgressStyle::bar, "bar", "a bar redrawn in place"),
+                           clEnumValN(ProgressStyle::lines, "lines", "one line per step"),
+                           clEnumValN(ProgressStyle::none, "none", "nothing"))) {}
 
 namespace {
 llvm::Error bad(const llvm::Twine &message) {
@@ -149,6 +158,7 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   o.timeBudgetMs = timeBudget_ * 1e3;
   o.check = check_;
   o.checkRows = checkRows_;
+  o.progress = progress_;
   return o;
 }
 

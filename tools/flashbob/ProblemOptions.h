@@ -43,6 +43,7 @@ private:
   llvm::cl::opt<double> timeBudget_;
   llvm::cl::opt<bool> check_;
   llvm::cl::opt<int64_t> checkRows_;
+  llvm::cl::opt<ProgressStyle> progress_;
 };
 
 } // namespace flashbob::tool
