@@ -59,6 +59,17 @@ llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const B
   return run(p, {Kind::bob_q, Kind::bob_kv}, b, stream);
 }
 
+llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, const Tensor &k,
+                                const Tensor &v, const Tensor &o, RowVector lse, const Tensor &tQ,
+                                const Tensor &tK, const Tensor &tV, const Tensor &tO,
+                                CUstream stream) {
+  jit::Bindings b;
+  b.bind(Operand::q, q).bind(Operand::k, k).bind(Operand::v, v).bind(Operand::o, o);
+  b.bind(Operand::lse, lse).bind(Operand::tQ, tQ).bind(Operand::tK, tK).bind(Operand::tV, tV);
+  b.bind(Operand::tO, tO);
+  return run(p, {Kind::fwd_jvp}, b, stream);
+}
+
 llvm::Error attentionPrecompile(const AttentionProblem &p, AttentionOp op) {
   switch (op) {
   case AttentionOp::forward:
@@ -67,8 +78,10 @@ llvm::Error attentionPrecompile(const AttentionProblem &p, AttentionOp op) {
     return jit::precompile(p, {Kind::bwd_q, Kind::bwd_kv});
   case AttentionOp::bob:
     return jit::precompile(p, {Kind::bob_q, Kind::bob_kv});
+  case AttentionOp::forward_jvp:
+    return jit::precompile(p, {Kind::fwd_jvp});
   }
-  return support::makeInvalidArgument("op", "flashbob: op must be forward, backward or bob");
+  return support::makeInvalidArgument("op", "flashbob: op must be forward, backward, bob or forward_jvp");
 }
 
 } // namespace flashbob

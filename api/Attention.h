@@ -35,9 +35,17 @@ struct BobOutputs {
 llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const BobOutputs &out,
                          CUstream stream = nullptr);
 
+// The forward's JVP: tO, the change of O along tangents tQ, tK, tV of q, k, v, from the
+// forward's O and L (one kernel; BoB's gdO at u = t without the rest of BoB).
+llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, const Tensor &k,
+                                const Tensor &v, const Tensor &o, RowVector lse, const Tensor &tQ,
+                                const Tensor &tK, const Tensor &tV, const Tensor &tO,
+                                CUstream stream = nullptr);
+
 // Compiles (or loads from the disk cache) the kernels `op` runs for `p` on the current GPU
 // without launching anything, so that the first real call pays no compile time.
-enum class AttentionOp { forward, backward, bob };
+// Values match flashbob_op in api/flashbob.h.
+enum class AttentionOp { forward, backward, bob, forward_jvp };
 llvm::Error attentionPrecompile(const AttentionProblem &p, AttentionOp op);
 
 } // namespace flashbob

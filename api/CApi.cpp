@@ -143,9 +143,10 @@ flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op) {
   if (!prob)
     return fail(prob.takeError());
   const int value = enumValue(op);
-  if (value != FLASHBOB_OP_FORWARD && value != FLASHBOB_OP_BACKWARD && value != FLASHBOB_OP_BOB)
-    return fail(
-        badArgument("op", "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD or FLASHBOB_OP_BOB"));
+  if (value != FLASHBOB_OP_FORWARD && value != FLASHBOB_OP_BACKWARD && value != FLASHBOB_OP_BOB &&
+      value != FLASHBOB_OP_FORWARD_JVP)
+    return fail(badArgument("op", "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
+                                  "FLASHBOB_OP_BOB or FLASHBOB_OP_FORWARD_JVP"));
   return finish(flashbob::attentionPrecompile(*prob, static_cast<flashbob::AttentionOp>(value)));
 }
 
@@ -156,6 +157,18 @@ flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, f
     return fail(prob.takeError());
   return finish(flashbob::attentionForward(*prob, tensor(q), tensor(k), tensor(v), tensor(o),
                                            rows(lse), stream(s)));
+}
+
+flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor q,
+                                     flashbob_tensor k, flashbob_tensor v, flashbob_tensor o,
+                                     const float *lse, flashbob_tensor t_q, flashbob_tensor t_k,
+                                     flashbob_tensor t_v, flashbob_tensor t_o, void *s) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  return finish(flashbob::attentionForwardJvp(*prob, tensor(q), tensor(k), tensor(v), tensor(o),
+                                              rows(lse), tensor(t_q), tensor(t_k), tensor(t_v),
+                                              tensor(t_o), stream(s)));
 }
 
 flashbob_status flashbob_backward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,

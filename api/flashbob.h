@@ -106,15 +106,24 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
                              flashbob_tensor g_v, flashbob_tensor g_d_o, float *workspace,
                              void *stream);
 
+/* The forward's JVP (forward-mode derivative): t_o, the change of O along tangents t_q, t_k,
+ * t_v of q, k, v (t_q like q, t_k and t_v like k), from the forward's O and L. One kernel: it
+ * is BoB's gdO at cotangents (t_q, t_k, t_v), without the rest of BoB. */
+flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor q,
+                                     flashbob_tensor k, flashbob_tensor v, flashbob_tensor o,
+                                     const float *lse, flashbob_tensor t_q, flashbob_tensor t_k,
+                                     flashbob_tensor t_v, flashbob_tensor t_o, void *stream);
+
 typedef enum flashbob_op {
   FLASHBOB_OP_FORWARD = 0,  /* flashbob_forward's kernel */
   FLASHBOB_OP_BACKWARD = 1, /* flashbob_backward's two kernels */
   FLASHBOB_OP_BOB = 2,      /* flashbob_bob's two kernels */
+  FLASHBOB_OP_FORWARD_JVP = 3, /* flashbob_forward_jvp's kernel */
 } flashbob_op;
 
 /* Compiles (or loads from the disk cache) the kernels `op` runs for problem `p` on the current
  * device, launching nothing: the first real call then pays no compile time. The log callback
- * sees each compilation (Debug level). */
+ * sees each compilation (Info level). */
 flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op);
 
 #ifdef __cplusplus

@@ -31,6 +31,9 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext 
   case bob::KernelKind::bob_kv:
     buildBobKeyValue(kb);
     break;
+  case bob::KernelKind::fwd_jvp:
+    buildForwardJvp(kb);
+    break;
   }
   std::string diagnostics;
   {

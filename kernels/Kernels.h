@@ -25,5 +25,6 @@ void buildBackwardQuery(KernelBuilder &kb);    // bwd/BackwardKernels.cpp
 void buildBackwardKeyValue(KernelBuilder &kb);
 void buildBobQuery(KernelBuilder &kb);         // bob/BobQueryKernel.cpp
 void buildBobKeyValue(KernelBuilder &kb);      // bob/BobKeyKernel.cpp
+void buildForwardJvp(KernelBuilder &kb);       // fwd/ForwardJvpKernel.cpp
 
 } // namespace flashbob::kernels

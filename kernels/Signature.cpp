@@ -12,7 +12,8 @@ constexpr Operand q = Operand::q, k = Operand::k, v = Operand::v, o = Operand::o
                   dO = Operand::dO, lse = Operand::lse, dQ = Operand::dQ, dK = Operand::dK,
                   dV = Operand::dV, D = Operand::D, c = Operand::c, b = Operand::b,
                   uQ = Operand::uQ, uK = Operand::uK, uV = Operand::uV, gQ = Operand::gQ,
-                  gK = Operand::gK, gV = Operand::gV, gdO = Operand::gdO;
+                  gK = Operand::gK, gV = Operand::gV, gdO = Operand::gdO, tQ = Operand::tQ,
+                  tK = Operand::tK, tV = Operand::tV, tO = Operand::tO;
 constexpr Layout T = Layout::tensor, R = Layout::rows;
 constexpr Side Q = Side::query, K = Side::key;
 
@@ -21,7 +22,8 @@ constexpr OperandInfo kOperands[] = {
     {dO, "dO", T, Q},   {lse, "lse", R, Q}, {dQ, "dQ", T, Q},   {dK, "dK", T, K},
     {dV, "dV", T, K},   {D, "D", R, Q},     {c, "c", R, Q},     {b, "b", R, Q},
     {uQ, "uQ", T, Q},   {uK, "uK", T, K},   {uV, "uV", T, K},   {gQ, "gQ", T, Q},
-    {gK, "gK", T, K},   {gV, "gV", T, K},   {gdO, "gdO", T, Q},
+    {gK, "gK", T, K},   {gV, "gV", T, K},   {gdO, "gdO", T, Q}, {tQ, "tQ", T, Q},
+    {tK, "tK", T, K},   {tV, "tV", T, K},   {tO, "tO", T, Q},
 };
 static_assert(std::size(kOperands) == kOperandCount);
 
@@ -37,6 +39,8 @@ constexpr Param kBobQuery[] = {{q, in},   {k, in},    {v, in},  {o, in},  {dO, i
 constexpr Param kBobKeyValue[] = {{q, in}, {k, in},  {v, in},  {dO, in}, {lse, in},
                                   {D, in}, {c, in},  {b, in},  {uQ, in}, {uK, in},
                                   {uV, in}, {gK, out}, {gV, out}};
+constexpr Param kForwardJvp[] = {{q, in},  {k, in},  {v, in},  {o, in}, {lse, in},
+                                 {tQ, in}, {tK, in}, {tV, in}, {tO, out}};
 } // namespace
 
 const OperandInfo &operandInfo(Operand operand) {
@@ -52,6 +56,7 @@ llvm::ArrayRef<Param> signature(bob::KernelKind kind) {
   case bob::KernelKind::bwd_kv: return kBackwardKeyValue;
   case bob::KernelKind::bob_q: return kBobQuery;
   case bob::KernelKind::bob_kv: return kBobKeyValue;
+  case bob::KernelKind::fwd_jvp: return kForwardJvp;
   }
   llvm_unreachable("every kernel kind has a signature");
 }

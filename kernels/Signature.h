@@ -22,8 +22,9 @@ enum class Operand : uint8_t {
   c, b,               // BoB's row scalars
   uQ, uK, uV,         // BoB's cotangents of dQ, dK, dV
   gQ, gK, gV, gdO,    // BoB's outputs
+  tQ, tK, tV, tO,     // the forward's JVP: tangents of q, k, v and the tangent of O
 };
-inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::gdO) + 1;
+inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::tO) + 1;
 
 // How an operand is laid out in global memory.
 enum class Layout : uint8_t {
@@ -53,6 +54,7 @@ struct Param {
 //   bwd_kv  q, k, v, dO, lse, D | dK, dV
 //   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | gQ, gdO, D, c, b
 //   bob_kv  q, k, v, dO, lse, D, c, b, uQ, uK, uV | gK, gV
+//   fwd_jvp q, k, v, o, lse, tQ, tK, tV | tO
 llvm::ArrayRef<Param> signature(bob::KernelKind kind);
 
 // Position of `operand` among the arguments of `kind`; -1 when the kind does not take it.

@@ -60,6 +60,10 @@ const Row kTable[] = {
     // TMA, which sm_80 keeps: 32x128x8 needs 191 KB there).
     {bob::KernelKind::bob_kv, 128, {64, 64, 8, 2, 2}, {32, 64, 4, 2}},
     {bob::KernelKind::bob_kv, 256, {32, 64, 4, 1}, {16, 64, 4, 1}},
+    // Not tuned yet: one accumulator like fwd, four swept operands like bob_q's K, V, uK, uV.
+    {bob::KernelKind::fwd_jvp, 64, {64, 64, 4, 2}, {64, 32, 4, 2}},
+    {bob::KernelKind::fwd_jvp, 128, {64, 64, 4, 2}, {64, 32, 4, 2}},
+    {bob::KernelKind::fwd_jvp, 256, {64, 32, 4, 1}, {64, 16, 4, 1}},
 };
 } // namespace
 
@@ -132,6 +136,7 @@ int64_t accumulatorCount(bob::KernelKind kind) {
   case bob::KernelKind::bwd_kv: return 2;
   case bob::KernelKind::bob_q: return 4;
   case bob::KernelKind::bob_kv: return 2;
+  case bob::KernelKind::fwd_jvp: return 1;
   }
   llvm_unreachable("every kernel kind keeps accumulators");
 }

@@ -10,6 +10,7 @@ def Bob_KernelKind : I32EnumAttr<"KernelKind", "which attention kernel", [
     I32EnumAttrCase<"bwd_kv", 2>,     // first backward, key-major: dK, dV
     I32EnumAttrCase<"bob_q", 3>,      // BoB pass 1, query-major: gQ, gdO, c, b
     I32EnumAttrCase<"bob_kv", 4>,     // BoB pass 2, key-major: gK, gV
+    I32EnumAttrCase<"fwd_jvp", 5>,    // the forward's JVP, query-major: tO
   ]> {
   let cppNamespace = "::flashbob::bob";
   let genSpecializedAttr = 0;

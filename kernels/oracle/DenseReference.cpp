@@ -285,6 +285,24 @@ BobResult bob(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& 
   return r;
 }
 
+Matrix forwardJvp(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+                  const Matrix& tQ, const Matrix& tK, const Matrix& tV) {
+  validateQKV(p, Q, K, V);
+  validateMatrix(tQ, "tQ", p.N, "N", p.d, "d");
+  validateMatrix(tK, "tK", p.M, "M", p.d, "d");
+  validateMatrix(tV, "tV", p.M, "M", p.d, "d");
+  const Matrix P = probabilities(p, Q, K, forward(p, Q, K, V).L);
+  Matrix tS = add(mulABt(tQ, K), mulABt(Q, tK));    // tS = s (tQ K^T + Q tK^T)
+  scaleInPlace(tS, p.scale);
+  // The softmax's JVP: tP = P o (tS - rowsum(P o tS)) (0 where masked, as P is).
+  const std::vector<double> mean = rowSum(hadamard(P, tS));
+  Matrix tP(p.N, p.M);
+  for (Index i = 0; i < p.N; ++i)
+    for (Index j = 0; j < p.M; ++j)
+      tP(i, j) = P(i, j) * (tS(i, j) - mean[static_cast<std::size_t>(i)]);
+  return add(mulAB(tP, V), mulAB(P, tV));           // tO = tP V + P tV
+}
+
 }  // namespace dense
 
 // ---- Multi-head / batch -------------------------------------------------------------------------
@@ -413,6 +431,24 @@ BatchedBobResult bobBatched(const Problem& p, const HeadTensor& Q, const HeadTen
     r.b.setHead(b, h, g.b);
   });
   return r;
+}
+
+HeadTensor forwardJvpBatched(const Problem& p, const HeadTensor& Q, const HeadTensor& K,
+                             const HeadTensor& V, const HeadTensor& tQ, const HeadTensor& tK,
+                             const HeadTensor& tV) {
+  validateBatch(p, Q);
+  validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
+  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(tQ, "tQ", Q.batch, Q.heads, p.N, "N", p.d);
+  validateHeads(tK, "tK", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(tV, "tV", Q.batch, Q.heads, p.M, "M", p.d);
+  HeadTensor tO(Q.batch, Q.heads, p.N, p.d);
+  forEachHead(Q, [&](Index b, Index h) {
+    tO.setHead(b, h, forwardJvp(p, Q.head(b, h), K.head(b, h), V.head(b, h), tQ.head(b, h),
+                                tK.head(b, h), tV.head(b, h)));
+  });
+  return tO;
 }
 
 }  // namespace dense

@@ -100,6 +100,10 @@ BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, cons
                         const Matrix& dO, const Matrix& O, const std::vector<double>& L);
 BobResult bob(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
               const Matrix& dO, const Matrix& uQ, const Matrix& uK, const Matrix& uV);
+// The forward's JVP: tO, the derivative of O along tangents (tQ, tK, tV) of (Q, K, V), written
+// as the chain rule through S and the softmax (not through BoB's c, as the kernel is).
+Matrix forwardJvp(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
+                  const Matrix& tQ, const Matrix& tK, const Matrix& tV);
 
 }  // namespace dense
 
@@ -132,6 +136,9 @@ BatchedBackwardResult backwardBatched(const Problem& head, const HeadTensor& Q,
 BatchedBobResult bobBatched(const Problem& head, const HeadTensor& Q, const HeadTensor& K,
                             const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
                             const HeadTensor& uK, const HeadTensor& uV);
+HeadTensor forwardJvpBatched(const Problem& head, const HeadTensor& Q, const HeadTensor& K,
+                             const HeadTensor& V, const HeadTensor& tQ, const HeadTensor& tK,
+                             const HeadTensor& tV);
 
 }  // namespace dense
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA, UNSUPPORTED_DEVICE = 0, 1, 2, 3, 4, 5
 BF16, FP16 = 0, 1
-OP_FORWARD, OP_BACKWARD, OP_BOB = 0, 1, 2
+OP_FORWARD, OP_BACKWARD, OP_BOB, OP_FORWARD_JVP = 0, 1, 2, 3
 
 
 class FlashBobError(RuntimeError):
@@ -74,8 +74,10 @@ def _load():
     lib.flashbob_forward.argtypes = [P, T, T, T, T, F, V]
     lib.flashbob_backward.argtypes = [P, T, T, T, T, T, F, T, T, T, F, V]
     lib.flashbob_bob.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
+    lib.flashbob_forward_jvp.argtypes = [P, T, T, T, T, F, T, T, T, T, V]
     lib.flashbob_precompile.argtypes = [P, ctypes.c_int]
-    for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob, lib.flashbob_precompile):
+    for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob,
+               lib.flashbob_forward_jvp, lib.flashbob_precompile):
         fn.restype = ctypes.c_int
     lib.flashbob_set_log_callback.argtypes = [_LogCallback, ctypes.c_void_p]
     lib.flashbob_set_log_callback.restype = None
@@ -111,6 +113,10 @@ def backward(problem, q, k, v, o, do, lse, dq, dk, dv, workspace, stream):
 def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, stream):
     check(_lib.flashbob_bob(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo,
                             workspace, stream))
+
+
+def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
+    check(_lib.flashbob_forward_jvp(ctypes.byref(problem), q, k, v, o, lse, tq, tk, tv, to, stream))
 
 
 def precompile(problem, op):

@@ -7,15 +7,16 @@
     dq, = torch.autograd.grad(o.square().sum(), q, create_graph=True)   # first backward
     hvp, = torch.autograd.grad(dq, q, torch.ones_like(dq))              # runs BoB
 
-The three kernels are torch operators (torch.library.custom_op): flashbob::forward,
-flashbob::backward and flashbob::bob. Each has a fake implementation (shapes without running, for
+The kernels are torch operators (torch.library.custom_op): flashbob::forward,
+flashbob::backward, flashbob::bob and flashbob::forward_jvp. Each has a fake implementation (shapes without running, for
 torch.compile), an autograd formula chained to the next (forward's is the backward operator,
 whose own is BoB; BoB's raises: a third derivative is not implemented) and a vmap rule, so
 torch.compile and grad-of-grad see ordinary operators; attention() chains the same formulas as
 autograd.Functions with setup_context, which torch.func (grad, vjp, vmap) needs, and with
 forward-mode rules built from the same kernels (torch.func.jvp, and jvp of grad for
-forward-over-reverse Hessian-vector products): BoB at cotangent u gives the forward's JVP
-(its gdO) and the Hessian term of the backward's JVP (its gQ, gK, gV).
+forward-over-reverse Hessian-vector products): the forward's JVP is BoB's gdO at cotangent u = t,
+which flashbob::forward_jvp computes alone, and the Hessian term of the backward's JVP is BoB's
+gQ, gK, gV.
 
 The forward saves L (one float per row), never P. Tensors: (batch, heads, seq, head_dim) bf16 or
 fp16 on a CUDA device, any strides (a layout the kernels cannot read is copied inside the
@@ -126,6 +127,27 @@ def _(q, k, v, o, lse, do, uq, uk, uv, causal, scale):
     return _empty(q), _empty(k), _empty(v), _empty(do)
 
 
+@torch.library.custom_op("flashbob::forward_jvp", mutates_args=(), device_types="cuda")
+def _forward_jvp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                 lse: torch.Tensor, tq: torch.Tensor, tk: torch.Tensor, tv: torch.Tensor,
+                 causal: bool, scale: float) -> torch.Tensor:
+    """The forward's JVP: the change of O along tangents (tq, tk, tv) of (q, k, v), from the
+    forward's O and L (one kernel: BoB's gdO at u = t, without the rest of BoB)."""
+    q, k, v, o, tq, tk, tv = (_readable(t) for t in (q, k, v, o, tq, tk, tv))
+    lse = lse.contiguous()
+    to = _empty(o)
+    with torch.cuda.device(q.device):
+        _capi.forward_jvp(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
+                          _tensor(o), lse.data_ptr(), _tensor(tq), _tensor(tk), _tensor(tv),
+                          _tensor(to), _stream(q))
+    return to
+
+
+@_forward_jvp.register_fake
+def _(q, k, v, o, lse, tq, tk, tv, causal, scale):
+    return _empty(o)
+
+
 # --- autograd: forward -> backward -> BoB -------------------------------------------------------
 
 def _forward_setup(ctx, inputs, output):
@@ -165,6 +187,7 @@ def _bob_grad(ctx, *grads):
 _forward.register_autograd(_forward_grad, setup_context=_forward_setup)
 _backward.register_autograd(_backward_grad, setup_context=_backward_setup)
 _bob.register_autograd(_bob_grad, setup_context=lambda ctx, inputs, output: None)
+_forward_jvp.register_autograd(_bob_grad, setup_context=lambda ctx, inputs, output: None)
 
 
 # --- vmap: the mapped axis joins the batch ------------------------------------------------------
@@ -179,12 +202,14 @@ def _vmap_rule(op):
                 x = x.reshape(size * x.shape[1], *x.shape[2:])
             flat.append(x)
         out = op(*flat)
+        if isinstance(out, torch.Tensor):
+            return out.reshape(size, out.shape[0] // size, *out.shape[1:]), 0
         out = tuple(t.reshape(size, t.shape[0] // size, *t.shape[1:]) for t in out)
         return out, (0,) * len(out)
     return rule
 
 
-for _op in (_forward, _backward, _bob):
+for _op in (_forward, _backward, _bob, _forward_jvp):
     _op.register_vmap(_vmap_rule(_op))
 
 
@@ -214,11 +239,10 @@ class _AttentionFn(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, tq, tk, tv, _tcausal, _tscale):
-        # The forward's JVP J t is BoB's gdO at cotangent u = t (gdO does not depend on dO).
+        # The forward's JVP J t: BoB's gdO at cotangent u = t, which one kernel computes alone.
         q, k, v, o, lse = ctx.saved_tensors
         tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
-        *_, to = torch.ops.flashbob.bob(q, k, v, o, lse, torch.zeros_like(o), tq, tk, tv,
-                                        ctx.causal, ctx.scale)
+        to = torch.ops.flashbob.forward_jvp(q, k, v, o, lse, tq, tk, tv, ctx.causal, ctx.scale)
         return to, None  # L is not differentiable (mark_non_differentiable)
 
 
@@ -319,7 +343,8 @@ def attention(q, k, v, causal=False, scale=None):
     return o
 
 
-_OPS = {"forward": _capi.OP_FORWARD, "backward": _capi.OP_BACKWARD, "bob": _capi.OP_BOB}
+_OPS = {"forward": _capi.OP_FORWARD, "backward": _capi.OP_BACKWARD, "bob": _capi.OP_BOB,
+        "forward_jvp": _capi.OP_FORWARD_JVP}
 
 
 def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causal=False,

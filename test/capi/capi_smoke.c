@@ -120,6 +120,12 @@ static int gpu_part(void) {
                       T(10, p.seq_k), T(11, p.seq_q), T(12, p.seq_k), T(13, p.seq_k),
                       T(14, p.seq_q), (float *)(uintptr_t)work, NULL) == FLASHBOB_OK,
          "flashbob_bob: %s", flashbob_last_error());
+  /* The forward's JVP along (uQ, uK, uV) into dQ's buffer (read no more): BoB's gdO at those
+   * cotangents is the same quantity (docs/bob-math.md), computed by another kernel. */
+  EXPECT(flashbob_forward_jvp(&p, T(0, p.seq_q), T(1, p.seq_k), T(2, p.seq_k), T(3, p.seq_q),
+                              (const float *)(uintptr_t)lse, T(8, p.seq_q), T(9, p.seq_k),
+                              T(10, p.seq_k), T(5, p.seq_q), NULL) == FLASHBOB_OK,
+         "flashbob_forward_jvp: %s", flashbob_last_error());
   EXPECT(sync() == 0, "cuCtxSynchronize");
   /* With dO = 1: dV = P^T 1, and sum over keys of dV[:, j] = sum over queries of rowsum(P) = the
    * number of queries that see at least one key (all of them here: M >= ... causal keeps
@@ -140,8 +146,22 @@ static int gpu_part(void) {
         break;
       }
   }
+  {
+    unsigned short *jvp = malloc(sizes[14] * 2);
+    EXPECT(jvp && d2h(jvp, buf[5], sizes[14] * 2) == 0 && d2h(host, buf[14], sizes[14] * 2) == 0,
+           "cuMemcpyDtoH");
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < sizes[14]; ++j) {
+      double a = from_bf16(jvp[j]), b = from_bf16(host[j]);
+      diff += (a - b) * (a - b);
+      norm += b * b;
+    }
+    EXPECT(norm > 0 && sqrt(diff / norm) < 1e-2, "forward JVP vs BoB's gdO: relative %g",
+           sqrt(diff / (norm > 0 ? norm : 1)));
+    free(jvp);
+  }
   free(host);
-  printf("C API GPU run: forward, backward, BoB ok\n");
+  printf("C API GPU run: forward, backward, BoB, forward JVP ok\n");
   return 0;
 }
 

@@ -162,7 +162,7 @@ Call decode(FuzzedDataProvider &in) {
     // Only the enumerators: a C++ caller passing another value in an enum-typed argument is
     // itself undefined behaviour (UBSan flags the harness, not the library). A C caller may pass
     // any int; capi_smoke.c checks that one (9) is refused naming op.
-    c.precompileOp = static_cast<flashbob_op>(in.ConsumeIntegralInRange<int>(0, 2));
+    c.precompileOp = static_cast<flashbob_op>(in.ConsumeIntegralInRange<int>(0, 3));
     return c;
   }
 
@@ -230,7 +230,8 @@ std::string undocumentedPass(const Call &c) {
   if (c.op == 4) {
     int op;
     std::memcpy(&op, &c.precompileOp, sizeof op);
-    if (op != FLASHBOB_OP_FORWARD && op != FLASHBOB_OP_BACKWARD && op != FLASHBOB_OP_BOB)
+    if (op != FLASHBOB_OP_FORWARD && op != FLASHBOB_OP_BACKWARD && op != FLASHBOB_OP_BOB &&
+        op != FLASHBOB_OP_FORWARD_JVP)
       return "op " + std::to_string(op);
   }
   for (size_t i = 0; i < c.tensors.size(); ++i) {

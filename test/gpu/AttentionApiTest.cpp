@@ -1,4 +1,4 @@
-// Forward, backward and BoB through the C++ API on the GPU, against the float64 oracle run on
+// Forward, backward, BoB and the forward's JVP through the C++ API on the GPU, against the float64 oracle run on
 // the same bf16/fp16-rounded inputs. Outputs are poisoned with NaN first (every element must be
 // written); relative L2 error of every output within 5e-3 (bf16) / 1e-3 (fp16); BoB run twice
 // must give bit-identical results (no order-dependent atomics).
@@ -83,6 +83,7 @@ void runCase(const Case &c) {
   auto dOut = output(c.n), dLse = rowsBuf(), dD = rowsBuf(), dC = rowsBuf(), dB = rowsBuf();
   auto dQg = output(c.n), dKg = output(c.m), dVg = output(c.m);
   auto gQ = output(c.n), gK = output(c.m), gV = output(c.m), gdO = output(c.n);
+  auto tO = output(c.n);
 
   auto T = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t rows) {
     Tensor t = p.contiguous(b->get(), rows);
@@ -101,6 +102,9 @@ void runCase(const Case &c) {
   BobOutputs out{T(gQ, c.n), T(gK, c.m), T(gV, c.m), T(gdO, c.n), {dD->get()}, {dC->get()},
                  {dB->get()}};
   GPU_CHECK(attentionBob(p, in, out));
+  // The forward's JVP along tangents (uQ, uK, uV).
+  GPU_CHECK(attentionForwardJvp(p, T(dq, c.n), T(dk, c.m), T(dv, c.m), T(dOut, c.n),
+                                {dLse->get()}, T(duQ, c.n), T(duK, c.m), T(duV, c.m), T(tO, c.n)));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
   auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t rows) {
@@ -117,7 +121,7 @@ void runCase(const Case &c) {
   std::vector<double> gotO = fetch(dOut, c.n), gotL = fetchRows(dLse), gotDQ = fetch(dQg, c.n),
                       gotDK = fetch(dKg, c.m), gotDV = fetch(dVg, c.m), gotGQ = fetch(gQ, c.n),
                       gotGK = fetch(gK, c.m), gotGV = fetch(gV, c.m), gotGdO = fetch(gdO, c.n),
-                      gotC = fetchRows(dC), gotB = fetchRows(dB);
+                      gotC = fetchRows(dC), gotB = fetchRows(dB), gotTO = fetch(tO, c.n);
 
   // Determinism: a second BoB must be bit-identical.
   GPU_CHECK(attentionBob(p, in, out));
@@ -126,7 +130,8 @@ void runCase(const Case &c) {
   CHECK(fetch(gK, c.m) == gotGK);
 
   oracle::Problem op = oracle::makeProblem(c.n, c.m, c.d, c.causal);
-  std::vector<double> refO, refL, refDQ, refDK, refDV, refGQ, refGK, refGV, refGdO, refC, refB;
+  std::vector<double> refO, refL, refDQ, refDK, refDV, refGQ, refGK, refGV, refGdO, refC, refB,
+      refTO;
   auto append = [](std::vector<double> &all, const std::vector<double> &part) {
     all.insert(all.end(), part.begin(), part.end());
   };
@@ -153,6 +158,9 @@ void runCase(const Case &c) {
     append(refGdO, bb.gdO.data);
     append(refC, bb.c);
     append(refB, bb.b);
+    append(refTO, oracle::dense::forwardJvp(op, Q, K, V, slice(uQ.values, c.n),
+                                            slice(uK.values, c.m), slice(uV.values, c.m))
+                      .data);
   }
   const double tol = c.bf16 ? 5e-3 : 1e-3;
   std::printf("%s d=%ld N=%ld M=%ld %s%s:", c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n,
@@ -161,7 +169,7 @@ void runCase(const Case &c) {
       {"O", &gotO, &refO},     {"L", &gotL, &refL},       {"dQ", &gotDQ, &refDQ},
       {"dK", &gotDK, &refDK},  {"dV", &gotDV, &refDV},    {"gQ", &gotGQ, &refGQ},
       {"gK", &gotGK, &refGK},  {"gV", &gotGV, &refGV},    {"gdO", &gotGdO, &refGdO},
-      {"c", &gotC, &refC},     {"b", &gotB, &refB}};
+      {"c", &gotC, &refC},     {"b", &gotB, &refB},       {"tO", &gotTO, &refTO}};
   for (auto [name, got, ref] : outputs) {
     test::ErrorStats e = test::relativeError(*got, *ref);
     std::printf(" %s %.2e", name, e.relL2);

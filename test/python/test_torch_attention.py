@@ -132,6 +132,12 @@ def test_opcheck_each_operator():
     plain = [t.detach() for t in (q, k, v, o, lse, do, uq, uk, uv)]
     torch.library.opcheck(torch.ops.flashbob.bob.default, (*plain, True, 0.0),
                           test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.flashbob.forward_jvp.default, (*plain[:5], *plain[6:], True, 0.0),
+                          test_utils=("test_schema", "test_faketensor"))
+    # Its result is BoB's gdO at the same cotangents (a different kernel, same quantity).
+    to = torch.ops.flashbob.forward_jvp(*plain[:5], *plain[6:], True, 0.0)
+    gdo = torch.ops.flashbob.bob(*plain, True, 0.0)[3]
+    assert rel(to, gdo) <= TOL[torch.bfloat16]
 
 
 def test_torch_compile_has_no_graph_breaks_and_matches_eager():
@@ -284,3 +290,36 @@ def test_third_derivative_through_forward_mode_is_refused():
     hvp_of = lambda q: (torch.func.grad(loss)(q).float() * tq.float()).sum()  # noqa: E731
     with pytest.raises(RuntimeError, match="third derivatives"):
         torch.func.jvp(torch.func.grad(hvp_of), (q,), (tq,))
+
+
+@pytest.mark.parametrize("n,d", [(176, 64), (112, 32)])
+def test_cuda_graph_capture_of_a_new_shape_replays_like_eager(n, d):
+    """A grad-of-grad step (forward, backward with create_graph, BoB) captured in a CUDA graph at
+    a shape never run before: N = 176 (kernels compiled by earlier tests, new tensors and tensor
+    maps) and d = 32 (kernels compiled during the capture). Nothing in a call may synchronize or
+    copy to the device (capture would fail and leave the process's CUDA state broken). The
+    replay must equal eager, also after new values are copied into the captured inputs."""
+    g = torch.Generator(device="cuda").manual_seed(n + d)
+    def r(rows):
+        return torch.randn(1, 2, rows, d, device="cuda", generator=g, dtype=torch.bfloat16)
+    q, k, v, do, uq = r(n), r(n + 16), r(n + 16), r(n), r(n)
+    q.requires_grad_()
+
+    def step(q, k, v, do, uq):
+        o = fb.attention(q, k, v, causal=True)
+        dq, = torch.autograd.grad(o, q, do, create_graph=True)
+        hvp, = torch.autograd.grad(dq, q, uq)
+        return o, dq, hvp
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step(q, k, v, do, uq)
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        eager = step(q.detach().clone().requires_grad_(), k, v, do, uq)
+        for name, a, b in zip(["O", "dQ", "HVP"], captured, eager):
+            assert torch.equal(a, b), f"{name}: replay differs from eager by {rel(a, b):.2e}"
+        with torch.no_grad():  # new values in the same buffers: the graph reads them
+            for t in (q, k, v, do, uq):
+                t.copy_(torch.randn(t.shape, device="cuda", generator=g))

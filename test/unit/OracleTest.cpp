@@ -192,6 +192,32 @@ TEST_CASE("dense BoB equals directional finite differences of the first backward
   }
 }
 
+TEST_CASE("the forward's JVP equals finite differences of O, and BoB's gdO at u = t", "[oracle][dense][jvp][fd]") {
+  const Problem problems[] = {makeProblem(7, 11, 5, true), makeProblem(11, 7, 5, true),
+                              makeProblem(6, 13, 8, false), makeProblem(13, 6, 1, true)};
+  std::uint64_t seed = 300;
+  for (const Problem& p : problems) {
+    INFO(describe(p));
+    const Inputs in = randomInputs(p, seed++);
+    // Tangents tQ, tK, tV: uQ, uK, uV. Every entry of tO against a central difference of O.
+    const Matrix tO = dense::forwardJvp(p, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+    for (Index i = 0; i < p.N; ++i)
+      for (Index c = 0; c < p.d; ++c) {
+        const double fd = derivative([&](double h) {
+          return dense::forward(p, axpy(in.Q, h, in.uQ), axpy(in.K, h, in.uK),
+                                axpy(in.V, h, in.uV))
+              .O(i, c);
+        });
+        const double err = std::abs(fd - tO(i, c)) / std::max(1.0, std::abs(tO(i, c)));
+        report.note("FD forward JVP (|fd-an|/max(1,|an|))", err);
+        CHECK(err < 1e-8);
+      }
+    // BoB's gdO does not depend on dO and equals J u (what the fwd_jvp kernel computes).
+    const BobResult r = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+    CHECK(relErr(r.gdO.data, tO.data) < 1e-12);
+  }
+}
+
 // ---- 2. Dense forward and first backward -----------------------------------------------------
 
 TEST_CASE("dense backward equals finite differences of sum(O o R)", "[oracle][dense][backward][fd]") {

@@ -36,7 +36,7 @@ void applyTiles(compiler::KernelSpec &spec, const Tiles &t) { spec.tiles = t; }
 
 const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKind::bwd_q,
                                              bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
-                                             bob::KernelKind::bob_kv};
+                                             bob::KernelKind::bob_kv, bob::KernelKind::fwd_jvp};
 
 // The spec the launcher starts from: the tile table's default tiles for `arch`.
 compiler::KernelSpec defaultSpec(bob::KernelKind kind, int64_t d, Arch arch) {
@@ -265,7 +265,10 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         // with column groups that reduces rows (bob_q: 2 groups x 64 rows x 4 bytes).
         const bool groups = spec.tiles.warpCols > 1;
         const int64_t barriers =
-            hopper ? 1024 : (groups && kind == bob::KernelKind::bob_q ? 2 * 64 * 4 : 0);
+            hopper ? 1024
+                   : (groups && (kind == bob::KernelKind::bob_q || kind == bob::KernelKind::fwd_jvp)
+                          ? 2 * 64 * 4
+                          : 0);
         CHECK(*estimate == compiled->sharedBytes + barriers);
         // Independent count of the kernel's shared tiles. sm_80: rows padded by 16 bytes,
         // 128-byte aligned. sm_90a: unpadded (swizzled), 1024-byte aligned. Plus the scratch
@@ -286,6 +289,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         case bob::KernelKind::bwd_kv: expected = 2 * k + 2 * q; break;    // K, V | Q, dO
         case bob::KernelKind::bob_q: expected = 3 * q + 4 * k; break;     // Q, dO, uQ | K, V, uK, uV
         case bob::KernelKind::bob_kv: expected = 4 * k + 3 * q; break;    // K, V, uK, uV | Q, dO, uQ
+        case bob::KernelKind::fwd_jvp: expected = 2 * q + 4 * k; break;   // Q, tQ | K, V, tK, tV
         }
         if (hopper || groups) {
           // One scratch tile per staged value: fwd P; bwd_q dS; bwd_kv P^T, dS^T; bob_q dS,
@@ -295,6 +299,7 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
           case bob::KernelKind::bwd_kv: staged = 2; break;
           case bob::KernelKind::bob_q: staged = 5; break;
           case bob::KernelKind::bob_kv: staged = 3; break;
+          case bob::KernelKind::fwd_jvp: staged = 2; break; // P, G o P
           default: break;
           }
           const bool keyMajor = bob::isKeyMajor(kind);

@@ -1,0 +1,84 @@
+"""Cold start of one HVP step: the five kernels it runs (fwd, bwd_q, bwd_kv, bob_q, bob_kv)
+compiled from nothing (an empty kernel cache, a fresh process), then the same kernels loaded
+from the disk cache by a second fresh process, then one warm step. Each kernel's compile time
+comes from the "flashbob" logger's INFO lines ("compiling <kind> (i/n): <kernel>").
+
+    python3 bench/cold_start.py [--heads 16] [--seq 4096] [--head-dim 128] [--causal]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+CHILD = r"""
+import json, logging, sys, time, torch
+import flashbob.torch as fb
+args = json.loads(sys.argv[1])
+events = []
+class Stamp(logging.Handler):
+    def emit(self, record):
+        events.append((time.perf_counter(), record.getMessage()))
+log = logging.getLogger("flashbob")
+log.addHandler(Stamp())
+log.setLevel(logging.INFO)
+torch.cuda.init()
+torch.zeros(1, device="cuda")
+h, n, d, causal = args["heads"], args["seq"], args["head_dim"], args["causal"]
+t0 = time.perf_counter()
+fb.precompile(1, h, n, n, d, causal=causal, ops=("forward", "backward", "bob"))
+t1 = time.perf_counter()
+q, k, v, w, u = (torch.randn(1, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(5))
+q.requires_grad_()
+def step():
+    o = fb.attention(q, k, v, causal=causal)
+    g, = torch.autograd.grad((o * w).sum(), q, create_graph=True)
+    hvp, = torch.autograd.grad(g, q, u)
+    return hvp
+step(); torch.cuda.synchronize()
+t2 = time.perf_counter()
+step(); torch.cuda.synchronize()
+t3 = time.perf_counter()
+compiles = []
+start = t0
+for stamp, message in events:
+    if message.startswith("flashbob: compiling "):
+        compiles.append({"kernel": message.split(": ")[-1], "started_s": stamp - t0})
+print(json.dumps({"precompile_s": t1 - t0, "first_step_s": t2 - t1, "warm_step_s": t3 - t2,
+                  "compiled": compiles}))
+"""
+
+
+def run(cache, args):
+    env = dict(os.environ, FLASHBOB_CACHE_DIR=cache)
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(vars(args))], env=env,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--causal", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as cache:
+        cold = run(cache, args)
+        disk = run(cache, args)
+    print(f"HVP step, 1 x {args.heads} heads x N = {args.seq}, d = {args.head_dim}"
+          f"{', causal' if args.causal else ''}, bf16")
+    print(f"cold (empty cache): precompile of {len(cold['compiled'])} kernels "
+          f"{cold['precompile_s']:.2f} s, then first step {cold['first_step_s'] * 1e3:.1f} ms")
+    starts = [c["started_s"] for c in cold["compiled"]] + [cold["precompile_s"]]
+    for c, end in zip(cold["compiled"], starts[1:]):
+        print(f"  {c['kernel']}: {end - c['started_s']:.2f} s")
+    print(f"from the disk cache (new process): precompile {disk['precompile_s'] * 1e3:.1f} ms, "
+          f"{len(disk['compiled'])} compiled")
+    print(f"warm step: {cold['warm_step_s'] * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
