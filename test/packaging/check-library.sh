@@ -29,6 +29,6 @@ strays=$(nm -D --undefined-only "$lib" | awk '$1 != "w" && $2 !~ /@GLIBC_/ {prin
 [ -z "$strays" ] || fail "imports outside glibc: $(head -5 <<<"$strays" | tr '\n' ' ')"
 
 if ((status == 0)); then
-  echo "ok: $lib exports $(wc -l <<<"$exports") flashbob_* symbols and needs only: $needed"
+  echo "ok: $lib exports $(wc -l <<<"$exports") flashbob_* symbols and needs only: $(echo $needed)"
 fi
 exit $status
