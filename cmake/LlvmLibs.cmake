@@ -24,11 +24,11 @@ set(FLASHBOB_MLIR_LIBS
   MLIRNVVMTarget MLIRTargetLLVMIRExport MLIRBuiltinToLLVMIRTranslation
   MLIRGPUToLLVMIRTranslation MLIRLLVMToLLVMIRTranslation MLIRNVVMToLLVMIRTranslation)
 
-# LLVM: the NVPTX target only, the O3 pipeline (compiler/pipeline/PtxEmitter.cpp), and what the
-# MLIR libraries above use (their LLVM dependencies are not in the exported targets: see below).
+# LLVM: the NVPTX target only and the O3 pipeline (compiler/pipeline/PtxEmitter.cpp), then the
+# components the MLIR libraries above name upstream (LLVM IR export, the NVVM target), which
+# Debian's exported MLIR targets lost (see below). Their own dependencies follow.
 llvm_map_components_to_libnames(FLASHBOB_LLVM_LIBS
-  NVPTX Passes Core Support Target TargetParser MC TransformUtils FrontendOpenMP
-  FrontendOffloading Linker IRReader BitReader BitWriter)
+  NVPTX Passes FrontendOpenMP FrontendOffloading Linker IRReader BitWriter)
 
 # Debian's MLIR is built against the LLVM dylib, so each exported static MLIR library lists
 # `LLVM` (libLLVM.so) as its dependency. For a static link that must be the LLVM archives: the

@@ -108,10 +108,11 @@ def _library():
     """The loaded library; loads it on first use (a failure raises FlashBobError, and the next
     call tries again)."""
     global _lib
-    with _lib_lock:
-        if _lib is None:
-            _lib = _load()
-        return _lib
+    if _lib is None:
+        with _lib_lock:
+            if _lib is None:
+                _lib = _load()
+    return _lib
 
 
 def library_path():
@@ -140,12 +141,13 @@ def forward(problem, q, k, v, o, lse, stream):
 
 
 def backward(problem, q, k, v, o, do, lse, dq, dk, dv, workspace, stream):
-    check(_library().flashbob_backward(ctypes.byref(problem), q, k, v, o, do, lse, dq, dk, dv, workspace, stream))
+    check(_library().flashbob_backward(ctypes.byref(problem), q, k, v, o, do, lse, dq, dk, dv,
+                                       workspace, stream))
 
 
 def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, stream):
-    check(_library().flashbob_bob(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo,
-                            workspace, stream))
+    check(_library().flashbob_bob(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv, gq, gk,
+                                  gv, gdo, workspace, stream))
 
 
 def precompile(problem, op):
