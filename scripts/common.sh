@@ -8,9 +8,12 @@ BUILD="${FLASHBOB_BUILD_DIR:-$ROOT/build}"
 # toolkit in /usr/local/cuda) is part of the machine image.
 # clang-22 and libclang-rt-22-dev (libFuzzer, ASan; about 22 MB to download) only build the fuzz
 # targets (test/fuzz/, FLASHBOB_FUZZ): without them the build is the same and the fuzz tests
-# report skipped.
+# report skipped. zlib1g-dev and libzstd-dev give libz.a and libzstd.a, which libflashbob.so links
+# (cmake/LlvmLibs.cmake); python3-pip, -setuptools and -wheel build and install the wheel
+# (scripts/build-wheel.sh, test/packaging/).
 PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 catch2 ninja-build
-          clang-22 libclang-rt-22-dev)
+          clang-22 libclang-rt-22-dev zlib1g-dev libzstd-dev python3-pip python3-setuptools
+          python3-wheel)
 
 ensure_packages() {
   local missing=() p
@@ -25,9 +28,13 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-configure_and_build() {
+configure() {
   if [ ! -f "$BUILD/build.ninja" ]; then
     cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
   fi
+}
+
+configure_and_build() {
+  configure
   cmake --build "$BUILD" -j"$(nproc)"
 }

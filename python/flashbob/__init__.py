@@ -3,8 +3,11 @@
 `flashbob.torch.attention(q, k, v, causal=False, scale=None)` is scaled dot-product attention
 whose backward is itself differentiable (its backward runs BoB), so grad-of-grad, Hessian-vector
 products and meta-learning through attention work with O(N) extra memory.
+
+Importing needs neither a GPU nor torch; libflashbob.so is loaded on the first call, which raises
+NoDriverError where there is no GPU driver and FlashBobError where the library is missing.
 """
 
-from ._capi import version, FlashBobError  # noqa: F401
+from ._capi import version, library_path, FlashBobError, NoDriverError  # noqa: F401
 
-__all__ = ["version", "FlashBobError"]
+__all__ = ["version", "library_path", "FlashBobError", "NoDriverError"]

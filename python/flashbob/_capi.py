@@ -1,12 +1,15 @@
 """ctypes binding of the C API (api/flashbob.h) in libflashbob.so.
 
-The library is found through $FLASHBOB_LIBRARY, next to this package, or in the repository's
-build/lib. Nothing here depends on torch.
+The library is loaded on the first call, not at import, so `import flashbob` works anywhere and a
+call says what is missing. It is $FLASHBOB_LIBRARY when set (a developer's override: it must
+exist), else the copy inside this package (the wheel's), else the repository's build/lib (a
+source checkout on PYTHONPATH). Nothing here depends on torch.
 """
 
 import ctypes
 import logging
 import os
+import threading
 from pathlib import Path
 
 OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA, UNSUPPORTED_DEVICE = 0, 1, 2, 3, 4, 5
@@ -16,7 +19,11 @@ OP_FORWARD, OP_BACKWARD, OP_BOB, OP_FORWARD_JVP = 0, 1, 2, 3
 
 class FlashBobError(RuntimeError):
     """A FlashBoB failure that is not an invalid argument (compile, driver, no GPU, a GPU the
-    kernels do not support)."""
+    kernels do not support, libflashbob.so missing)."""
+
+
+class NoDriverError(FlashBobError):
+    """No CUDA driver or no GPU on this machine: the kernels cannot run here."""
 
 
 class Problem(ctypes.Structure):
@@ -53,21 +60,32 @@ def _on_log(level, message, _user_data):
 def _candidates():
     env = os.environ.get("FLASHBOB_LIBRARY")
     if env:
+        if not Path(env).is_file():
+            raise FlashBobError(f"FLASHBOB_LIBRARY={env} is not a file (unset it to use the "
+                                "library inside the flashbob package)")
         yield Path(env)
+        return
     here = Path(__file__).resolve().parent
     yield here / "libflashbob.so"
-    yield here.parent.parent / "build" / "lib" / "libflashbob.so"
+    checkout = here.parent.parent
+    if (checkout / "CMakeLists.txt").is_file():
+        yield checkout / "build" / "lib" / "libflashbob.so"
 
 
 def _load():
     tried = []
     for path in _candidates():
-        tried.append(str(path))
-        if path.exists():
+        if not path.is_file():
+            tried.append(str(path))
+            continue
+        try:
             lib = ctypes.CDLL(str(path))
-            break
+        except OSError as e:
+            raise FlashBobError(f"cannot load {path}: {e}") from None
+        break
     else:
-        raise ImportError("libflashbob.so not found (set FLASHBOB_LIBRARY); tried: " + ", ".join(tried))
+        raise FlashBobError("libflashbob.so not found: looked for " + ", ".join(tried) +
+                            " (install the flashbob wheel, or set FLASHBOB_LIBRARY to a built one)")
     lib.flashbob_version.restype = ctypes.c_char_p
     lib.flashbob_last_error.restype = ctypes.c_char_p
     T, P, F, V = Tensor, ctypes.POINTER(Problem), ctypes.c_void_p, ctypes.c_void_p
@@ -81,38 +99,58 @@ def _load():
         fn.restype = ctypes.c_int
     lib.flashbob_set_log_callback.argtypes = [_LogCallback, ctypes.c_void_p]
     lib.flashbob_set_log_callback.restype = None
+    lib.flashbob_set_log_callback(_on_log, None)
     return lib
 
 
-_lib = _load()
-_lib.flashbob_set_log_callback(_on_log, None)
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def _library():
+    """The loaded library; loads it on first use (a failure raises FlashBobError, and the next
+    call tries again)."""
+    global _lib
+    if _lib is None:
+        with _lib_lock:
+            if _lib is None:
+                _lib = _load()
+    return _lib
+
+
+def library_path():
+    """The path of the libflashbob.so this process uses (loading it if needed)."""
+    return _library()._name
 
 
 def version():
-    return _lib.flashbob_version().decode()
+    return _library().flashbob_version().decode()
 
 
 def check(status):
     """Raises the Python exception for a non-OK status, with the library's message."""
     if status == OK:
         return
-    message = _lib.flashbob_last_error().decode()
+    message = _library().flashbob_last_error().decode()
     if status == INVALID_ARGUMENT:
         raise ValueError(message)
+    if status == NO_DRIVER:
+        raise NoDriverError("FlashBoB needs an NVIDIA GPU and its driver: " + message)
     raise FlashBobError(message)
 
 
 def forward(problem, q, k, v, o, lse, stream):
-    check(_lib.flashbob_forward(ctypes.byref(problem), q, k, v, o, lse, stream))
+    check(_library().flashbob_forward(ctypes.byref(problem), q, k, v, o, lse, stream))
 
 
 def backward(problem, q, k, v, o, do, lse, dq, dk, dv, workspace, stream):
-    check(_lib.flashbob_backward(ctypes.byref(problem), q, k, v, o, do, lse, dq, dk, dv, workspace, stream))
+    check(_library().flashbob_backward(ctypes.byref(problem), q, k, v, o, do, lse, dq, dk, dv,
+                                       workspace, stream))
 
 
 def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, stream):
-    check(_lib.flashbob_bob(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo,
-                            workspace, stream))
+    check(_library().flashbob_bob(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv, gq, gk,
+                                  gv, gdo, workspace, stream))
 
 
 def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
@@ -120,4 +158,4 @@ def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
 
 
 def precompile(problem, op):
-    check(_lib.flashbob_precompile(ctypes.byref(problem), op))
+    check(_library().flashbob_precompile(ctypes.byref(problem), op))

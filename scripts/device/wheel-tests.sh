@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# GPU machine: the wheel as a user gets it (issue 16). Installs dist/flashbob-*.whl with pip,
+# without network, into an empty directory, then, with no FLASHBOB_* or LD_LIBRARY_PATH set and
+# only that directory on PYTHONPATH: imports it (which library, which version), runs the
+# README's grad-of-grad example and the pytest suite (test/python/run-pytest.sh). Needs no LLVM
+# and no .device: only the wheel (scripts/build-wheel.sh here).
+# Device tool call (carry ["dist"], timeout_s 600):
+#   bash scripts/device/wheel-tests.sh
+# PYTHON: the interpreter with torch (default /opt/torch/.venv/bin/python3); its pip installs the
+# wheel, or python3's where it has none. Pytest arguments pass through.
+set -euo pipefail
+PY=${PYTHON:-/opt/torch/.venv/bin/python3}
+SITE=/tmp/flashbob-wheel
+wheels=(dist/flashbob-*.whl)
+((${#wheels[@]} == 1)) && [ -f "${wheels[0]}" ] || { echo "need one dist/flashbob-*.whl, found: ${wheels[*]}"; exit 2; }
+pip=("$PY" -m pip)
+"${pip[@]}" --version >/dev/null 2>&1 || pip=(python3 -m pip)
+echo "installing ${wheels[0]} with $("${pip[@]}" --version)"
+rm -rf "$SITE"
+"${pip[@]}" install --quiet --no-index --no-deps --target "$SITE" "${wheels[0]}"
+
+for var in $(compgen -e); do
+  [[ $var == FLASHBOB_* || $var == LD_LIBRARY_PATH ]] && unset "$var"
+done
+export PYTHONPATH=$SITE PYTHON=$PY
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
+"$PY" -c 'import flashbob, torch; print("flashbob", flashbob.version(), "from", flashbob.library_path(), "| torch", torch.__version__)'
+echo "README example:"
+sed -n '/^```python$/,/^```$/p' README.md | sed '1d;$d' > /tmp/flashbob-readme-example.py
+"$PY" /tmp/flashbob-readme-example.py && echo "README example: ran"
+bash test/python/run-pytest.sh "$@"

@@ -1,0 +1,65 @@
+"""The wheel's build steps beyond pyproject.toml's metadata (docs/toolchain.md, "The wheel").
+
+build_py also builds libflashbob.so (CMake target FlashBobShared, in FLASHBOB_BUILD_DIR, default
+build/, configured first if it is not) and installs it stripped into the package (the CMake
+install component "python"). bdist_wheel tags the wheel py3-none-manylinux_2_NN_<arch>: the library
+is loaded through its C ABI with ctypes, so one wheel serves every Python 3, and 2.NN is the
+newest glibc symbol version the library needs, read from the built file.
+"""
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+from wheel.bdist_wheel import bdist_wheel
+
+ROOT = Path(__file__).resolve().parent
+BUILD = Path(os.environ.get("FLASHBOB_BUILD_DIR", ROOT / "build")).resolve()
+
+
+class BuildPyWithLibrary(build_py):
+    def run(self):
+        super().run()
+        if not (BUILD / "CMakeCache.txt").is_file():
+            generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+            subprocess.run(["cmake", "-S", str(ROOT), "-B", str(BUILD), *generator], check=True)
+        subprocess.run(["cmake", "--build", str(BUILD), "--target", "FlashBobShared"], check=True)
+        subprocess.run(["cmake", "--install", str(BUILD), "--component", "python", "--strip",
+                        "--prefix", self.build_lib], check=True)
+
+
+def glibc_floor(library):
+    """(2, NN): the newest GLIBC_2.NN version among the library's dynamic symbols."""
+    symbols = subprocess.run(["objdump", "-T", str(library)], check=True, capture_output=True,
+                             text=True).stdout
+    versions = [tuple(map(int, v)) for v in re.findall(r"\bGLIBC_(\d+)\.(\d+)", symbols)]
+    if not versions:
+        raise RuntimeError(f"objdump -T {library} lists no GLIBC_ symbol versions")
+    return max(versions)
+
+
+class BinaryDistribution(Distribution):
+    """The package carries a native library: installed as platform-specific (platlib)."""
+
+    def has_ext_modules(self):
+        return True
+
+
+class PlatformWheel(bdist_wheel):
+    def get_tag(self):
+        build_lib = Path(self.get_finalized_command("build_py").build_lib)
+        major, minor = glibc_floor(build_lib / "flashbob" / "libflashbob.so")
+        return "py3", "none", f"manylinux_{major}_{minor}_{platform.machine()}"
+
+
+# setuptools' own build files go into the CMake build tree, not the default build/ of the
+# checkout (which is the CMake build tree itself when FLASHBOB_BUILD_DIR is unset).
+setup(distclass=BinaryDistribution,
+      cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel},
+      options={"build": {"build_base": str(BUILD / "python")},
+               "egg_info": {"egg_base": str(BUILD / "python")}})

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The wheel as a user gets it: built from this build tree (which it must not relink: the wheel
+# carries the library the other tests ran), installed with pip into an empty directory without
+# network, then imported from there with no FLASHBOB_* or LD_LIBRARY_PATH set
+# (check_installed.py). Also: the tag states the library's real glibc floor, the wheel stays
+# under 40 MB, and the installed library links no LLVM/MLIR or their dependencies.
+#   wheel-test.sh SOURCE_DIR BUILD_DIR PYTHON   (PYTHON with pip, setuptools and wheel)
+set -euo pipefail
+root=$1 build=$2 py=$3
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pip=("$py" -m pip --quiet --no-cache-dir --disable-pip-version-check)
+
+lib=$build/lib/libflashbob.so
+stamp=$(stat -c %.9Y "$lib")
+FLASHBOB_BUILD_DIR=$build "${pip[@]}" wheel --no-build-isolation --no-deps --no-index \
+  -w "$tmp/dist" "$root"
+[ "$(stat -c %.9Y "$lib")" = "$stamp" ] || fail "building the wheel relinked $lib (build first)"
+wheels=("$tmp"/dist/*.whl)
+((${#wheels[@]} == 1)) || fail "expected one wheel, got: ${wheels[*]}"
+whl=${wheels[0]}
+size=$(stat -c %s "$whl")
+((size < 40000000)) || fail "$(basename "$whl") is $size bytes, over 40 MB"
+
+"${pip[@]}" install --root-user-action=ignore --no-index --no-deps --target "$tmp/site" "$whl"
+installed=$tmp/site/flashbob/libflashbob.so
+strip -o "$tmp/stripped.so" "$lib"
+cmp -s "$tmp/stripped.so" "$installed" || fail "the wheel's library is not this build's, stripped"
+if deps=$(ldd "$installed" | grep -E 'libMLIR|libLLVM|libz3|libicu|libxml2|libedit|not found'); then
+  fail "the installed library loads: $deps"
+fi
+
+# The tag: py3-none-manylinux_2_NN_x86_64, NN the newest GLIBC_2.NN the library references.
+floor=$(objdump -T "$installed" | grep -o 'GLIBC_2\.[0-9]*' | cut -d. -f2 | sort -n | tail -1)
+version=$(cat "$root/VERSION")
+expected="flashbob-$version-py3-none-manylinux_2_${floor}_x86_64.whl"
+[ "$(basename "$whl")" = "$expected" ] || fail "wheel $(basename "$whl"), expected $expected"
+
+env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONPATH="$tmp/site" \
+  "$py" "$(dirname "$0")/check_installed.py" "$tmp/site" "$version"
+echo "ok: $(basename "$whl"), $size bytes"
