@@ -154,7 +154,8 @@ def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, st
 
 
 def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
-    check(_lib.flashbob_forward_jvp(ctypes.byref(problem), q, k, v, o, lse, tq, tk, tv, to, stream))
+    check(_library().flashbob_forward_jvp(ctypes.byref(problem), q, k, v, o, lse, tq, tk, tv, to,
+                                          stream))
 
 
 def precompile(problem, op):
