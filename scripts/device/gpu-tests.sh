@@ -10,7 +10,10 @@ set -uo pipefail
 LIST=.device/gpu-tests.txt
 [ -f "$LIST" ] || { echo "no $LIST: run scripts/device/pack.sh here and carry .device"; exit 2; }
 LOGS=${OUT:-/tmp/flashbob-gpu-tests}; mkdir -p "$LOGS"
-export FLASHBOB_LIBRARY=$PWD/.device/lib/libflashbob.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+# The C API library: the wheel's, installed by scripts/device/wheel-tests.sh (pack.sh carries
+# none), for capi_gpu and python_torch when they are named here.
+export FLASHBOB_LIBRARY=${FLASHBOB_LIBRARY:-/tmp/flashbob-wheel/flashbob/libflashbob.so}
+export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 export FLASHBOB_CACHE_DIR=${FLASHBOB_CACHE_DIR:-/tmp/flashbob-cache}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1
 failed=0

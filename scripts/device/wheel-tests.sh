@@ -25,6 +25,10 @@ done
 export PYTHONPATH=$SITE PYTHON=$PY
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 "$PY" -c 'import flashbob, torch; print("flashbob", flashbob.version(), "from", flashbob.library_path(), "| torch", torch.__version__)'
+# The C API's GPU run against the wheel's library, when pack.sh's capi_smoke was carried too.
+if [ -x .device/bin/capi_smoke ]; then
+  LD_LIBRARY_PATH=$SITE/flashbob .device/bin/capi_smoke | tail -1
+fi
 echo "README example:"
 sed -n '/^```python$/,/^```$/p' README.md | sed '1d;$d' > /tmp/flashbob-readme-example.py
 "$PY" /tmp/flashbob-readme-example.py && echo "README example: ran"
