@@ -2,9 +2,10 @@
 forward, first derivatives, second derivatives (grad of grad), a Hessian-vector product and a
 meta-learning outer gradient; plus argument validation. Needs a CUDA GPU and torch."""
 
-import logging
+import json
 import math
-import random
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -208,24 +209,43 @@ def test_odd_layouts_through_grad_of_grad(kinds):
         assert rel(a, b) <= TOL[torch.bfloat16], f"{kinds} {name}: {rel(a, b):.2e}"
 
 
-def test_precompile_compiles_what_the_calls_run_and_logs_it(caplog):
+_PRECOMPILE_SCRIPT = """
+import json, logging, random, torch, flashbob.torch as fb
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append(record.getMessage())
+logger = logging.getLogger("flashbob")
+logger.setLevel(logging.DEBUG)
+logger.addHandler(Keep())
+fb.precompile(1, 2, 96, 128, 64, causal=True, scale=0.1, ops=("forward", "backward", "bob"))
+compiled = [m for m in records if m.startswith("flashbob: compiling ")]
+records.clear()
+g = torch.Generator(device="cuda").manual_seed(31)
+q, k, v, do, uq = (torch.randn(1, 2, n, 64, device="cuda", generator=g).to(torch.bfloat16)
+                   for n in (96, 128, 128, 96, 96))
+q.requires_grad_()
+for scale in (0.1, 0.05 + random.random() * 0.01):  # a scale never seen: the same kernels
+    o = fb.attention(q, k, v, causal=True, scale=scale)
+    dq, = torch.autograd.grad(o, q, do, create_graph=True)
+    torch.autograd.grad(dq, q, uq)
+print(json.dumps({"compiled": compiled, "later": [m for m in records if "compiling" in m]}))
+"""
+
+
+def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
     """precompile() compiles the kernels of the ops (each reported on the "flashbob" logger at
-    DEBUG), and the calls that follow compile nothing more. A scale no other test uses makes the
-    kernels new to the process and to the disk cache."""
-    scale = 0.05 + random.random() * 0.01
-    with caplog.at_level(logging.DEBUG, logger="flashbob"):
-        fb.precompile(1, 2, 96, 128, 64, causal=True, scale=scale, ops=("forward", "backward", "bob"))
-    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("flashbob: compiling ")]
-    kinds = sorted(m.split()[2].split("_d")[0] for m in compiled)
-    assert kinds == ["bob_kv", "bob_q", "bwd_kv", "bwd_q", "fwd"], compiled
-    caplog.clear()
-    q, k, v, do, uq, _, _ = small(seed=31)
-    with caplog.at_level(logging.DEBUG, logger="flashbob"):
-        q.requires_grad_()
-        o = fb.attention(q, k, v, causal=True, scale=scale)
-        dq, = torch.autograd.grad(o, q, do, create_graph=True)
-        torch.autograd.grad(dq, q, uq)
-    assert not [r for r in caplog.records if "compiling" in r.getMessage()]
+    DEBUG), and the calls that follow compile nothing more, whatever their scale: the softmax
+    scale is a kernel argument. Run in a fresh process with an empty cache directory, so that
+    every kernel is new to the process and to the disk cache."""
+    env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _PRECOMPILE_SCRIPT], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    kinds = sorted(m.split()[2].split("_d")[0] for m in result["compiled"])
+    assert kinds == ["bob_kv", "bob_q", "bwd_kv", "bwd_q", "fwd"], result["compiled"]
+    assert result["later"] == [], result["later"]
     with pytest.raises(ValueError, match="ops must be among"):
         fb.precompile(1, 1, 64, 64, 64, ops=("sideways",))
 
@@ -257,3 +277,59 @@ def test_third_derivative_through_forward_mode_is_refused():
     hvp_of = lambda q: (torch.func.grad(loss)(q).float() * tq.float()).sum()  # noqa: E731
     with pytest.raises(RuntimeError, match="third derivatives"):
         torch.func.jvp(torch.func.grad(hvp_of), (q,), (tq,))
+
+
+# --- CUDA graphs: a launch is kernel launches only (tensor maps by value, no copy or sync) ------
+
+def attention_and_grads(q, k, v, do, scale):
+    o = fb.attention(q, k, v, causal=True, scale=scale)
+    return (o, *torch.autograd.grad(o, (q, k, v), do))
+
+
+def test_cuda_graph_captures_a_shape_never_seen_and_replays_as_eager():
+    """A shape and a scale no other test uses, captured inside torch.cuda.graph with no warm-up:
+    its first launches (forward, bwd_q, bwd_kv) happen during capture. The replay equals eager,
+    also after new values are copied into the captured inputs; and a later eager call still
+    works (a failed capture would have left the process's CUDA state broken)."""
+    q, k, v, do, *_ = inputs(3, 272, 208, 64, torch.bfloat16, seed=51)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = attention_and_grads(q, k, v, do, 0.0917)
+    graph.replay()
+    for got, want in zip(captured, attention_and_grads(q, k, v, do, 0.0917)):
+        assert torch.equal(got, want)
+    fresh = inputs(3, 272, 208, 64, torch.bfloat16, seed=52)
+    with torch.no_grad():
+        for static, new in zip((q, k, v, do), fresh):
+            static.copy_(new)
+    graph.replay()
+    for got, want in zip(captured, attention_and_grads(q, k, v, do, 0.0917)):
+        assert torch.equal(got, want)
+
+
+_COLD_CAPTURE_SCRIPT = """
+import torch, flashbob.torch as fb
+g = torch.Generator(device="cuda").manual_seed(61)
+q, k, v, do = (torch.randn(1, 2, 160, 128, device="cuda", generator=g).to(torch.float16)
+               for _ in range(4))
+q.requires_grad_()
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    o = fb.attention(q, k, v, causal=True)
+    dq, = torch.autograd.grad(o, q, do)
+graph.replay()
+o2 = fb.attention(q, k, v, causal=True)
+dq2, = torch.autograd.grad(o2, q, do)
+assert torch.equal(o, o2) and torch.equal(dq, dq2)
+print("ok")
+"""
+
+
+def test_cuda_graph_capture_compiles_and_loads_kernels_the_process_never_had(tmp_path):
+    """In a fresh process with an empty cache, the capture itself compiles and loads the
+    kernels (module loading under capture), and the replay equals eager."""
+    env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _COLD_CAPTURE_SCRIPT], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr
