@@ -4,14 +4,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
-#include <cmath>
-#include <cstring>
-
 namespace flashbob::compiler {
-
-double KernelSpec::effectiveScale() const {
-  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(headDim));
-}
 
 std::string TileConfig::name() const {
   std::string warpText = std::to_string(warps);
@@ -23,26 +16,18 @@ std::string TileConfig::name() const {
 }
 
 std::string KernelSpec::name() const {
-  // The scale is spelled by its float32 bits: exact, and a valid PTX identifier.
-  float scale32 = static_cast<float>(effectiveScale());
-  uint32_t scaleBits;
-  std::memcpy(&scaleBits, &scale32, sizeof(scaleBits));
-  return llvm::formatv("{0}_d{1}_{2}_{3}{4}_sc{5:x-}_{6}", bob::stringifyKernelKind(kind),
-                       headDim, tiles.name(), bob::stringifyElemType(dtype),
-                       causal ? "_causal" : "", scaleBits, bob::stringifyArch(arch))
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}_{5}", bob::stringifyKernelKind(kind), headDim,
+                       tiles.name(), bob::stringifyElemType(dtype), causal ? "_causal" : "",
+                       bob::stringifyArch(arch))
       .str();
 }
 
 bob::SpecAttr KernelSpec::toAttr(mlir::MLIRContext *ctx) const {
-  mlir::Builder b(ctx);
   return bob::SpecAttr::get(ctx, kind, headDim, tiles.blockM, tiles.blockN, tiles.warps,
-                            tiles.stages, dtype, causal,
-                            b.getF32FloatAttr(static_cast<float>(effectiveScale())), arch,
-                            tiles.warpCols, tiles.producer);
+                            tiles.stages, dtype, causal, arch, tiles.warpCols, tiles.producer);
 }
 
 llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
-  mlir::Builder b(ctx);
   std::string message;
   auto emitError = [&]() {
     return mlir::emitError(mlir::UnknownLoc::get(ctx));
@@ -54,8 +39,7 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
   const TileConfig &t = spec.tiles;
   if (mlir::failed(bob::SpecAttr::verify(
           emitError, spec.kind, spec.headDim, t.blockM, t.blockN, t.warps, t.stages, spec.dtype,
-          spec.causal, b.getF32FloatAttr(static_cast<float>(spec.effectiveScale())), spec.arch,
-          t.warpCols, t.producer)))
+          spec.causal, spec.arch, t.warpCols, t.producer)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid kernel spec: " + message);
   return llvm::Error::success();
 }

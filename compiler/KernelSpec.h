@@ -37,13 +37,13 @@ struct KernelSpec {
   TileConfig tiles;
   bob::ElemType dtype = bob::ElemType::bf16;
   bool causal = false;
-  std::optional<double> scale; // default 1/sqrt(head_dim)
   bob::Arch arch = bob::Arch::sm_90a;
+  // No softmax scale: it is a kernel argument (kernels/Signature.h), so every scale runs the
+  // same kernel.
 
-  double effectiveScale() const;
-  // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sc3e000000_sm_90a"
-  // (tiles as TileConfig::name, scale as float32 bits): the kernel's symbol, the in-memory
-  // cache's key and part of the disk cache's.
+  // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
+  // TileConfig::name): the kernel's symbol, the in-memory cache's key and part of the disk
+  // cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
 };

@@ -2,6 +2,7 @@
 
 #include "compiler/dialect/Target.h"
 #include "kernels/Signature.h"
+#include "runtime/launch/Kernel.h"
 #include "runtime/launch/TensorMaps.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -60,7 +61,11 @@ llvm::Expected<CachedLaunch> validateCachedMetadata(const llvm::json::Object &me
   if (!maps->empty() && !target.hopperFeatures)
     return invalid(llvm::formatv("{0} tensor map(s), but {1} has no TMA", maps->size(),
                                  bob::stringifyArch(spec.arch)));
-  const size_t memrefs = kernels::signature(spec.kind).size();
+  // A launch passes them by value, in room for kMaxTensorMaps (runtime/launch/Kernel.h).
+  if (maps->size() > runtime::kMaxTensorMaps)
+    return invalid(llvm::formatv("{0} tensor maps, more than a launch passes ({1})", maps->size(),
+                                 runtime::kMaxTensorMaps));
+  const size_t memrefs = kernels::operandCount(spec.kind);
   for (size_t i = 0; i < maps->size(); ++i) {
     const support::TensorMapSpec &m = (*maps)[i];
     auto bad = [&](const llvm::Twine &why) {

@@ -3,27 +3,21 @@
 #include "CompilerHash.h"
 #include "compiler/pipeline/Assembler.h"
 
-#include "llvm/ADT/bit.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FormatVariadic.h"
-
-#include <cstring>
 
 namespace flashbob::jit {
 
 KernelKey::KernelKey(const compiler::KernelSpec &spec) : spec(spec) { target.arch = spec.arch; }
 
 std::string KernelKey::text() const {
-  double scale = spec.effectiveScale();
-  uint64_t scaleBits;
-  std::memcpy(&scaleBits, &scale, sizeof(scaleBits));
   // The assembler and its version decide the machine code as much as the PTX does.
   auto assembler = compiler::chosenAssembler();
   std::string assemblerText =
       assembler ? assembler->identity : llvm::toString(assembler.takeError());
-  return llvm::formatv("flashbob kernel\nspec {0}\nscale {1:x-}\noptions O{2} {3}\n"
-                       "flashbob {4}\ncompiler {5}\nllvm {6}\nassembler {7}\narch {8}\n",
-                       spec.name(), scaleBits, target.optLevel, target.ptxFeatures(),
+  return llvm::formatv("flashbob kernel\nspec {0}\noptions O{1} {2}\n"
+                       "flashbob {3}\ncompiler {4}\nllvm {5}\nassembler {6}\narch {7}\n",
+                       spec.name(), target.optLevel, target.ptxFeatures(),
                        FLASHBOB_VERSION, FLASHBOB_COMPILER_HASH, LLVM_VERSION_STRING,
                        assemblerText,
                        bob::stringifyArch(target.arch))
@@ -32,14 +26,13 @@ std::string KernelKey::text() const {
 
 bool sameSpec(const compiler::KernelSpec &a, const compiler::KernelSpec &b) {
   return a.kind == b.kind && a.headDim == b.headDim && a.tiles == b.tiles && a.dtype == b.dtype &&
-         a.causal == b.causal && a.effectiveScale() == b.effectiveScale() && a.arch == b.arch;
+         a.causal == b.causal && a.arch == b.arch;
 }
 
 size_t SpecHash::operator()(const compiler::KernelSpec &s) const {
   const compiler::TileConfig &t = s.tiles;
   return llvm::hash_combine(s.kind, s.headDim, t.blockM, t.blockN, t.warps, t.stages, t.warpCols,
-                            t.producer, s.dtype, s.causal,
-                            llvm::bit_cast<uint64_t>(s.effectiveScale()), s.arch);
+                            t.producer, s.dtype, s.causal, s.arch);
 }
 
 } // namespace flashbob::jit

@@ -18,9 +18,10 @@ struct KernelKey {
   compiler::TargetOptions target;
 
   explicit KernelKey(const compiler::KernelSpec &spec);
-  // Every field that can change the generated cubin, one per line: the spec's name and exact
-  // scale, the compile options, FlashBoB's version and compiler hash (compiler/ and kernels/
-  // sources), LLVM's version and the assembler's (compiler/pipeline/Assembler.h).
+  // Every field that can change the generated cubin, one per line: the spec's name, the compile
+  // options, FlashBoB's version and compiler hash (compiler/ and kernels/ sources: the kernels'
+  // calling convention is decided there, so a cubin of an older one is never looked up), LLVM's
+  // version and the assembler's (compiler/pipeline/Assembler.h).
   std::string text() const;
 };
 

@@ -149,6 +149,17 @@ llvm::Error validateProblem(const AttentionProblem &p) {
   return llvm::Error::success();
 }
 
+// A scalar argument as the kernels read it: a normal f32 (s log2(e) overflows f32 for a scale
+// f32 can still hold).
+llvm::Error validateScalar(const AttentionProblem &p, kernels::Scalar scalar) {
+  const float v = kernels::scalarValue(scalar, p.effectiveScale());
+  if (std::isnormal(v) && v > 0)
+    return llvm::Error::success();
+  return invalid("scale", "scale " + plain(p.effectiveScale()) + " makes the kernels' " +
+                              kernels::scalarInfo(scalar).name + " " + plain(v) +
+                              ", not a positive normal float32");
+}
+
 llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds,
                      const Bindings &bindings) {
   if (llvm::Error e = validateProblem(p))
@@ -156,6 +167,11 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
   std::bitset<kernels::kOperandCount> checked;
   for (bob::KernelKind kind : kinds)
     for (const kernels::Param &param : kernels::signature(kind)) {
+      if (param.isScalar) {
+        if (llvm::Error e = validateScalar(p, param.scalar))
+          return e;
+        continue;
+      }
       const size_t i = static_cast<size_t>(param.operand);
       if (checked[i])
         continue;
@@ -186,7 +202,6 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
     s.tiles.producer = *producer;
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   s.causal = p.causal;
-  s.scale = p.scale;
   s.arch = arch;
   return s;
 }
@@ -194,6 +209,10 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
 void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
           runtime::KernelArgs &args) {
   for (const kernels::Param &param : kernels::signature(kind)) {
+    if (param.isScalar) {
+      args.addF32(kernels::scalarValue(param.scalar, p.effectiveScale()));
+      continue;
+    }
     const kernels::OperandInfo &info = kernels::operandInfo(param.operand);
     const Tensor &t = bindings[param.operand];
     const int64_t rows = info.side == kernels::Side::query ? p.seqQ : p.seqK;

@@ -31,9 +31,9 @@ private:
   std::bitset<kernels::kOperandCount> bound_;
 };
 
-// Checks the problem's sizes, then every operand that one of `kinds` takes: bound, aligned and
-// laid out as its layout needs. The error names the argument (as kernels::operandInfo spells
-// it); on an error nothing may be launched.
+// Checks the problem's sizes, then every argument that one of `kinds` takes: an operand bound,
+// aligned and laid out as its layout needs, a scalar a normal f32. The error names the argument
+// (as kernels::operandInfo spells it; "scale" for a scalar); on an error nothing may be launched.
 llvm::Error validateProblem(const AttentionProblem &p);
 // The longest sequence (N or M) the kernels index correctly: rows, the mask and TMA coordinates
 // are 32-bit there, and a block's end (start + at most 256 rows) must not wrap either.
@@ -44,11 +44,12 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
                      const Bindings &bindings);
 
 // The spec a problem starts from: the tile table's default tiles for `arch` (warp
-// specialization as FLASHBOB_PRODUCER forces it, when set), the problem's dtype, mask, scale.
+// specialization as FLASHBOB_PRODUCER forces it, when set), the problem's dtype and mask.
 compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind, bob::Arch arch);
 
 // The arguments of the kernel of `kind`, in its signature's order: each operand as a memref
-// (batch, heads, rows, head_dim) or (batch, heads, rows), rows the length of its side.
+// (batch, heads, rows, head_dim) or (batch, heads, rows), rows the length of its side; each
+// scalar as the f32 kernels::scalarValue gives for the problem's scale.
 void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
           runtime::KernelArgs &args);
 

@@ -1,6 +1,12 @@
 #include "jit/Problem.h"
 
+#include <cmath>
+
 namespace flashbob {
+
+double AttentionProblem::effectiveScale() const {
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(headDim));
+}
 
 Tensor AttentionProblem::contiguous(CUdeviceptr data, int64_t rows) const {
   Tensor t;

@@ -30,8 +30,10 @@ struct AttentionProblem {
   int64_t headDim = 64;         // d
   DType dtype = DType::bf16;
   bool causal = false;          // bottom-right aligned when M != N
-  std::optional<double> scale;  // default 1/sqrt(d)
+  std::optional<double> scale;  // default 1/sqrt(d); passed to the kernels at launch
 
+  // The softmax scale the kernels get: `scale`, or 1/sqrt(d).
+  double effectiveScale() const;
   // Contiguous strides for a (batch, heads, rows, head_dim) tensor.
   Tensor contiguous(CUdeviceptr data, int64_t rows) const;
 };

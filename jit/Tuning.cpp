@@ -6,6 +6,7 @@
 #include "runtime/launch/EventTimer.h"
 #include "runtime/tune/Autotuner.h"
 #include "support/Knobs.h"
+#include "support/Log.h"
 #include "support/Progress.h"
 
 #include "llvm/Support/MathExtras.h"
@@ -59,6 +60,17 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
     std::lock_guard<std::mutex> lock(memoMutex);
     if (auto it = memo.find(memoKey); it != memo.end())
       return it->second;
+  }
+  // Timing synchronizes on events, which a stream being captured into a CUDA graph refuses
+  // (and the candidates' launches would become part of the graph): while capturing, launch the
+  // tile table's kernel untuned, and tune at a later call outside capture. A stream whose state
+  // cannot be read counts as capturing.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (driver.api().cuStreamIsCapturing(stream, &capture) != CUDA_SUCCESS ||
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    support::log(support::LogLevel::Debug, "flashbob autotune: " + base.name() +
+                                               ": not tuned while the stream is captured");
+    return base;
   }
   auto remember = [&](const compiler::KernelSpec &chosen) {
     std::lock_guard<std::mutex> lock(memoMutex);

@@ -20,7 +20,9 @@ void setAutotune(bool on);
 std::string tuningDir();
 
 // The spec to launch: `base` (the tile table's default) or, with autotuning on, the tuned one.
-// `launch` runs one launch of a candidate on the real arguments (on `stream`).
+// `launch` runs one launch of a candidate on the real arguments (on `stream`). Tuning times
+// candidates with events it synchronizes: never while `stream` is being captured into a CUDA
+// graph (then `base`, unless this process tuned the kernel before).
 llvm::Expected<compiler::KernelSpec>
 chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const AttentionProblem &p,
            CUstream stream, const std::function<llvm::Error(const CachedKernel &)> &launch);

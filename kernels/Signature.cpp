@@ -27,21 +27,56 @@ constexpr OperandInfo kOperands[] = {
 };
 static_assert(std::size(kOperands) == kOperandCount);
 
-constexpr bool in = false, out = true;
-constexpr Param kForward[] = {{q, in}, {k, in}, {v, in}, {o, out}, {lse, out}};
-constexpr Param kBackwardQuery[] = {{q, in},   {k, in},   {v, in},  {o, in},
-                                    {dO, in},  {lse, in}, {dQ, out}, {D, out}};
-constexpr Param kBackwardKeyValue[] = {{q, in},   {k, in}, {v, in},  {dO, in},
-                                       {lse, in}, {D, in}, {dK, out}, {dV, out}};
-constexpr Param kBobQuery[] = {{q, in},   {k, in},    {v, in},  {o, in},  {dO, in},
-                               {lse, in}, {uQ, in},   {uK, in}, {uV, in}, {gQ, out},
-                               {gdO, out}, {D, out},  {c, out}, {b, out}};
-constexpr Param kBobKeyValue[] = {{q, in}, {k, in},  {v, in},  {dO, in}, {lse, in},
-                                  {D, in}, {c, in},  {b, in},  {uQ, in}, {uK, in},
-                                  {uV, in}, {gK, out}, {gV, out}};
-constexpr Param kForwardJvp[] = {{q, in},  {k, in},  {v, in},  {o, in}, {lse, in},
-                                 {tQ, in}, {tK, in}, {tV, in}, {tO, out}};
+constexpr ScalarInfo kScalars[] = {
+    {Scalar::scale, "scale"},
+    {Scalar::scaleLog2e, "scale * log2(e)"},
+};
+static_assert(std::size(kScalars) == kScalarCount);
+
+constexpr Param in(Operand o) { return {false, o, Scalar{}, false}; }
+constexpr Param out(Operand o) { return {false, o, Scalar{}, true}; }
+constexpr Param f32(Scalar s) { return {true, Operand{}, s, false}; }
+constexpr Param s = f32(Scalar::scale), sLog2e = f32(Scalar::scaleLog2e);
+
+constexpr Param kForward[] = {in(q), in(k), in(v), out(o), out(lse), sLog2e};
+constexpr Param kBackwardQuery[] = {in(q),  in(k),   in(v),   in(o), in(dO),
+                                    in(lse), out(dQ), out(D), s,     sLog2e};
+constexpr Param kBackwardKeyValue[] = {in(q),   in(k),  in(v),   in(dO),  in(lse),
+                                       in(D),   out(dK), out(dV), s,       sLog2e};
+constexpr Param kBobQuery[] = {in(q),   in(k),   in(v),   in(o),   in(dO), in(lse),
+                               in(uQ),  in(uK),  in(uV),  out(gQ), out(gdO), out(D),
+                               out(c),  out(b),  s,       sLog2e};
+constexpr Param kBobKeyValue[] = {in(q),   in(k),   in(v),  in(dO), in(lse), in(D),
+                                  in(c),   in(b),   in(uQ), in(uK), in(uV),  out(gK),
+                                  out(gV), s,       sLog2e};
+constexpr Param kForwardJvp[] = {in(q),  in(k),  in(v),  in(o),   in(lse), in(tQ),
+                                 in(tK), in(tV), out(tO), s,      sLog2e};
+
+// Every operand before every scalar (signature's promise).
+template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
+  for (size_t i = 1; i < N; ++i)
+    if (params[i - 1].isScalar && !params[i].isScalar)
+      return false;
+  return true;
+}
+static_assert(operandsFirst(kForward) && operandsFirst(kBackwardQuery) &&
+              operandsFirst(kBackwardKeyValue) && operandsFirst(kBobQuery) &&
+              operandsFirst(kBobKeyValue) && operandsFirst(kForwardJvp));
 } // namespace
+
+const ScalarInfo &scalarInfo(Scalar scalar) {
+  const ScalarInfo &info = kScalars[static_cast<size_t>(scalar)];
+  assert(info.scalar == scalar && "kScalars is in enum order");
+  return info;
+}
+
+float scalarValue(Scalar scalar, double scale) {
+  switch (scalar) {
+  case Scalar::scale: return static_cast<float>(scale);
+  case Scalar::scaleLog2e: return static_cast<float>(scale * kLog2e);
+  }
+  llvm_unreachable("every scalar has a value");
+}
 
 const OperandInfo &operandInfo(Operand operand) {
   const OperandInfo &info = kOperands[static_cast<size_t>(operand)];
@@ -61,10 +96,14 @@ llvm::ArrayRef<Param> signature(bob::KernelKind kind) {
   llvm_unreachable("every kernel kind has a signature");
 }
 
+size_t operandCount(bob::KernelKind kind) {
+  return llvm::count_if(signature(kind), [](const Param &p) { return !p.isScalar; });
+}
+
 int argumentIndex(bob::KernelKind kind, Operand operand) {
   llvm::ArrayRef<Param> params = signature(kind);
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].operand == operand)
+    if (!params[i].isScalar && params[i].operand == operand)
       return static_cast<int>(i);
   return -1;
 }

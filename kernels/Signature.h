@@ -1,7 +1,7 @@
-// The launch signature of every kernel kind, declared once: which tensors it takes, in which
-// order, and what each one is. The kernel builders derive their arguments from it
+// The launch signature of every kernel kind, declared once: which tensors and scalars it takes,
+// in which order, and what each one is. The kernel builders derive their arguments from it
 // (KernelBuilder::beginKernel), the launcher packs arguments by walking it (jit/Launch), the
-// checks of the API name tensors by it, and the GPU tests bind tensors through it.
+// checks of the API name tensors and scalars by it, and the GPU tests bind tensors through it.
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
@@ -42,20 +42,49 @@ struct OperandInfo {
 };
 const OperandInfo &operandInfo(Operand operand);
 
-// One kernel argument: an operand, read or written.
+// log2(e): the kernels compute softmax in log2 units, with exp2.
+constexpr double kLog2e = 1.4426950408889634;
+
+// A scalar argument: one f32 the launcher computes from the problem (scalarValue), so that a
+// new value runs the same kernel. Products with it are the same f32 multiplies as with a
+// constant, so results do not depend on which way the value arrives.
+enum class Scalar : uint8_t {
+  scale,       // s, the softmax scale (gradients carry one factor s)
+  scaleLog2e,  // s log2(e): the scores in log2 units, for exp2
+};
+inline constexpr size_t kScalarCount = static_cast<size_t>(Scalar::scaleLog2e) + 1;
+
+struct ScalarInfo {
+  Scalar scalar;
+  llvm::StringLiteral name; // as messages spell it
+};
+const ScalarInfo &scalarInfo(Scalar scalar);
+
+// The value of `scalar` for softmax scale `scale` (the problem's, default applied), rounded to
+// f32 once, here.
+float scalarValue(Scalar scalar, double scale);
+
+// One kernel argument: an operand, read or written, or a scalar.
 struct Param {
-  Operand operand;
+  bool isScalar;
+  Operand operand; // when !isScalar
+  Scalar scalar;   // when isScalar
   bool output;
 };
 
-// The arguments of `kind` in launch order, inputs first:
-//   fwd     q, k, v | o, lse
-//   bwd_q   q, k, v, o, dO, lse | dQ, D
-//   bwd_kv  q, k, v, dO, lse, D | dK, dV
-//   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | gQ, gdO, D, c, b
-//   bob_kv  q, k, v, dO, lse, D, c, b, uQ, uK, uV | gK, gV
-//   fwd_jvp q, k, v, o, lse, tQ, tK, tV | tO
+// The arguments of `kind` in launch order, tensor inputs first, then outputs, then scalars
+// (every operand comes before every scalar: an operand's position is its memref's among the
+// kernel's memref arguments, which tensor maps refer to):
+//   fwd     q, k, v | o, lse | s log2(e)
+//   bwd_q   q, k, v, o, dO, lse | dQ, D | s, s log2(e)
+//   bwd_kv  q, k, v, dO, lse, D | dK, dV | s, s log2(e)
+//   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | gQ, gdO, D, c, b | s, s log2(e)
+//   bob_kv  q, k, v, dO, lse, D, c, b, uQ, uK, uV | gK, gV | s, s log2(e)
+//   fwd_jvp q, k, v, o, lse, tQ, tK, tV | tO | s, s log2(e)
 llvm::ArrayRef<Param> signature(bob::KernelKind kind);
+
+// How many of the arguments of `kind` are operands (memrefs): they come first.
+size_t operandCount(bob::KernelKind kind);
 
 // Position of `operand` among the arguments of `kind`; -1 when the kind does not take it.
 int argumentIndex(bob::KernelKind kind, Operand operand);

@@ -1,10 +1,15 @@
 // One tensor-map argument of a kernel (sm_90a kernels read their tiles with TMA): the one
 // shape of this datum. The compiler derives it from #bob.tensor_map (compiler/pipeline), the
 // disk cache stores it (runtime/launch/TensorMaps.h, JSON), the launcher encodes a CUtensorMap
-// from it over the memrefs of a launch.
+// from it over the memrefs of a launch and passes it by value.
 #pragma once
 
 namespace flashbob::support {
+
+// A tensor map is a kernel parameter passed by value (compiler/passes/TensorMapParams.cpp):
+// CUDA's CUtensorMap, 128 bytes, which the TMA unit reads from a 64-byte aligned address.
+inline constexpr unsigned kTensorMapBytes = 128;
+inline constexpr unsigned kTensorMapAlign = 64;
 
 struct TensorMapSpec {
   // Indices among the kernel's memref arguments: the map covers `tensorArg` (batch, heads, seq,

@@ -45,12 +45,13 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
   let summary = "Specialization of one kernel variant";
   let description = [{
     The values the code is specialized on. `arch` is the SM target (sm_80 ... sm_90a);
-    `scale` the softmax scale s; `stages` the depth of the global->shared pipeline.
+    `stages` the depth of the global->shared pipeline. The softmax scale is not one of them:
+    it is a kernel argument (kernels/Signature.h), so a new scale runs the same code.
     `producer` (sm_90a, stages = 2) adds a producer warpgroup after the `warps` consumer warps:
     it issues the key/query loop's TMA loads, so the consumers only wait for full buffers and
     release empty ones (warp specialization; bob-pipeline-loads).
     Example: `#bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4,
-              stages = 2, dtype = bf16, causal = false, scale = 0.0883883, arch = sm_90a>`
+              stages = 2, dtype = bf16, causal = false, arch = sm_90a>`
   }];
   let parameters = (ins
     "KernelKind":$kind,
@@ -61,7 +62,6 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     "int64_t":$stages,
     "ElemType":$dtype,
     "bool":$causal,
-    "::mlir::FloatAttr":$scale,
     "Arch":$arch,
     DefaultValuedParameter<"int64_t", "1">:$warp_cols,
     DefaultValuedParameter<"bool", "false">:$producer
@@ -69,7 +69,7 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
   let assemblyFormat = [{
     `<` `kind` `=` $kind `,` `head_dim` `=` $head_dim `,` `block_m` `=` $block_m `,`
         `block_n` `=` $block_n `,` `warps` `=` $warps `,` `stages` `=` $stages `,`
-        `dtype` `=` $dtype `,` `causal` `=` $causal `,` `scale` `=` $scale `,` `arch` `=` $arch
+        `dtype` `=` $dtype `,` `causal` `=` $causal `,` `arch` `=` $arch
         `` custom<SpecTail>($warp_cols, $producer) `>`
   }];
   let genVerifyDecl = 1;
@@ -84,9 +84,9 @@ def Bob_TensorMapAttr : AttrDef<Bob_Dialect, "TensorMap"> {
   let mnemonic = "tensor_map";
   let summary = "A tensor-map argument of a kernel (TMA loads, sm_90a)";
   let description = [{
-    Set by bob-use-tma, one per `!llvm.ptr` argument it appends (a CUtensorMap in global
-    memory that the launcher encodes, support/TensorMapSpec.h), in the kernel's
-    `bob.tensor_maps` list:
+    Set by bob-use-tma, one per `!llvm.ptr` argument it appends (a CUtensorMap the launcher
+    encodes and passes by value: bob-tensor-map-params, support/TensorMapSpec.h), in the
+    kernel's `bob.tensor_maps` list:
       map:      index of that !llvm.ptr argument
       tensor:   index of the memref argument (batch, heads, seq, head_dim) it describes
       rows_of:  index of the memref argument whose seq length bounds the rows (zero fill

@@ -11,7 +11,6 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -115,7 +114,7 @@ SpecAttr getEnclosingSpec(Operation *op) {
 
 LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
-                               int64_t stages, ElemType, bool, FloatAttr scale, Arch arch,
+                               int64_t stages, ElemType, bool, Arch arch,
                                int64_t warpCols, bool producer) {
   if (headDim <= 0 || headDim % 16 != 0 || headDim > 256)
     return emitError() << "head_dim " << headDim
@@ -151,8 +150,6 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
     return emitError() << "stages " << stages
                        << " must be 1 (synchronous copies) or 2 (the next block's tiles load "
                           "while this one computes)";
-  if (!scale || !std::isfinite(scale.getValueAsDouble()) || scale.getValueAsDouble() <= 0)
-    return emitError() << "scale must be a positive finite number";
   // The producer issues TMA loads into the second stage's buffers and gives its registers to
   // the consumers (setmaxnreg): both are sm_90a features.
   if (producer && (!hasHopperFeatures(arch) || stages != 2))
@@ -248,11 +245,13 @@ void KernelOp::print(OpAsmPrinter &p) {
 LogicalResult KernelOp::verify() {
   if (!getResultTypes().empty())
     return emitOpError("kernels return nothing; outputs are memref arguments");
-  // Pointers are the tensor maps bob-use-tma adds for TMA loads.
+  // f32 scalars are values the launcher computes (the softmax scale); pointers are the tensor
+  // maps bob-use-tma adds for TMA loads.
   for (auto [i, t] : llvm::enumerate(getArgumentTypes()))
-    if (!isa<MemRefType, LLVM::LLVMPointerType>(t))
-      return emitOpError("argument #")
-             << i << " is " << t << "; kernel arguments are memrefs (and tensor-map pointers)";
+    if (!isa<MemRefType, LLVM::LLVMPointerType>(t) && !t.isF32())
+      return emitOpError("argument #") << i << " is " << t
+                                       << "; kernel arguments are memrefs, f32 scalars and "
+                                          "tensor-map pointers";
   return success();
 }
 

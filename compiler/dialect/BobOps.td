@@ -19,7 +19,8 @@ def Bob_KernelOp : Bob_Op<"kernel", [FunctionOpInterface, IsolatedFromAbove, Sym
   let description = [{
     A GPU kernel whose body is written in tile ops. Arguments are the global tensors as
     memrefs: (batch, heads, seq, head_dim) inputs/outputs with runtime sizes and strides, and
-    (batch, heads, seq) f32 row vectors (L, D, c, b). `spec` is what the code is specialized on.
+    (batch, heads, seq) f32 row vectors (L, D, c, b); then f32 scalars (the softmax scale).
+    `spec` is what the code is specialized on.
     The grid is (ceil(seq / block), batch * heads); each block runs the body once.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,

@@ -83,4 +83,18 @@ def BobLowerTiles : Pass<"bob-lower-tiles", "::mlir::gpu::GPUModuleOp"> {
                            "::mlir::scf::SCFDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
+def BobTensorMapParams : Pass<"bob-tensor-map-params", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Pass each tensor map by value: a 128-byte grid-constant kernel parameter";
+  let description = [{
+    Runs on the LLVM dialect, after the GPU functions became llvm.func kernels. The tensor-map
+    arguments of a kernel with `bob.tensor_maps` (bob-use-tma appends them after every other
+    argument, and each stays one !llvm.ptr through the conversion, so they are its last
+    arguments) get `llvm.byval = !llvm.array<128 x i8>`, `llvm.align = 64` and
+    `nvvm.grid_constant`: CUDA's `const __grid_constant__ CUtensorMap`. The launcher passes the
+    encoded maps in the launch's parameters; nothing is copied to device memory. NVPTX declares
+    each as `.param .align 64 .b8 name[128]` and the TMA copies address it through cvta.param.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
+}
+
 #endif // BOB_PASSES_TD

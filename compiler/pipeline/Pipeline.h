@@ -3,7 +3,8 @@
 //   bob IR --[bob-pipeline-loads, bob-stage-operands, bob-allocate-shared, bob-use-tma,
 //             bob-lower-kernel, bob-lower-tiles]--> lowered IR
 //          (gpu, nvgpu, nvvm, vector, arith, memref, scf)
-//   --[upstream: nvgpu/vector/scf/arith/index/memref -> LLVM, gpu -> NVVM]--> LLVM dialect
+//   --[upstream: nvgpu/vector/scf/arith/index/memref -> LLVM, gpu -> NVVM;
+//      bob-tensor-map-params]--> LLVM dialect
 //   --[translate, LLVM O3 for NVPTX]--> LLVM IR --[NVPTX backend]--> PTX
 // The pass list is written out once, in buildLoweringPipeline (Pipeline.cpp).
 #pragma once

@@ -29,7 +29,7 @@ Value firstQueryBlock(KernelBuilder &kb, Value key0, Value n, Value m) {
 }
 
 Tile maskedLog2Scores(KernelBuilder &kb, const Tile &scores, Value row0, Value col0) {
-  Tile s = scores * (kb.scale() * kLog2e);
+  Tile s = scores * kb.scaleLog2e();
   return {kb, bob::MaskOp::create(kb.b, s, row0, col0, kb.n, kb.m, kb.spec.causal,
                                   /*keysOnRows=*/kb.keyMajor())};
 }

@@ -8,7 +8,6 @@
 
 namespace flashbob::kernels {
 
-constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLn2 = 0.6931471805599453;
 
 // Key blocks a query block starting at row0 must visit: all, or with a causal mask those before

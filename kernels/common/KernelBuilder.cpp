@@ -23,9 +23,11 @@ Type KernelBuilder::elementType() {
   return spec.dtype == bob::ElemType::bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
 }
 
-Type KernelBuilder::typeOf(Operand operand) {
+Type KernelBuilder::typeOf(const Param &param) {
+  if (param.isScalar)
+    return b.getF32Type();
   int64_t dyn = ShapedType::kDynamic;
-  if (operandInfo(operand).layout == Layout::rows)
+  if (operandInfo(param.operand).layout == Layout::rows)
     return MemRefType::get({dyn, dyn, dyn}, b.getF32Type());
   // Any strides but a unit one along head_dim (the kernels copy rows in 16-byte pieces).
   auto layout = StridedLayoutAttr::get(b.getContext(), 0, {dyn, dyn, dyn, 1});
@@ -35,15 +37,19 @@ Type KernelBuilder::typeOf(Operand operand) {
 void KernelBuilder::beginKernel() {
   llvm::SmallVector<Type> types;
   for (const Param &p : signature(spec.kind))
-    types.push_back(typeOf(p.operand));
+    types.push_back(typeOf(p));
   auto kernel = bob::KernelOp::create(b, spec.name(), b.getFunctionType(types, {}),
                                       spec.toAttr(b.getContext()));
   Block &body = kernel.getBody().front();
   b.setInsertionPointToStart(&body);
   bob::ReturnOp::create(b);
   b.setInsertionPointToStart(&body);
-  for (auto [p, value] : llvm::zip_equal(signature(spec.kind), body.getArguments()))
-    args_[static_cast<size_t>(p.operand)] = value;
+  for (auto [p, value] : llvm::zip_equal(signature(spec.kind), body.getArguments())) {
+    if (p.isScalar)
+      scalars_[static_cast<size_t>(p.scalar)] = value;
+    else
+      args_[static_cast<size_t>(p.operand)] = value;
+  }
 
   Value q = arg(Operand::q);
   n = dim(q, 2);
@@ -58,6 +64,12 @@ void KernelBuilder::beginKernel() {
 Value KernelBuilder::arg(Operand operand) const {
   Value v = args_[static_cast<size_t>(operand)];
   assert(v && "the kernel's signature does not take this operand");
+  return v;
+}
+
+Value KernelBuilder::arg(Scalar scalar) const {
+  Value v = scalars_[static_cast<size_t>(scalar)];
+  assert(v && "the kernel's signature does not take this scalar");
   return v;
 }
 

@@ -31,8 +31,9 @@ public:
   // Creates the bob.kernel (named spec.name()) with the arguments of signature(spec.kind),
   // moves the builder into its body and computes the block's coordinates below.
   void beginKernel();
-  // The argument bound to `operand` (which the kind's signature must take).
+  // The argument bound to `operand` (`scalar`), which the kind's signature must take.
   mlir::Value arg(Operand operand) const;
+  mlir::Value arg(Scalar scalar) const;
 
   // The block's coordinates, after beginKernel: the sequence lengths N (queries) and M (keys),
   // (batch, head) from blockIdx.y = batch * heads + head, and the first of the rows this block
@@ -42,7 +43,9 @@ public:
   int64_t ownRows() const { return keyMajor() ? spec.tiles.blockN : spec.tiles.blockM; }
   int64_t sweptRows() const { return keyMajor() ? spec.tiles.blockM : spec.tiles.blockN; }
   int64_t headDim() const { return spec.headDim; }
-  double scale() const { return spec.effectiveScale(); }
+  // The softmax scale s and s log2(e): f32 kernel arguments, so one kernel serves every scale.
+  mlir::Value scale() const { return arg(Scalar::scale); }
+  mlir::Value scaleLog2e() const { return arg(Scalar::scaleLog2e); }
 
   // One shared tile of rows x head_dim per operand: those of the block's own rows, loaded here,
   // then those of the swept rows, loaded by every step of `sweep`.
@@ -81,12 +84,13 @@ public:
   Tile splat(mlir::Type type, double value);
 
 private:
-  mlir::Type typeOf(Operand operand);
+  mlir::Type typeOf(const Param &param);
   mlir::Value blockStart(int64_t rowsPerBlock);
   // Start and bound (sequence length) of the rows of `operand` this block owns.
   std::pair<mlir::Value, mlir::Value> ownRange(Operand operand);
 
   std::array<mlir::Value, kOperandCount> args_{};
+  std::array<mlir::Value, kScalarCount> scalars_{};
   std::array<mlir::Value, kOperandCount> shared_{};
   llvm::SmallVector<Operand> swept_;
 };

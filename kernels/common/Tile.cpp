@@ -30,6 +30,7 @@ Tile operator-(const Tile &a, const Tile &b) { return binary<bob::SubOp>(a, b); 
 Tile operator*(const Tile &a, const Tile &b) { return binary<bob::MulOp>(a, b); }
 Tile operator/(const Tile &a, const Tile &b) { return binary<bob::DivOp>(a, b); }
 Tile operator*(const Tile &a, double s) { return binary<bob::MulOp>(a, a.kb().f32(s)); }
+Tile operator*(const Tile &a, Value f32) { return binary<bob::MulOp>(a, f32); }
 Tile max(const Tile &a, const Tile &b) { return binary<bob::MaxOp>(a, b); }
 Tile exp2(const Tile &a) { return {a.kb(), bob::Exp2Op::create(a.kb().b, a)}; }
 Tile log2(const Tile &a) { return {a.kb(), bob::Log2Op::create(a.kb().b, a)}; }

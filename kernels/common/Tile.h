@@ -30,6 +30,7 @@ Tile operator-(const Tile &a, const Tile &b);
 Tile operator*(const Tile &a, const Tile &b);
 Tile operator/(const Tile &a, const Tile &b);
 Tile operator*(const Tile &a, double s);
+Tile operator*(const Tile &a, mlir::Value f32); // an f32 scalar, e.g. a kernel argument
 Tile max(const Tile &a, const Tile &b);
 Tile exp2(const Tile &a); // exp2(-inf) = 0
 Tile log2(const Tile &a); // log2(0) = -inf

@@ -40,6 +40,7 @@ namespace flashbob::runtime {
   X(cuModuleGetFunction, 2000)                                                                    \
   X(cuFuncGetAttribute, 2020)                                                                     \
   X(cuFuncSetAttribute, 9000)                                                                     \
+  X(cuFuncGetParamInfo, 12040)                                                                    \
   X(cuLaunchKernel, 4000)                                                                         \
   X(cuMemAlloc, 3020)                                                                             \
   X(cuMemFree, 3020)                                                                              \
@@ -53,6 +54,7 @@ namespace flashbob::runtime {
   X(cuStreamCreate, 2000)                                                                         \
   X(cuStreamDestroy, 4000)                                                                        \
   X(cuStreamSynchronize, 2000)                                                                    \
+  X(cuStreamIsCapturing, 10000)                                                                   \
   X(cuEventCreate, 2000)                                                                          \
   X(cuEventDestroy, 4000)                                                                         \
   X(cuEventRecord, 2000)                                                                          \

@@ -1,15 +1,11 @@
 #include "runtime/launch/TensorMaps.h"
 
-#include "llvm/ADT/Hashing.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <limits>
 
 namespace flashbob::runtime {
 namespace {
-
-constexpr size_t kMapBytes = sizeof(CUtensorMap); // 128, and slots stay 128-byte aligned
-constexpr size_t kSlabBytes = 64 * 1024;
 
 llvm::Error invalid(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -27,15 +23,6 @@ CUtensorMapSwizzle swizzleMode(unsigned bytes) {
 }
 
 } // namespace
-
-size_t TensorMapPool::KeyHash::operator()(const Key &k) const {
-  return static_cast<size_t>(llvm::hash_combine_range(k.begin(), k.end()));
-}
-
-TensorMapPool::~TensorMapPool() {
-  for (CUdeviceptr slab : slabs_)
-    driver_.api().cuMemFree(slab);
-}
 
 llvm::Expected<TensorMapParams> tensorMapParams(const TensorMapSpec &spec,
                                                 llvm::ArrayRef<MemRefArg> memrefs) {
@@ -102,39 +89,20 @@ std::optional<std::vector<TensorMapSpec>> tensorMapsFromJson(const llvm::json::A
   return maps;
 }
 
-llvm::Expected<CUdeviceptr> TensorMapPool::get(const TensorMapSpec &spec,
-                                               llvm::ArrayRef<MemRefArg> memrefs, CUstream stream) {
+llvm::Error encodeTensorMap(CudaDriver &driver, const TensorMapSpec &spec,
+                            llvm::ArrayRef<MemRefArg> memrefs, CUtensorMap &map) {
   auto params = tensorMapParams(spec, memrefs);
   if (!params)
     return params.takeError();
   const TensorMapParams &p = *params;
-  const Key key = {p.address,    p.dims[0],    p.dims[1], p.dims[2], p.dims[3],       p.strides[0],
-                   p.strides[1], p.strides[2], p.box[0],  p.box[1],  p.swizzleBytes, p.elementBytes};
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = maps_.find(key); it != maps_.end())
-    return it->second;
-
-  CUtensorMap map;
   cuuint32_t elementStrides[4] = {1, 1, 1, 1};
-  FLASHBOB_CU(driver_, cuTensorMapEncodeTiled(
-                           &map, p.elementBytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                           4, reinterpret_cast<void *>(p.address), p.dims, p.strides, p.box,
-                           elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                           swizzleMode(p.swizzleBytes), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  if (slabs_.empty() || usedInSlab_ + kMapBytes > kSlabBytes) {
-    CUdeviceptr slab = 0;
-    FLASHBOB_CU(driver_, cuMemAlloc(&slab, kSlabBytes));
-    slabs_.push_back(slab);
-    usedInSlab_ = 0;
-  }
-  CUdeviceptr slot = slabs_.back() + usedInSlab_;
-  // Slots are never rewritten, so no kernel in flight can see a map change under it.
-  FLASHBOB_CU(driver_, cuMemcpyHtoDAsync(slot, &map, kMapBytes, stream));
-  FLASHBOB_CU(driver_, cuStreamSynchronize(stream));
-  usedInSlab_ += kMapBytes;
-  maps_.emplace(key, slot);
-  return slot;
+  FLASHBOB_CU(driver, cuTensorMapEncodeTiled(
+                          &map, p.elementBytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                          4, reinterpret_cast<void *>(p.address), p.dims, p.strides, p.box,
+                          elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          swizzleMode(p.swizzleBytes), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return llvm::Error::success();
 }
 
 } // namespace flashbob::runtime

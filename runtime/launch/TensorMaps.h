@@ -1,10 +1,11 @@
 // TMA tensor maps for kernel launches (sm_90a kernels read their tiles with TMA).
 //
-// A kernel that uses TMA takes, after its memref arguments, one pointer per tensor map: a
-// CUtensorMap in device memory describing one of its memref arguments (the compiler lists them
-// in the kernel's metadata, bob.tensor_maps). The launcher encodes each map from the memref the
-// caller passed (cuTensorMapEncodeTiled) and keeps one device copy per distinct map, so a launch
-// with tensors seen before costs one hash lookup per map and no copy.
+// A kernel that uses TMA takes, after every other argument, one CUtensorMap per map by value
+// (a 128-byte `const __grid_constant__` parameter, compiler/passes/TensorMapParams.cpp), each
+// describing one of its memref arguments (the compiler lists them in the kernel's metadata,
+// bob.tensor_maps). The launcher encodes each map on the host from the memref the caller passed
+// and hands it to cuLaunchKernel with the other arguments: no device memory, no copy and no
+// stream synchronization, so a launch can be captured into a CUDA graph whatever it has seen.
 #pragma once
 
 #include "runtime/driver/CudaDriver.h"
@@ -14,17 +15,17 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/JSON.h"
 
-#include <array>
 #include <cstdint>
-#include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 namespace flashbob::runtime {
 
 // One tensor-map argument of a kernel (support/TensorMapSpec.h).
 using support::TensorMapSpec;
+static_assert(sizeof(CUtensorMap) == support::kTensorMapBytes &&
+                  alignof(CUtensorMap) % support::kTensorMapAlign == 0,
+              "the kernels' tensor-map parameters are CUDA's CUtensorMap");
 
 // A memref argument as the launcher passed it.
 struct MemRefArg {
@@ -53,31 +54,9 @@ llvm::Expected<TensorMapParams> tensorMapParams(const TensorMapSpec &spec,
 llvm::json::Array tensorMapsToJson(llvm::ArrayRef<TensorMapSpec> maps);
 std::optional<std::vector<TensorMapSpec>> tensorMapsFromJson(const llvm::json::Array *json);
 
-// Device copies of encoded tensor maps, for one CUDA context. Thread-safe.
-class TensorMapPool {
-public:
-  explicit TensorMapPool(CudaDriver &driver) : driver_(driver) {}
-  ~TensorMapPool();
-  TensorMapPool(const TensorMapPool &) = delete;
-  TensorMapPool &operator=(const TensorMapPool &) = delete;
-
-  // The device address of the map `spec` describes over `memrefs`, encoded and copied on first
-  // use. A new map is copied on `stream` and the stream synchronized before the address is
-  // shared, so a launch on any stream may use it. Errors name the call and the argument.
-  llvm::Expected<CUdeviceptr> get(const TensorMapSpec &spec, llvm::ArrayRef<MemRefArg> memrefs,
-                                  CUstream stream);
-
-private:
-  // Everything a map encodes: address, 4 sizes, 3 strides, box (2), swizzle, element bytes.
-  using Key = std::array<uint64_t, 12>;
-  struct KeyHash {
-    size_t operator()(const Key &k) const;
-  };
-  CudaDriver &driver_;
-  std::mutex mutex_;
-  std::unordered_map<Key, CUdeviceptr, KeyHash> maps_; // -> its device copy
-  std::vector<CUdeviceptr> slabs_;
-  size_t usedInSlab_ = 0;
-};
+// Encodes into `map` the tensor map `spec` describes over `memrefs` (cuTensorMapEncodeTiled, a
+// host-only call: no device work). Errors name the argument or the call.
+llvm::Error encodeTensorMap(CudaDriver &driver, const TensorMapSpec &spec,
+                            llvm::ArrayRef<MemRefArg> memrefs, CUtensorMap &map);
 
 } // namespace flashbob::runtime

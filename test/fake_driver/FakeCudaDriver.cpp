@@ -6,18 +6,25 @@
 // one that is not faked here fails this file's build, not a test at run time).
 //
 // The device: one H200-like GPU (sm_90, 132 SMs, 227 KB of shared memory per block opt-in).
-// "Device" memory is host memory; copies and memsets are memcpy / memset; modules accept any
-// image; kernels do not run: a launch is recorded. Environment:
+// "Device" memory is host memory; copies and memsets are memcpy / memset; kernels do not run: a
+// launch is recorded. A module image must be a cubin or PTX whose kernels' parameters the fake
+// can read (KernelParams.h), as the real driver reads them: cuFuncGetParamInfo answers from them
+// and a launch reads every parameter its kernelParams point to, refusing one whose 128 bytes are
+// not a tensor map this driver encoded (the kernels take CUtensorMaps by value). Environment:
 //   FAKE_CUDA_CC=75           the compute capability (major * 10 + minor), default 90
 //   FAKE_CUDA_DEVICES=0       the device count, default 1
 //   FAKE_CUDA_FAIL=call:ERR[,call:ERR...]
 //                             the named entry points return ERR (a CUDA_ERROR_* name or a number)
 //   FAKE_CUDA_LOG=path        every call's name appended to path, one line each; a launch's line
 //                             reads "cuLaunchKernel <entry> grid=X,Y,Z block=X,Y,Z shared=B"
+//   FAKE_CUDA_CAPTURING=1     every stream is being captured into a CUDA graph (cuStreamIsCapturing);
+//                             then cuStreamSynchronize and cuEventSynchronize fail, as they do
+//                             on a capturing stream, with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 // In-process tests can read launches back with fake_cuda_launch_count / fake_cuda_launch.
 #define LLVM_DISABLE_ABI_BREAKING_CHECKS_ENFORCING 1 // the runtime's header only, no LLVM linked
 #include "runtime/driver/CudaDriver.h"
 #include "test/fake_driver/FakeCudaDriver.h"
+#include "test/fake_driver/KernelParams.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,11 +38,17 @@ namespace {
 
 struct Function {
   std::string entry;
+  std::vector<fake_cuda::Param> params;
   int maxDynamicShared = 48 * 1024;
 };
 struct Module {
+  std::map<std::string, std::vector<fake_cuda::Param>> kernels;
   std::vector<Function *> functions;
 };
+
+// What cuTensorMapEncodeTiled writes after the tensor's address: a launch checks for it.
+constexpr char kTensorMapTag[16] = "fake tensor map";
+constexpr size_t kTensorMapBytes = sizeof(CUtensorMap);
 
 std::mutex mutex;
 std::vector<fake_cuda_launch_record> launches;
@@ -61,6 +74,7 @@ const struct {
     {"CUDA_ERROR_ILLEGAL_ADDRESS", CUDA_ERROR_ILLEGAL_ADDRESS},
     {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES},
     {"CUDA_ERROR_LAUNCH_FAILED", CUDA_ERROR_LAUNCH_FAILED},
+    {"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},
     {"CUDA_ERROR_UNKNOWN", CUDA_ERROR_UNKNOWN},
 };
 
@@ -217,10 +231,13 @@ CUresult fake_cuCtxDestroy(CUcontext) {
   ENTER("cuCtxDestroy");
   return CUDA_SUCCESS;
 }
-CUresult fake_cuModuleLoadDataEx(CUmodule *module, const void *, unsigned int, CUjit_option *,
-                                 void **) {
+CUresult fake_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int,
+                                 CUjit_option *, void **) {
   ENTER("cuModuleLoadDataEx");
-  *module = reinterpret_cast<CUmodule>(new Module);
+  auto kernels = fake_cuda::readKernelParams(image);
+  if (!kernels)
+    return CUDA_ERROR_INVALID_IMAGE;
+  *module = reinterpret_cast<CUmodule>(new Module{std::move(*kernels), {}});
   return CUDA_SUCCESS;
 }
 CUresult fake_cuModuleUnload(CUmodule module) {
@@ -233,8 +250,12 @@ CUresult fake_cuModuleUnload(CUmodule module) {
 }
 CUresult fake_cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name) {
   ENTER("cuModuleGetFunction");
-  Function *f = new Function{name};
-  reinterpret_cast<Module *>(module)->functions.push_back(f);
+  Module *m = reinterpret_cast<Module *>(module);
+  auto kernel = m->kernels.find(name);
+  if (kernel == m->kernels.end())
+    return CUDA_ERROR_NOT_FOUND;
+  Function *f = new Function{name, kernel->second};
+  m->functions.push_back(f);
   *function = reinterpret_cast<CUfunction>(f);
   return CUDA_SUCCESS;
 }
@@ -255,9 +276,45 @@ CUresult fake_cuFuncSetAttribute(CUfunction function, CUfunction_attribute attri
   }
   return CUDA_SUCCESS;
 }
+CUresult fake_cuFuncGetParamInfo(CUfunction function, size_t index, size_t *offset,
+                                 size_t *size) {
+  ENTER("cuFuncGetParamInfo");
+  const Function *f = reinterpret_cast<const Function *>(function);
+  if (!offset || index >= f->params.size())
+    return CUDA_ERROR_INVALID_VALUE;
+  *offset = f->params[index].offset;
+  if (size)
+    *size = f->params[index].size;
+  return CUDA_SUCCESS;
+}
+
+// Reads every parameter of `f` from `params` as the real driver copies them (a pointer to less
+// than the parameter's size is a read past the end, which the sanitizers report) and records
+// what it can recognise: the 128-byte ones must be tensor maps this driver encoded, the 4-byte
+// ones are the kernels' f32 scalars. Returns the index of a bad parameter, or -1.
+int readParams(const Function *f, void **params, fake_cuda_launch_record &r) {
+  if (!f->params.empty() && !params)
+    return 0;
+  r.params = unsigned(f->params.size());
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    std::vector<unsigned char> bytes(f->params[i].size);
+    if (!params[i])
+      return int(i);
+    std::memcpy(bytes.data(), params[i], bytes.size());
+    if (bytes.size() == kTensorMapBytes) {
+      if (std::memcmp(bytes.data() + 8, kTensorMapTag, sizeof(kTensorMapTag)) != 0)
+        return int(i);
+      ++r.tensorMaps;
+    } else if (bytes.size() == 4 && r.scalarCount < 4) {
+      std::memcpy(&r.scalars[r.scalarCount++], bytes.data(), 4);
+    }
+  }
+  return -1;
+}
+
 CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz,
                              unsigned bx, unsigned by, unsigned bz, unsigned shared, CUstream,
-                             void **, void **) {
+                             void **params, void **extra) {
   const Function *f = reinterpret_cast<const Function *>(function);
   char line[512];
   std::snprintf(line, sizeof(line), "cuLaunchKernel %s grid=%u,%u,%u block=%u,%u,%u shared=%u",
@@ -266,9 +323,14 @@ CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsi
   ENTER("cuLaunchKernel");
   // As the real driver: the grid's limits, and the dynamic shared memory the kernel opted in to.
   if (gx == 0 || gy == 0 || gz == 0 || gx > 0x7fffffffu || gy > 65535 || gz > 65535 ||
-      bx * by * bz > 1024 || int(shared) > f->maxDynamicShared)
+      bx * by * bz > 1024 || int(shared) > f->maxDynamicShared || extra)
     return CUDA_ERROR_INVALID_VALUE;
   fake_cuda_launch_record r{};
+  if (int bad = readParams(f, params, r); bad >= 0) {
+    log("cuLaunchKernel: parameter " + std::to_string(bad) + " of " + f->entry +
+        " is not what the kernel takes");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   std::snprintf(r.entry, sizeof(r.entry), "%s", f->entry.c_str());
   r.grid[0] = gx, r.grid[1] = gy, r.grid[2] = gz;
   r.block[0] = bx, r.block[1] = by, r.block[2] = bz;
@@ -337,8 +399,14 @@ CUresult fake_cuStreamDestroy(CUstream) {
   ENTER("cuStreamDestroy");
   return CUDA_SUCCESS;
 }
+bool capturing() { return envInt("FAKE_CUDA_CAPTURING", 0) != 0; }
 CUresult fake_cuStreamSynchronize(CUstream) {
   ENTER("cuStreamSynchronize");
+  return capturing() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+CUresult fake_cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *status) {
+  ENTER("cuStreamIsCapturing");
+  *status = capturing() ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
 CUresult fake_cuEventCreate(CUevent *event, unsigned int) {
@@ -356,7 +424,7 @@ CUresult fake_cuEventRecord(CUevent, CUstream) {
 }
 CUresult fake_cuEventSynchronize(CUevent) {
   ENTER("cuEventSynchronize");
-  return CUDA_SUCCESS;
+  return capturing() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 CUresult fake_cuEventElapsedTime(float *ms, CUevent, CUevent) {
   ENTER("cuEventElapsedTime");
@@ -373,6 +441,7 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType, cuui
     return CUDA_ERROR_INVALID_VALUE;
   std::memset(map, 0, sizeof(*map));
   std::memcpy(map, &address, sizeof(address)); // something recognisable
+  std::memcpy(reinterpret_cast<char *>(map) + 8, kTensorMapTag, sizeof(kTensorMapTag));
   return CUDA_SUCCESS;
 }
 

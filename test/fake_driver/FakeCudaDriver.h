@@ -12,6 +12,10 @@ typedef struct fake_cuda_launch_record {
   unsigned grid[3];
   unsigned block[3];
   unsigned sharedBytes; /* dynamic shared memory */
+  unsigned params;      /* the kernel's parameter count, each read from kernelParams */
+  unsigned tensorMaps;  /* how many of them were tensor maps passed by value */
+  unsigned scalarCount; /* 4-byte parameters (the kernels' f32 scalars), the first 4 kept: */
+  unsigned scalars[4];  /* their bits, in order */
 } fake_cuda_launch_record;
 
 typedef int (*fake_cuda_launch_count_fn)(void);

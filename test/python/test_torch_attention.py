@@ -2,9 +2,10 @@
 forward, first derivatives, second derivatives (grad of grad), a Hessian-vector product and a
 meta-learning outer gradient; plus argument validation. Needs a CUDA GPU and torch."""
 
-import logging
+import ast
 import math
-import random
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -215,7 +216,7 @@ def test_odd_layouts_through_grad_of_grad(kinds):
 
 
 PRECOMPILE_SCRIPT = """
-import logging, sys, torch
+import logging, random, sys, torch
 import flashbob.torch as fb
 records = []
 class Keep(logging.Handler):
@@ -230,9 +231,10 @@ g = torch.Generator(device="cuda").manual_seed(31)
 q, k, v, do, uq = (torch.randn(1, 2, n, 64, device="cuda", generator=g, dtype=torch.bfloat16)
                    for n in (96, 128, 128, 96, 96))
 q.requires_grad_()
-o = fb.attention(q, k, v, causal=True)
-dq, = torch.autograd.grad(o, q, do, create_graph=True)
-torch.autograd.grad(dq, q, uq)
+for scale in (None, 0.05 + random.random() * 0.01):  # a scale never seen: the same kernels
+    o = fb.attention(q, k, v, causal=True, scale=scale)
+    dq, = torch.autograd.grad(o, q, do, create_graph=True)
+    torch.autograd.grad(dq, q, uq)
 torch.cuda.synchronize()
 print("CALLS", records)
 """
@@ -241,11 +243,9 @@ print("CALLS", records)
 def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
     """precompile() compiles the kernels of the ops, each reported on the "flashbob" logger at
     INFO as "compiling <kind> (i/n): <kernel>" (its place among the op's kernels), and the calls
-    that follow compile nothing more. A process of its own with an empty cache directory, so
+    that follow compile nothing more, also at a scale never seen (the scale is a kernel argument).
+    A process of its own with an empty cache directory, so
     every kernel is new to it."""
-    import ast
-    import os
-    import subprocess
     env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", PRECOMPILE_SCRIPT], env=env, capture_output=True,
                          text=True, timeout=600)
@@ -323,3 +323,30 @@ def test_cuda_graph_capture_of_a_new_shape_replays_like_eager(n, d):
         with torch.no_grad():  # new values in the same buffers: the graph reads them
             for t in (q, k, v, do, uq):
                 t.copy_(torch.randn(t.shape, device="cuda", generator=g))
+
+
+_COLD_CAPTURE_SCRIPT = """
+import torch, flashbob.torch as fb
+g = torch.Generator(device="cuda").manual_seed(61)
+q, k, v, do = (torch.randn(1, 2, 160, 128, device="cuda", generator=g).to(torch.float16)
+               for _ in range(4))
+q.requires_grad_()
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    o = fb.attention(q, k, v, causal=True)
+    dq, = torch.autograd.grad(o, q, do)
+graph.replay()
+o2 = fb.attention(q, k, v, causal=True)
+dq2, = torch.autograd.grad(o2, q, do)
+assert torch.equal(o, o2) and torch.equal(dq, dq2)
+print("ok")
+"""
+
+
+def test_cuda_graph_capture_compiles_and_loads_kernels_the_process_never_had(tmp_path):
+    """In a fresh process with an empty cache, the capture itself compiles and loads the
+    kernels (module loading under capture), and the replay equals eager."""
+    env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _COLD_CAPTURE_SCRIPT], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr

@@ -116,6 +116,15 @@ TEST_CASE("API validation refuses sizes the kernels cannot index", "[api]") {
     bad.scale = scale;
     CHECK(error(bad) == "scale");
   }
+  // So is a scale f32 holds whose s log2(e), the kernels' other scalar, it does not.
+  bad = p;
+  bad.scale = 3e38;
+  CHECK(error(bad) == "scale");
+  {
+    Tensor q = bad.contiguous(base, bad.seqQ);
+    CHECK_THAT(forwardError(bad, q, q, q, q, RowVector{base}),
+               Catch::Contains("scale * log2(e) inf, not a positive normal float32"));
+  }
 
   // The largest valid sizes are accepted (the error is then the missing driver's, not ours).
   AttentionProblem edge = p;

@@ -1,6 +1,7 @@
 // The launch facts of a disk-cache entry are checked against the kernel spec before anything is
 // launched from them: each field edited in metadata.json is refused with an error naming it.
 #include "jit/CachedMetadata.h"
+#include "runtime/launch/Kernel.h"
 #include "runtime/launch/TensorMaps.h"
 
 #include <catch2/catch.hpp>
@@ -77,6 +78,12 @@ TEST_CASE("each tampered field is refused, naming it", "[cached-metadata]") {
   CHECK_THAT(maps({0, 0, 64, 64, 100, 2}), Catch::Contains("swizzle = 100"));
   CHECK_THAT(maps({0, 0, 64, 64, 128, 3}), Catch::Contains("element_bytes = 3"));
   CHECK(maps({4, 3, 128, 32, 64, 2}).empty()); // fwd takes 5 memrefs: q, k, v, o, lse
+  // ... and then its scalar (argument 5 is not a memref).
+  CHECK_THAT(maps({0, 5, 64, 64, 128, 2}), Catch::Contains("(rows of 5), but fwd kernels take 5"));
+  // More maps than a launch has room for would fail every launch: recompiled instead.
+  std::vector<support::TensorMapSpec> many(runtime::kMaxTensorMaps + 1, {0, 0, 64, 64, 128, 2});
+  CHECK_THAT(edited("tensor_maps", runtime::tensorMapsToJson(many)),
+             Catch::Contains("17 tensor maps, more than a launch passes (16)"));
 }
 
 TEST_CASE("tensor maps only on a target with TMA", "[cached-metadata]") {

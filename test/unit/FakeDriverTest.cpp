@@ -10,16 +10,21 @@
 #include "api/flashbob.h"
 #include "compiler/dialect/Target.h"
 #include "jit/Compile.h"
+#include "jit/KernelCache.h"
 #include "jit/Launch.h"
+#include "jit/Tuning.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
 #include "test/fake_driver/FakeCudaDriver.h"
+
+#include "llvm/ADT/bit.h"
 
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -88,6 +93,36 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
   CHECK(int64_t(r.sharedBytes) < *shared);
   CHECK((*shared - int64_t(r.sharedBytes)) % 1024 == 0);
   CHECK(*shared - int64_t(r.sharedBytes) <= 4096);
+
+  // The parameters, as the fake read them from kernelParams against the kernel's own list (from
+  // its cubin): the signature's memrefs (ptr, ptr, offset, sizes, strides) and f32 scalars, then
+  // one 128-byte tensor map by value per map the compiler listed (sm_90a: TMA), each one the
+  // driver encoded.
+  auto cache = jit::KernelCache::get();
+  REQUIRE(static_cast<bool>(cache));
+  auto kernel = (*cache)->kernel(spec);
+  REQUIRE(static_cast<bool>(kernel));
+  unsigned expected = 0, scalars = 0;
+  for (const kernels::Param &param : kernels::signature(kind)) {
+    if (param.isScalar) {
+      ++expected;
+      REQUIRE(scalars < 4);
+      CHECK(r.scalars[scalars++] ==
+            llvm::bit_cast<unsigned>(kernels::scalarValue(param.scalar, p.effectiveScale())));
+    } else {
+      expected += kernels::operandInfo(param.operand).layout == kernels::Layout::rows ? 9 : 11;
+    }
+  }
+  const unsigned maps = unsigned((*kernel)->loaded->tensorMaps().size());
+  CHECK(maps > 0);
+  CHECK(r.tensorMaps == maps);
+  CHECK(r.params == expected + maps);
+  CHECK(r.scalarCount == scalars);
+}
+
+// The bits of the f32 the kernels get for scalar `s` at softmax scale `scale`.
+unsigned scalarBits(kernels::Scalar s, double scale) {
+  return llvm::bit_cast<unsigned>(kernels::scalarValue(s, scale));
 }
 
 } // namespace
@@ -191,6 +226,105 @@ TEST_CASE("a failing driver call is a CudaCallError naming it, FLASHBOB_ERROR_CU
   CHECK_THAT(flashbob_last_error(),
              Catch::StartsWith("cuModuleLoadDataEx: CUDA_ERROR_NO_BINARY_FOR_GPU"));
   ::unsetenv("FAKE_CUDA_FAIL");
+}
+
+TEST_CASE("the softmax scale is a launch argument: a new scale runs the same kernel", "[fake]") {
+  useFakeDriver();
+  AttentionProblem p = problem();
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK);
+  std::vector<std::string> entries;
+  for (double scale : {0.5, 0.3, 1e-3}) {
+    p.scale = scale;
+    REQUIRE(messageOf(attentionForward(p, q, k, k, q, RowVector{address(2)})) == "no error");
+    std::vector<fake_cuda_launch_record> fwd = launches();
+    REQUIRE(fwd.size() == 1);
+    checkLaunch(fwd[0], p, Kind::fwd);
+    // fwd takes s log2(e) alone, rounded to f32 once from the double product.
+    REQUIRE(fwd[0].scalarCount == 1);
+    CHECK(fwd[0].scalars[0] == scalarBits(kernels::Scalar::scaleLog2e, scale));
+    entries.push_back(fwd[0].entry);
+  }
+  CHECK(entries[0] == entries[1]);
+  CHECK(entries[1] == entries[2]);
+  CHECK(entries[0].find("_sc") == std::string::npos); // the scale is not in the kernel's name
+
+  // The default, 1/sqrt(d), and both scalars of the backward.
+  p.scale.reset();
+  Tensor v = p.contiguous(address(3), p.seqK), o = p.contiguous(address(4), p.seqQ),
+         dO = p.contiguous(address(5), p.seqQ), dQ = p.contiguous(address(6), p.seqQ),
+         dK = p.contiguous(address(7), p.seqK), dV = p.contiguous(address(8), p.seqK);
+  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, RowVector{address(2)}, dQ, dK, dV,
+                                      RowVector{address(9)})) == "no error");
+  std::vector<fake_cuda_launch_record> bwd = launches();
+  REQUIRE(bwd.size() == 2);
+  for (const fake_cuda_launch_record &r : bwd) {
+    REQUIRE(r.scalarCount == 2);
+    CHECK(r.scalars[0] == scalarBits(kernels::Scalar::scale, 0.125));
+    CHECK(r.scalars[1] == scalarBits(kernels::Scalar::scaleLog2e, 0.125));
+  }
+}
+
+TEST_CASE("while a stream is captured into a CUDA graph, a call is its launches and nothing else",
+          "[fake]") {
+  // The fake refuses stream and event synchronization while capturing, as CUDA does; a launch
+  // synchronizes nothing and allocates nothing (its tensor maps travel by value), and with
+  // autotuning on the kernel is not tuned (that times candidates with events).
+  useFakeDriver();
+  ::setenv("FAKE_CUDA_CAPTURING", "1", 1);
+  jit::setAutotune(true);
+  AttentionProblem p = problem();
+  p.seqQ = 4000; // a shape no other test launched
+  p.scale = 0.2;
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK),
+         v = p.contiguous(address(2), p.seqK), o = p.contiguous(address(3), p.seqQ);
+  const std::string result = messageOf(attentionForward(p, q, k, v, o, RowVector{address(4)}));
+  jit::setAutotune(false);
+  ::unsetenv("FAKE_CUDA_CAPTURING");
+  REQUIRE(result == "no error");
+  std::vector<fake_cuda_launch_record> fwd = launches();
+  REQUIRE(fwd.size() == 1);
+  checkLaunch(fwd[0], p, Kind::fwd);
+}
+
+TEST_CASE("a launch that does not pass the kernel's parameters is refused", "[fake]") {
+  useFakeDriver();
+  const AttentionProblem p = problem();
+  auto cache = jit::KernelCache::get();
+  REQUIRE(static_cast<bool>(cache));
+  auto fwd = (*cache)->kernel(jit::defaultSpec(p, Kind::fwd, (*cache)->arch()));
+  REQUIRE(static_cast<bool>(fwd));
+  const runtime::LoadedKernel &kernel = *(*fwd)->loaded;
+  Tensor t = p.contiguous(address(0), p.seqQ);
+  jit::Bindings bindings;
+  for (kernels::Operand o : {kernels::Operand::q, kernels::Operand::k, kernels::Operand::v,
+                             kernels::Operand::o, kernels::Operand::dO, kernels::Operand::dQ})
+    bindings.bind(o, t);
+  for (kernels::Operand o : {kernels::Operand::lse, kernels::Operand::D})
+    bindings.bind(o, RowVector{address(1)});
+
+  // bwd_q's arguments for the forward kernel: the launcher compares them with the parameters
+  // the driver says the kernel takes (cuFuncGetParamInfo) and launches nothing.
+  runtime::KernelArgs wrong;
+  jit::pack(Kind::bwd_q, p, bindings, wrong);
+  std::string message = messageOf(runtime::launch((*cache)->driver(), kernel,
+                                                  jit::gridFor((*fwd)->spec, p), wrong));
+  CHECK_THAT(message, Catch::StartsWith(kernel.entry() + " takes ") &&
+                          Catch::Contains("a kernel compiled for another calling convention"));
+  CHECK(launches().empty());
+
+  // The fake itself refuses a tensor-map parameter that is not an encoded map, as a kernel
+  // would read garbage from it.
+  runtime::KernelArgs args;
+  jit::pack(Kind::fwd, p, bindings, args);
+  llvm::MutableArrayRef<CUtensorMap> maps = args.tensorMaps(kernel.tensorMaps().size());
+  REQUIRE(maps.size() == kernel.tensorMaps().size());
+  std::memset(maps.data(), 0, maps.size() * sizeof(CUtensorMap));
+  llvm::SmallVector<void *, 160> params = args.pointers();
+  CHECK(params.size() == kernel.paramSizes().size());
+  CHECK((*cache)->driver().api().cuLaunchKernel(kernel.function(), 1, 1, 1, kernel.threads(), 1,
+                                                1, kernel.sharedBytes(), nullptr, params.data(),
+                                                nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(launches().empty());
 }
 
 // Run by CTest with FAKE_CUDA_CC=75 and =100 (hidden from a plain run: the device's compute

@@ -62,8 +62,7 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
     return m;
   };
   oracle::Problem sub = oracle::makeProblem(r, p.seqK, d, p.causal);
-  if (p.scale)
-    sub.scale = *p.scale;
+  sub.scale = p.effectiveScale(); // what the kernels got
   oracle::Matrix q = hostRows(kQ, row0, r), k = hostRows(kK, 0, p.seqK),
                  v = hostRows(kV, 0, p.seqK);
   const double tol = p.dtype == DType::bf16 ? 5e-3 : 1e-3;

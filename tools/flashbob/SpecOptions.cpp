@@ -30,8 +30,6 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
             cl::init("bf16")),
       causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(sub),
              cl::cat(specCategory)),
-      scale("scale", cl::desc("Softmax scale (default 1/sqrt(head-dim))"), cl::sub(sub),
-            cl::cat(specCategory), cl::init(0.0)),
       arch("arch", cl::desc("Target: sm_80, sm_86, sm_89, sm_90, sm_90a"), cl::sub(sub),
            cl::cat(specCategory), cl::init("sm_90a")) {}
 
@@ -51,8 +49,6 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.headDim = headDim;
   s.tiles = {blockM, blockN, warps, stages, warpCols, producer};
   s.causal = causal;
-  if (scale.getNumOccurrences())
-    s.scale = scale.getValue();
   auto target = compiler::parseArch(arch);
   if (!target)
     return fail("--arch: unknown target '" + arch + "' (sm_80, sm_86, sm_89, sm_90, sm_90a)");

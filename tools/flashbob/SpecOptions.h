@@ -1,5 +1,6 @@
 // Command-line flags that describe a kernel spec (`compile`). The flags that name a property of
-// the problem too (--head-dim, --dtype, --causal, --scale) are spelled as in ProblemOptions.
+// the problem too (--head-dim, --dtype, --causal) are spelled as in ProblemOptions. The softmax
+// scale is not one: it is a kernel argument, given at launch (run, bench, tune --scale).
 #pragma once
 
 #include "compiler/KernelSpec.h"
@@ -17,7 +18,6 @@ struct SpecOptions {
   llvm::cl::opt<bool> producer;
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;
-  llvm::cl::opt<double> scale;
   llvm::cl::opt<std::string> arch;
 
   // The spec, or an error naming the flag that is wrong.

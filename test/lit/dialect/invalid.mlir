@@ -4,7 +4,7 @@
 
 // head_dim 0
 // expected-error @+1 {{head_dim 0 is unsupported: it must be a multiple of 16 in [16, 256]}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -12,7 +12,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m =
 
 // head_dim not a multiple of 16
 // expected-error @+1 {{head_dim 100 is unsupported: it must be a multiple of 16 in [16, 256]}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -20,7 +20,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m
 
 // head_dim above 256
 // expected-error @+1 {{head_dim 272 is unsupported: it must be a multiple of 16 in [16, 256]}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 272, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 272, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -28,7 +28,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 272, block_m
 
 // head_dim negative
 // expected-error @+1 {{head_dim -16 is unsupported}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = -16, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = -16, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -36,7 +36,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = -16, block_m
 
 // block_m not a multiple of 16
 // expected-error @+1 {{block_m 24 must be a positive multiple of 16}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 24, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 24, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -44,7 +44,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // block_m 0
 // expected-error @+1 {{block_m 0 must be a positive multiple of 16}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 0, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 0, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -52,7 +52,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // block_n not a multiple of 16
 // expected-error @+1 {{block_n 40 must be a positive multiple of 16}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 40, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 40, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -60,7 +60,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // warps 3
 // expected-error @+1 {{warps 3 must be 1, 2, 4 or 8}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 3, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 3, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -68,7 +68,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // warps 16
 // expected-error @+1 {{warps 16 must be 1, 2, 4 or 8}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 256, block_n = 64, warps = 16, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 256, block_n = 64, warps = 16, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -76,7 +76,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // query-major kinds split block_m across the warps
 // expected-error @+1 {{block_m 32 must be a multiple of 16 * warps = 64 (each warp owns whole 16-row mma fragments)}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 32, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 32, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -84,7 +84,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // key-major kinds (bwd_kv) split block_n across the warps
 // expected-error @+1 {{block_n 32 must be a multiple of 16 * warps = 64 (each warp owns whole 16-row mma fragments)}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -92,7 +92,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block
 
 // key-major kinds (bob_kv) too
 // expected-error @+1 {{block_n 64 must be a multiple of 16 * warps = 128}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -100,7 +100,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block
 
 // warp_cols 3
 // expected-error @+1 {{warp_cols 3 must be 1, 2 or 4}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 3>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 3>} {
   bob.return
 }
 
@@ -108,7 +108,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 
 // warp_cols must divide the warps
 // expected-error @+1 {{warp_cols 4 must divide warps 2}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 2, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 4>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 2, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 4>} {
   bob.return
 }
 
@@ -116,7 +116,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 
 // with column groups, the own rows split over the warps of one group
 // expected-error @+1 {{block_m 32 must be a multiple of 16 * warps / warp_cols = 64 (each warp owns whole 16-row mma fragments)}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 32, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 2>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 32, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2>} {
   bob.return
 }
 
@@ -124,7 +124,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 
 // ... and the columns into whole operand fragments per group
 // expected-error @+1 {{warp_cols 2 needs head_dim and block_n to be multiples of 32}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 16, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 2>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 16, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2>} {
   bob.return
 }
 
@@ -132,7 +132,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 
 // stages 0
 // expected-error @+1 {{stages 0 must be 1 (synchronous copies) or 2}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 0, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 0, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -140,39 +140,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // stages 3
 // expected-error @+1 {{stages 3 must be 1 (synchronous copies) or 2}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 3, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
-  bob.return
-}
-
-// -----
-
-// scale 0
-// expected-error @+1 {{scale must be a positive finite number}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 0.0 : f32, arch = sm_90a>} {
-  bob.return
-}
-
-// -----
-
-// negative scale
-// expected-error @+1 {{scale must be a positive finite number}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = -0.125 : f32, arch = sm_90a>} {
-  bob.return
-}
-
-// -----
-
-// infinite scale
-// expected-error @+1 {{scale must be a positive finite number}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 0x7F800000 : f32, arch = sm_90a>} {
-  bob.return
-}
-
-// -----
-
-// NaN scale
-// expected-error @+1 {{scale must be a positive finite number}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 0x7FC00000 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 3, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -181,7 +149,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // unsupported arch: targets are an enum (compiler/dialect/Target.h)
 // expected-error @+2 {{expected one of [sm_80, sm_86, sm_89, sm_90, sm_90a] for SM target, got: sm_70}}
 // expected-error @+1 {{failed to parse Bob_SpecAttr parameter 'arch' which is to be a `Arch`}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_70>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_70>} {
   bob.return
 }
 
@@ -189,21 +157,21 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // tensor maps are checked against TMA's limits
 // expected-error @+1 {{tensor_map swizzle 48 must be 32, 64 or 128 bytes}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>, bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 64, box_cols = 24, swizzle = 48, element_bytes = 2>]} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>, bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 64, box_cols = 24, swizzle = 48, element_bytes = 2>]} {
   bob.return
 }
 
 // -----
 
 // expected-error @+1 {{tensor_map box_cols 32 x 2 bytes must span the swizzle of 128 bytes}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>, bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 64, box_cols = 32, swizzle = 128, element_bytes = 2>]} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>, bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 64, box_cols = 32, swizzle = 128, element_bytes = 2>]} {
   bob.return
 }
 
 // -----
 
 // shared tiles hold bf16/f16
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{shared tiles hold bf16 or f16, not 'f32'}}
   %a = bob.alloc_shared : !bob.smem<64x64xf32>
   bob.return
@@ -212,7 +180,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // shared tile rows must be multiples of 16
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{shared tile 24x64 must have rows and cols that are positive multiples of 16}}
   %a = bob.alloc_shared : !bob.smem<24x64xbf16>
   bob.return
@@ -221,7 +189,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // shared tile cols must be multiples of 16
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{shared tile 64x8 must have rows and cols that are positive multiples of 16}}
   %a = bob.alloc_shared : !bob.smem<64x8xbf16>
   bob.return
@@ -230,7 +198,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // a tile has two dimensions
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{a tile has two dimensions (rows x cols), got 3}}
   %a = bob.alloc_shared : !bob.smem<2x64x64xbf16>
   bob.return
@@ -239,7 +207,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // register tiles hold f32/bf16/f16
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{register tiles hold f32, bf16 or f16, not 'i32'}}
   %a = bob.splat 0.0 : !bob.rtile<64x64xi32>
   bob.return
@@ -248,7 +216,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // register tile rows must be multiples of 16
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{register tile rows 24 must be a positive multiple of 16}}
   %a = bob.splat 0.0 : !bob.rtile<24x64xf32>
   bob.return
@@ -257,7 +225,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // f32 register tile cols: multiples of 8 (one n fragment)
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{register tile cols 12 must be a positive multiple of 8 for 'f32'}}
   %a = bob.splat 0.0 : !bob.rtile<64x12xf32>
   bob.return
@@ -266,7 +234,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // bf16 register tile cols: multiples of 16 (one k slice)
-bob.kernel @k(%q: memref<?x?x?x8xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x8xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{register tile cols 8 must be a positive multiple of 16 for 'bf16'}}
   %a = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x8xbf16> -> !bob.rtile<64x8xbf16>
@@ -277,7 +245,7 @@ bob.kernel @k(%q: memref<?x?x?x8xbf16>) attributes {spec = #bob.spec<kind = fwd,
 
 // kernels return nothing
 // expected-error @+1 {{'bob.kernel' op kernels return nothing; outputs are memref arguments}}
-bob.kernel @k() -> f32 attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() -> f32 attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -285,7 +253,7 @@ bob.kernel @k() -> f32 attributes {spec = #bob.spec<kind = fwd, head_dim = 64, b
 
 // kernel arguments are memrefs
 // expected-error @+1 {{'bob.kernel' op argument #1 is 'index'; kernel arguments are memrefs}}
-bob.kernel @k(%q: memref<?x?x?x64xbf16>, %n: index) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x64xbf16>, %n: index) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
 
@@ -326,7 +294,7 @@ func.func @f() {
 // -----
 
 // register tile rows must split across the warps
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{'bob.splat' op register tile '!bob.rtile<32x64xf32>' cannot be split across 4 warps: rows must be a multiple of 64}}
   %a = bob.splat 0.0 : !bob.rtile<32x64xf32>
   bob.return
@@ -335,7 +303,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // ... with 8 warps
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{register tile '!bob.rtile<64x64xf32>' cannot be split across 8 warps: rows must be a multiple of 128}}
   %a = bob.splat 0.0 : !bob.rtile<64x64xf32>
   bob.return
@@ -344,7 +312,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // register tile columns must split across the column groups
-bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 2>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2>} {
   // expected-error @+1 {{register tile '!bob.rtile<64x8xf32>' cannot be split across 2 column groups: cols must be a multiple of 16}}
   %a = bob.splat 0.0 : !bob.rtile<64x8xf32>
   bob.return
@@ -353,7 +321,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 // -----
 
 // row vectors split like the rows
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{'bob.splat' op row vector of 48 cannot be split across 4 warps}}
   %a = bob.splat 0.0 : !bob.rowvec<48>
   bob.return
@@ -362,7 +330,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // column vectors cover whole 8-column fragments
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{'bob.splat' op column vector size 12 must be a multiple of 8}}
   %a = bob.splat 0.0 : !bob.colvec<12>
   bob.return
@@ -371,7 +339,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // splat makes f32 tiles
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   // expected-error @+1 {{'bob.splat' op splats f32 tiles only}}
   %a = bob.splat 0.0 : !bob.rtile<64x64xbf16>
   bob.return
@@ -380,7 +348,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // load_shared: element types must agree
-bob.kernel @k(%q: memref<?x?x?x64xf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x64xf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %s = bob.alloc_shared : !bob.smem<64x64xbf16>
   // expected-error @+1 {{'bob.load_shared' op source element type 'f16' differs from the shared tile's 'bf16'}}
@@ -391,7 +359,7 @@ bob.kernel @k(%q: memref<?x?x?x64xf16>) attributes {spec = #bob.spec<kind = fwd,
 // -----
 
 // load_shared: the source is rank 4
-bob.kernel @k(%q: memref<?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %s = bob.alloc_shared : !bob.smem<64x64xbf16>
   // expected-error @+1 {{'bob.load_shared' op source must be a rank-4 memref (batch, heads, seq, head_dim), got 'memref<?x?x64xbf16>'}}
@@ -402,7 +370,7 @@ bob.kernel @k(%q: memref<?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, 
 // -----
 
 // load_shared: head_dim must match the tile columns
-bob.kernel @k(%q: memref<?x?x?x128xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x128xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %s = bob.alloc_shared : !bob.smem<64x64xbf16>
   // expected-error @+1 {{'bob.load_shared' op source has head_dim 128 but the tile has 64 columns}}
@@ -413,7 +381,7 @@ bob.kernel @k(%q: memref<?x?x?x128xbf16>) attributes {spec = #bob.spec<kind = fw
 // -----
 
 // load_shared: unit stride along head_dim
-bob.kernel @k(%q: memref<?x?x?x64xbf16, strided<[?, ?, ?, 2]>>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x64xbf16, strided<[?, ?, ?, 2]>>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %s = bob.alloc_shared : !bob.smem<64x64xbf16>
   // expected-error @+1 {{'bob.load_shared' op source must have a unit stride along head_dim}}
@@ -424,7 +392,7 @@ bob.kernel @k(%q: memref<?x?x?x64xbf16, strided<[?, ?, ?, 2]>>) attributes {spec
 // -----
 
 // store_shared: shapes must agree
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %s = bob.alloc_shared : !bob.smem<64x32xbf16>
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{'bob.store_shared' op register tile '!bob.rtile<64x64xf32>' and shared tile '!bob.smem<64x32xbf16>' differ in shape}}
@@ -435,7 +403,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // store_shared: stores f32 tiles
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %s = bob.alloc_shared : !bob.smem<64x64xbf16>
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
@@ -447,7 +415,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // load_tile: loads f32 tiles
-bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{'bob.load_tile' op loads into f32 register tiles, got '!bob.rtile<64x64xbf16>'}}
   %t = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xbf16> -> !bob.rtile<64x64xbf16>
@@ -457,7 +425,7 @@ bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd
 // -----
 
 // load_tile: head_dim must match
-bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{'bob.load_tile' op source has head_dim 64 but the tile has 32 columns}}
   %t = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xbf16> -> !bob.rtile<64x32xf32>
@@ -467,7 +435,7 @@ bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd
 // -----
 
 // load_tile: rows must split across the warps
-bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{'bob.load_tile' op register tile '!bob.rtile<16x64xf32>' cannot be split across 4 warps}}
   %t = bob.load_tile %q[%c0, %c0, %c0] bound %c0 : memref<?x?x?x64xbf16> -> !bob.rtile<16x64xf32>
@@ -477,7 +445,7 @@ bob.kernel @k(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd
 // -----
 
 // store_tile: stores f32 tiles
-bob.kernel @k(%o: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%o: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
@@ -489,7 +457,7 @@ bob.kernel @k(%o: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd
 // -----
 
 // store_tile: the destination is rank 4
-bob.kernel @k(%o: memref<?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%o: memref<?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{'bob.store_tile' op destination must be a rank-4 memref (batch, heads, seq, head_dim), got 'memref<?x64xbf16>'}}
@@ -500,7 +468,7 @@ bob.kernel @k(%o: memref<?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, he
 // -----
 
 // load_vec: the source is a rank-3 f32 memref
-bob.kernel @k(%l: memref<?x?x?xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%l: memref<?x?x?xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{'bob.load_vec' op source must be a rank-3 f32 memref (batch, heads, seq), got 'memref<?x?x?xbf16>'}}
   %v = bob.load_vec %l[%c0, %c0, %c0] bound %c0 : memref<?x?x?xbf16> -> !bob.rowvec<64>
@@ -510,7 +478,7 @@ bob.kernel @k(%l: memref<?x?x?xbf16>) attributes {spec = #bob.spec<kind = fwd, h
 // -----
 
 // load_vec: row vectors split across the warps
-bob.kernel @k(%l: memref<?x?x?xf32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%l: memref<?x?x?xf32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{'bob.load_vec' op row vector of 16 cannot be split across 4 warps}}
   %v = bob.load_vec %l[%c0, %c0, %c0] bound %c0 : memref<?x?x?xf32> -> !bob.rowvec<16>
@@ -520,7 +488,7 @@ bob.kernel @k(%l: memref<?x?x?xf32>) attributes {spec = #bob.spec<kind = fwd, he
 // -----
 
 // store_vec: the destination is a rank-3 f32 memref
-bob.kernel @k(%l: memref<?x?xf32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k(%l: memref<?x?xf32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %v = bob.splat 0.0 : !bob.rowvec<64>
   // expected-error @+1 {{'bob.store_vec' op destination must be a rank-3 f32 memref (batch, heads, seq), got 'memref<?x?xf32>'}}
@@ -531,7 +499,7 @@ bob.kernel @k(%l: memref<?x?xf32>) attributes {spec = #bob.spec<kind = fwd, head
 // -----
 
 // mma: shapes must compose
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<64x64xbf16>
   %b = bob.alloc_shared : !bob.smem<32x64xbf16>
   %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -543,7 +511,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mma: transpose_b swaps b (64x32 read as 32x64 does not fit a 64x64 result)
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<64x64xbf16>
   %b = bob.alloc_shared : !bob.smem<64x32xbf16>
   %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -555,7 +523,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mma: transpose_a swaps a
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<64x128xbf16>
   %b = bob.alloc_shared : !bob.smem<128x64xbf16>
   %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -567,7 +535,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mma: accumulates in f32
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<64x64xbf16>
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %z = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
@@ -579,7 +547,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mma: a register operand cannot be transposed
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %b = bob.alloc_shared : !bob.smem<64x64xbf16>
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %p = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
@@ -591,7 +559,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mma: a register operand must be bf16/f16
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %b = bob.alloc_shared : !bob.smem<64x64xbf16>
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{'bob.mma' op register operand a must be bf16/f16 (bob.convert it first)}}
@@ -602,7 +570,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mma: operand element types must agree
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<64x64xf16>
   %b = bob.alloc_shared : !bob.smem<64x64xbf16>
   %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -614,7 +582,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mma: the result rows must split across the warps (ub.poison stands for a value built elsewhere)
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<32x64xbf16>
   %b = bob.alloc_shared : !bob.smem<64x64xbf16>
   %z = ub.poison : !bob.rtile<32x64xf32>
@@ -626,7 +594,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // convert: f32 to bf16/f16 only
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   // expected-error @+1 {{'bob.convert' op converts f32 tiles to bf16/f16, got '!bob.rtile<64x64xbf16>' -> '!bob.rtile<64x64xf32>'}}
@@ -637,7 +605,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // convert: f32 to f32 is not a conversion
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{'bob.convert' op converts f32 tiles to bf16/f16, got '!bob.rtile<64x64xf32>' -> '!bob.rtile<64x64xf32>'}}
   %f = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xf32>
@@ -647,7 +615,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // convert: keeps the shape
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{'bob.convert' op changes the shape: '!bob.rtile<64x64xf32>' -> '!bob.rtile<64x32xbf16>'}}
   %f = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x32xbf16>
@@ -657,7 +625,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // broadcast: a row vector must have one entry per tile row
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %r = bob.splat 0.0 : !bob.rowvec<128>
   // expected-error @+1 {{'bob.sub' op cannot broadcast '!bob.rowvec<128>' onto '!bob.rtile<64x64xf32>'}}
@@ -668,7 +636,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // broadcast: a column vector must have one entry per tile column
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %c = bob.splat 0.0 : !bob.colvec<32>
   // expected-error @+1 {{'bob.mul' op cannot broadcast '!bob.colvec<32>' onto '!bob.rtile<64x64xf32>'}}
@@ -679,7 +647,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // broadcast: tiles of another shape do not broadcast
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %u = bob.splat 0.0 : !bob.rtile<64x32xf32>
   // expected-error @+1 {{'bob.add' op cannot broadcast '!bob.rtile<64x32xf32>' onto '!bob.rtile<64x64xf32>'}}
@@ -690,7 +658,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // broadcast: a tile does not broadcast onto a vector
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %r = bob.splat 0.0 : !bob.rowvec<64>
   // expected-error @+1 {{'bob.max' op cannot broadcast '!bob.rtile<64x64xf32>' onto '!bob.rowvec<64>'}}
@@ -701,7 +669,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // broadcast: nor a row vector onto a column vector
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %r = bob.splat 0.0 : !bob.rowvec<64>
   %c = bob.splat 0.0 : !bob.colvec<64>
   // expected-error @+1 {{'bob.div' op cannot broadcast '!bob.rowvec<64>' onto '!bob.colvec<64>'}}
@@ -712,7 +680,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // element-wise ops work on f32 tiles
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   // expected-error @+1 {{'bob.add' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
@@ -723,7 +691,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // the scalar of a binary op is f32
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %h = arith.constant 1.0 : f16
   // expected-error @+1 {{'bob.mul' op operand #1 must be}}
@@ -734,7 +702,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // exp2 works on f32 tiles
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   // expected-error @+1 {{'bob.exp2' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
@@ -745,7 +713,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // log2 works on f32 tiles
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   // expected-error @+1 {{'bob.log2' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
@@ -756,7 +724,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // replace works on f32 tiles
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   // expected-error @+1 {{'bob.replace' op works on f32 tiles, got '!bob.rtile<64x64xbf16>'}}
@@ -767,7 +735,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // mask works on f32 tiles
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
@@ -779,7 +747,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // exp2 on a vector that does not split across the warps
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %v = ub.poison : !bob.rowvec<32>
   // expected-error @+1 {{'bob.exp2' op row vector of 32 cannot be split across 4 warps}}
   %x = bob.exp2 %v : !bob.rowvec<32>
@@ -789,7 +757,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // reduce: one result entry per tile row
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{'bob.reduce' op result has 128 rows, the tile 64}}
   %r = bob.reduce max %t : !bob.rtile<64x64xf32> -> !bob.rowvec<128>
@@ -799,7 +767,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // reduce: f32 tiles only
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %b = bob.convert %t : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   // expected-error @+1 {{'bob.reduce' op reduces f32 tiles, got '!bob.rtile<64x64xbf16>'}}
@@ -810,7 +778,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // reduce: only sum and max
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+2 {{custom op 'bob.reduce' expected ::flashbob::bob::ReduceKind to be one of: sum, max}}
   // expected-error @+1 {{failed to parse Bob_ReduceKindAttr parameter}}
@@ -822,21 +790,21 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // a producer warpgroup issues TMA loads into the second stage's buffers: sm_90a, two stages
 // expected-error @+1 {{producer needs arch sm_90a and stages 2 (it issues the TMA loads of the next block while the consumers compute), not sm_80 with stages 2}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80, producer = true>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_80, producer = true>} {
   bob.return
 }
 
 // -----
 
 // expected-error @+1 {{not sm_90a with stages 1}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, producer = true>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a, producer = true>} {
   bob.return
 }
 
 // -----
 
 // expected-error @+1 {{producer with warp_cols 2 is unsupported (only warp_cols 1)}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 2, producer = true>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 2, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2, producer = true>} {
   bob.return
 }
 
@@ -844,6 +812,6 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 
 // the spec's optional fields are named
 // expected-error @+1 {{unknown spec field 'producers'}}
-bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, producers = true>} {
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producers = true>} {
   bob.return
 }

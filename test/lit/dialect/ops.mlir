@@ -11,8 +11,8 @@
 // CHECK-LABEL: bob.kernel @all_ops(
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
 // CHECK-SAME: %[[LSE:[a-z0-9]+]]: memref<?x?x?xf32>)
-// CHECK-SAME: attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = true, scale = 1.250000e-01 : f32, arch = sm_90a>}
-bob.kernel @all_ops(%q: !T, %o: !T, %lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = true, scale = 0.125 : f32, arch = sm_90a>} {
+// CHECK-SAME: attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = true, arch = sm_90a>}
+bob.kernel @all_ops(%q: !T, %o: !T, %lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = true, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %n = memref.dim %q, %c2 : !T
@@ -103,8 +103,8 @@ bob.kernel @all_ops(%q: !T, %o: !T, %lse: !R) attributes {spec = #bob.spec<kind 
 
 // The implicit terminator may be omitted in the input; every kind, f16 and other archs parse.
 // CHECK-LABEL: bob.kernel @f16_kernel(
-// CHECK-SAME: #bob.spec<kind = bwd_kv, head_dim = 32, block_m = 16, block_n = 64, warps = 2, stages = 2, dtype = f16, causal = false, scale = 5.000000e-01 : f32, arch = sm_80>
-bob.kernel @f16_kernel(%k: !H) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 32, block_m = 16, block_n = 64, warps = 2, stages = 2, dtype = f16, causal = false, scale = 0.5 : f32, arch = sm_80>} {
+// CHECK-SAME: #bob.spec<kind = bwd_kv, head_dim = 32, block_m = 16, block_n = 64, warps = 2, stages = 2, dtype = f16, causal = false, arch = sm_80>
+bob.kernel @f16_kernel(%k: !H) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 32, block_m = 16, block_n = 64, warps = 2, stages = 2, dtype = f16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   // CHECK: %[[KS16:.+]] = bob.alloc_shared : <64x32xf16>
   %ks = bob.alloc_shared : !bob.smem<64x32xf16>
@@ -120,23 +120,23 @@ bob.kernel @f16_kernel(%k: !H) attributes {spec = #bob.spec<kind = bwd_kv, head_
 
 // CHECK-LABEL: bob.kernel @kinds_bwd_q
 // CHECK-SAME: kind = bwd_q, {{.*}} arch = sm_86
-bob.kernel @kinds_bwd_q() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 256, block_m = 128, block_n = 16, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_86>} {
+bob.kernel @kinds_bwd_q() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 256, block_m = 128, block_n = 16, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_86>} {
   bob.return
 }
 // CHECK-LABEL: bob.kernel @kinds_bob_q
 // CHECK-SAME: kind = bob_q, {{.*}} arch = sm_89
-bob.kernel @kinds_bob_q() attributes {spec = #bob.spec<kind = bob_q, head_dim = 16, block_m = 16, block_n = 16, warps = 1, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_89>} {
+bob.kernel @kinds_bob_q() attributes {spec = #bob.spec<kind = bob_q, head_dim = 16, block_m = 16, block_n = 16, warps = 1, stages = 1, dtype = bf16, causal = false, arch = sm_89>} {
   bob.return
 }
 // CHECK-LABEL: bob.kernel @kinds_bob_kv
 // CHECK-SAME: kind = bob_kv, {{.*}} arch = sm_90
-bob.kernel @kinds_bob_kv() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 128, block_m = 16, block_n = 128, warps = 8, stages = 2, dtype = bf16, causal = true, scale = 1.0 : f32, arch = sm_90>} {
+bob.kernel @kinds_bob_kv() attributes {spec = #bob.spec<kind = bob_kv, head_dim = 128, block_m = 16, block_n = 128, warps = 8, stages = 2, dtype = bf16, causal = true, arch = sm_90>} {
   bob.return
 }
 // Column groups: warp_cols is printed when it is not 1.
 // CHECK-LABEL: bob.kernel @column_groups
 // CHECK-SAME: warps = 8, {{.*}} arch = sm_90a, warp_cols = 2>
-bob.kernel @column_groups() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 2>} {
+bob.kernel @column_groups() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 2, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2>} {
   bob.return
 }
 // Warp specialization: producer is printed when true; the role split and the buffer handshake
@@ -149,7 +149,7 @@ bob.kernel @column_groups() attributes {spec = #bob.spec<kind = bob_q, head_dim 
 // CHECK-NEXT:   bob.consumer_wait %[[B]] : !bob.smem<64x64xbf16>
 // CHECK-NEXT:   bob.consumer_release %[[B]] : !bob.smem<64x64xbf16>
 // CHECK-NEXT: }
-bob.kernel @producer() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, producer = true>} {
+bob.kernel @producer() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producer = true>} {
   %b = bob.alloc_shared : !bob.smem<64x64xbf16>
   bob.warp_specialize producer {
     bob.producer_acquire %b : !bob.smem<64x64xbf16>

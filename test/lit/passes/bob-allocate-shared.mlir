@@ -20,7 +20,7 @@
 // CHECK: bob.alloc_shared {offset = 18432 : i64} : <64x64xbf16>
 // LIMIT: bob-allocate-shared.mlir:[[@LINE+2]]:1: error: shared tiles need 27648 bytes of shared memory, more than the
 // LIMIT-SAME: a block may use; use smaller block_m/block_n
-bob.kernel @fwd_tiles(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @fwd_tiles(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
@@ -44,7 +44,7 @@ bob.kernel @fwd_tiles(%q: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<ki
 // CHECK: bob.alloc_shared {offset = 9472 : i64} : <128x64xbf16>
 // CHECK: bob.alloc_shared {offset = 27904 : i64} : <16x256xbf16>
 // LIMIT: bob-allocate-shared.mlir:[[@LINE+1]]:1: error: shared tiles need 36352 bytes of shared memory
-bob.kernel @mixed() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mixed() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %a = bob.alloc_shared {offset = 12345 : i64} : !bob.smem<16x16xbf16>
   %b = bob.alloc_shared : !bob.smem<32x128xf16>
   %c = bob.alloc_shared : !bob.smem<128x64xbf16>
@@ -57,7 +57,7 @@ bob.kernel @mixed() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, bloc
 // No shared tiles: 0 bytes.
 // CHECK-LABEL: bob.kernel @no_tiles
 // CHECK-SAME: bob.shared_bytes = 0 : i64
-bob.kernel @no_tiles() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @no_tiles() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   bob.return
 }
 
@@ -73,11 +73,11 @@ bob.kernel @no_tiles() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, b
 // LIMIT-NOT: error:
 // LIMIT: bob.kernel @first() attributes {bob.shared_bytes = 9216 : i64
 // LIMIT: bob.kernel @second() attributes {bob.shared_bytes = 18432 : i64
-bob.kernel @first() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @first() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %a = bob.alloc_shared : !bob.smem<64x64xbf16>
   bob.return
 }
-bob.kernel @second() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @second() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %a = bob.alloc_shared : !bob.smem<128x64xbf16>
   bob.return
 }
@@ -95,7 +95,7 @@ bob.kernel @second() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 // CHECK: bob.alloc_shared {offset = 11264 : i64} : <32x128xf16>
 // CHECK: bob.alloc_shared {offset = 19456 : i64} : <16x16xbf16>
 // CHECK: bob.alloc_shared {offset = 20480 : i64} : <16x32xbf16>
-bob.kernel @swizzled() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @swizzled() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<64x64xbf16>
   %b = bob.alloc_shared : !bob.smem<16x96xbf16>
   %c = bob.alloc_shared : !bob.smem<32x128xf16>

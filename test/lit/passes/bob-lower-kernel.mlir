@@ -9,7 +9,7 @@
 // CHECK-NEXT: gpu.module @flashbob_kernels {
 // CHECK-NEXT: gpu.func @fwd(%[[Q:.+]]: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>, %[[L:.+]]: memref<?x?x?xf32>) kernel
 // CHECK-SAME: attributes {bob.shared_bytes = 0 : i64,
-// CHECK-SAME: bob.spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = true, scale = 1.250000e-01 : f32, arch = sm_80>,
+// CHECK-SAME: bob.spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = true, arch = sm_80>,
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>}
 // The body is untouched: arguments, bob ops and loops stay as they were.
 // CHECK-NEXT: %[[C0:.+]] = arith.constant 0 : index
@@ -32,7 +32,7 @@
 // ALLOC: bob.alloc_shared {offset = 0 : i64} : <64x64xbf16>
 !T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
 !R = memref<?x?x?xf32>
-bob.kernel @fwd(%q: !T, %lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = true, scale = 0.125 : f32, arch = sm_80>} {
+bob.kernel @fwd(%q: !T, %lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = true, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %n = memref.dim %q, %c2 : !T
@@ -67,13 +67,13 @@ gpu.module @flashbob_kernels {
     gpu.return
   }
 }
-bob.kernel @one_warp() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 16, block_n = 64, warps = 1, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @one_warp() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 16, block_n = 64, warps = 1, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   bob.return
 }
-bob.kernel @two_warps() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 32, block_n = 64, warps = 2, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @two_warps() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 32, block_n = 64, warps = 2, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   bob.return
 }
-bob.kernel @eight_warps() attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 128, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @eight_warps() attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 128, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   bob.return
 }
 

@@ -51,7 +51,7 @@
 // CHECK-COUNT-2: nvgpu.tma.async.load {{.*}}, %[[BARS]][%[[BN]]]
 // CHECK: nvvm.wgmma.mma_async
 !T = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>
-bob.kernel @tma(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @tma(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -89,7 +89,7 @@ bob.kernel @tma(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_di
 // CHECK-NOT: nvgpu.mbarrier.try_wait.parity
 // CHECK: gpu.return
 !U = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
-bob.kernel @batch(%k: !U, %v: !U) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @batch(%k: !U, %v: !U) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %m = memref.dim %k, %c2 : !U

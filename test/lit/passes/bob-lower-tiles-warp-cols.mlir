@@ -34,7 +34,7 @@
 // CHECK:      %[[G0:.+]] = arith.cmpi eq, %{{.+}}, %c0
 // CHECK-NEXT: arith.andi %[[T0]], %[[G0]]
 // CHECK:      gpu.return
-bob.kernel @groups(%q: !T, %l: !R) attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, warp_cols = 2>} {
+bob.kernel @groups(%q: !T, %l: !R) attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %n = memref.dim %q, %c2 : !T

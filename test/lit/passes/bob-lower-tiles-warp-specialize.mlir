@@ -48,7 +48,7 @@
 // CHECK-NEXT:     scf.yield
 // CHECK-NOT:  gpu.barrier
 // CHECK:      gpu.return
-bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, producer = true>} {
+bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producer = true>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index

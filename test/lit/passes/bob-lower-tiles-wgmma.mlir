@@ -48,7 +48,7 @@
 // CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK: gpu.return
-bob.kernel @products(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @products(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %n = memref.dim %q, %c2 : !T
@@ -73,7 +73,7 @@ bob.kernel @products(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim =
 // CHECK: nvvm.mma.sync
 // CHECK-NOT: nvvm.wgmma.mma_async
 // CHECK: gpu.return
-bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %qs = bob.alloc_shared : !bob.smem<128x64xbf16>
   %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
   %zero = bob.splat 0.0 : !bob.rtile<128x64xf32>
@@ -109,7 +109,7 @@ bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:      gpu.return
-bob.kernel @runs() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @runs() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
   %z1 = bob.splat 0.0 : !bob.rtile<64x64xf32>

@@ -34,7 +34,7 @@
 // CHECK: %[[OFF2:.+]] = arith.constant 9984 : index
 // CHECK: memref.view %{{.+}}[%[[OFF2]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<32x136xf16, #gpu.address_space<workgroup>>
 // CHECK: gpu.return
-bob.kernel @alloc_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @alloc_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %a = bob.alloc_shared : !bob.smem<16x16xbf16>
   %b = bob.alloc_shared : !bob.smem<64x64xbf16>
   %c = bob.alloc_shared : !bob.smem<32x128xf16>
@@ -72,7 +72,7 @@ bob.kernel @alloc_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 6
 // CHECK-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: gpu.return
-bob.kernel @load_shared(%q: !T, %args: memref<2xindex>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @load_shared(%q: !T, %args: memref<2xindex>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %row = memref.load %args[%c0] : memref<2xindex>
@@ -94,7 +94,7 @@ bob.kernel @load_shared(%q: !T, %args: memref<2xindex>) attributes {spec = #bob.
 // CHECK-NEXT: %[[GROUP:.+]] = nvgpu.device_async_create_group
 // CHECK-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
 // CHECK-NEXT: gpu.barrier
-bob.kernel @load_shared_partial(%q: !T16) attributes {spec = #bob.spec<kind = fwd, head_dim = 16, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @load_shared_partial(%q: !T16) attributes {spec = #bob.spec<kind = fwd, head_dim = 16, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %s = bob.alloc_shared : !bob.smem<16x16xbf16>
   bob.load_shared %q[%c0, %c0, %c0] bound %c0 into %s : !T16, !bob.smem<16x16xbf16>
@@ -111,7 +111,7 @@ bob.kernel @load_shared_partial(%q: !T16) attributes {spec = #bob.spec<kind = fw
 // CHECK-NOT: transpose = true
 // CHECK-NOT: nvgpu.ldmatrix
 // CHECK-LABEL: gpu.return
-bob.kernel @mma_qk() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mma_qk() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
   %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -124,7 +124,7 @@ bob.kernel @mma_qk() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 // CHECK-COUNT-32: nvvm.mma.sync A[{{.+}}] B[{{.+}}] C[{{.+}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: nvvm.mma.sync
 // CHECK-LABEL: gpu.return
-bob.kernel @mma_qk_count() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mma_qk_count() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
   %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -145,7 +145,7 @@ bob.kernel @mma_qk_count() attributes {spec = #bob.spec<kind = fwd, head_dim = 6
 // CHECK-COUNT-16: nvgpu.ldmatrix %{{.+}} {numTiles = 4 : i32, transpose = true}
 // CHECK-NOT: nvgpu.ldmatrix
 // CHECK-LABEL: gpu.return
-bob.kernel @mma_pv() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mma_pv() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
@@ -156,7 +156,7 @@ bob.kernel @mma_pv() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 // CHECK-COUNT-32: nvvm.mma.sync {{.+}}multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>{{.+}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: nvvm.mma.sync
 // CHECK-LABEL: gpu.return
-bob.kernel @mma_pv_count() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mma_pv_count() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
@@ -178,7 +178,7 @@ bob.kernel @mma_pv_count() attributes {spec = #bob.spec<kind = fwd, head_dim = 6
 // CHECK-COUNT-4: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK-LABEL: gpu.return
-bob.kernel @mma_transposes() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mma_transposes() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %at = bob.alloc_shared : !bob.smem<32x64xbf16>
   %bt = bob.alloc_shared : !bob.smem<32x32xbf16>
   %z = bob.splat 0.0 : !bob.rtile<64x32xf32>
@@ -193,7 +193,7 @@ bob.kernel @mma_transposes() attributes {spec = #bob.spec<kind = fwd, head_dim =
 // CHECK: nvvm.mma.sync {{.+}}shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: mma_type<bf16>
 // CHECK-LABEL: gpu.return
-bob.kernel @mma_f16() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mma_f16() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, arch = sm_80>} {
   %qs = bob.alloc_shared : !bob.smem<64x64xf16>
   %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %s = bob.mma %qs, %qs, %z {transpose_b} : !bob.smem<64x64xf16>, !bob.smem<64x64xf16>, !bob.rtile<64x64xf32>
@@ -233,7 +233,7 @@ bob.kernel @mma_f16() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, bl
 // CHECK-NEXT: vector.insert %{{.+}}, %{{.+}} [1] : f32 into vector<2xf32>
 // CHECK-NOT: gpu.shuffle
 // CHECK-LABEL: gpu.return
-bob.kernel @reduce(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @reduce(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %t = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %mx = bob.reduce max %t : !bob.rtile<64x64xf32> -> !bob.rowvec<64>
@@ -290,7 +290,7 @@ bob.kernel @reduce(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim =
 // CHECK: %[[FILL0:.+]] = arith.constant dense<0.000000e+00> : vector<32xf32>
 // CHECK: arith.select %{{.+}}, %[[FILL0]], %{{.+}} : vector<32xi1>, vector<32xf32>
 // CHECK-LABEL: gpu.return
-bob.kernel @mask(%args: memref<4xindex>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = true, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @mask(%args: memref<4xindex>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = true, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -313,7 +313,7 @@ bob.kernel @mask(%args: memref<4xindex>) attributes {spec = #bob.spec<kind = fwd
 // CHECK-COUNT-2: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"(%{{.+}}) : (f32) -> f32
 // CHECK-NOT: llvm.call_intrinsic
 // CHECK-LABEL: gpu.return
-bob.kernel @exp2_log2(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @exp2_log2(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %v = bob.splat 1.0 : !bob.rowvec<64>
   %e = bob.exp2 %v : !bob.rowvec<64>
@@ -344,7 +344,7 @@ bob.kernel @exp2_log2(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_di
 // CHECK: %[[HIT:.+]] = arith.cmpf oeq, %[[T5]], %[[FROM]] : vector<32xf32>
 // CHECK: arith.select %[[HIT]], %[[TO]], %[[T5]] : vector<32xi1>, vector<32xf32>
 // CHECK-LABEL: gpu.return
-bob.kernel @elementwise(%scale_ref: memref<f32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @elementwise(%scale_ref: memref<f32>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %scale = memref.load %scale_ref[] : memref<f32>
   %t = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %r = bob.splat 2.0 : !bob.rowvec<64>
@@ -368,7 +368,7 @@ bob.kernel @elementwise(%scale_ref: memref<f32>) attributes {spec = #bob.spec<ki
 // CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<32xf32>
 // CHECK: scf.yield %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : vector<32xf32>, vector<2xf32>, vector<16xf32>, vector<16xi32>
 // CHECK-LABEL: gpu.return
-bob.kernel @loop_types(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @loop_types(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %n = memref.dim %q, %c2 : !T
@@ -392,7 +392,7 @@ bob.kernel @loop_types(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim
 // CHECK: arith.constant dense<1.000000e+00> : vector<32xf32>
 // CHECK: arith.constant dense<2.000000e+00> : vector<2xf32>
 // CHECK-LABEL: gpu.return
-bob.kernel @warps8() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @warps8() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %t = bob.splat 1.0 : !bob.rtile<128x64xf32>
   %r = bob.splat 2.0 : !bob.rowvec<128>
   bob.return
@@ -402,7 +402,7 @@ bob.kernel @warps8() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 // CHECK: arith.constant dense<1.000000e+00> : vector<128xf32>
 // CHECK: arith.constant dense<2.000000e+00> : vector<8xf32>
 // CHECK-LABEL: gpu.return
-bob.kernel @warps1() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 1, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @warps1() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 1, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %t = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %r = bob.splat 2.0 : !bob.rowvec<64>
   bob.return
@@ -417,7 +417,7 @@ bob.kernel @warps1() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 // CHECK-NEXT: gpu.barrier
 // CHECK-NOT: vector.store
 // CHECK-LABEL: gpu.return
-bob.kernel @store_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @store_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %s = bob.alloc_shared : !bob.smem<64x64xbf16>
   %t = bob.splat 1.0 : !bob.rtile<64x64xf32>
   bob.store_shared %t into %s : !bob.rtile<64x64xf32>, !bob.smem<64x64xbf16>
@@ -449,7 +449,7 @@ bob.kernel @store_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 6
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NOT: vector.store
 // CHECK-LABEL: gpu.return
-bob.kernel @tile_io(%in: !H, %out: !H) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @tile_io(%in: !H, %out: !H) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %bound = memref.dim %in, %c2 : !H
@@ -478,7 +478,7 @@ bob.kernel @tile_io(%in: !H, %out: !H) attributes {spec = #bob.spec<kind = fwd, 
 // CHECK: memref.store
 // CHECK-NOT: memref.store
 // CHECK-LABEL: gpu.return
-bob.kernel @vec_io(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @vec_io(%lse: !R) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %bound = memref.dim %lse, %c2 : !R

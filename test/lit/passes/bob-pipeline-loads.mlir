@@ -35,7 +35,7 @@
 // CHECK-NOT:    bob.load_shared
 // CHECK:        bob.mma %[[QS]], %[[CUR]], %{{.+}} {transpose_b}
 // CHECK:        scf.yield
-bob.kernel @double_buffered(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @double_buffered(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -66,7 +66,7 @@ bob.kernel @double_buffered(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = 
 // CHECK: scf.for
 // CHECK-NEXT: arith.muli
 // CHECK-NEXT: bob.load_shared
-bob.kernel @synchronous(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @synchronous(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -88,7 +88,7 @@ bob.kernel @synchronous(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_di
 // CHECK-LABEL: bob.kernel @not_pipelined
 // CHECK-NOT: bob.wait_shared
 // CHECK-NOT: {async}
-bob.kernel @not_pipelined(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @not_pipelined(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -114,7 +114,7 @@ bob.kernel @not_pipelined(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_
 // CHECK-LABEL: bob.kernel @read_after_loop
 // CHECK-NOT: bob.wait_shared
 // CHECK-NOT: {async}
-bob.kernel @read_after_loop(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @read_after_loop(%k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -167,7 +167,7 @@ bob.kernel @read_after_loop(%k: !T) attributes {spec = #bob.spec<kind = fwd, hea
 // CHECK:        bob.store_tile
 // CHECK-NEXT: }
 // CHECK-NEXT: bob.return
-bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a, producer = true>} {
+bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producer = true>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index

@@ -17,7 +17,7 @@
 // CHECK-NEXT: bob.mma %[[SO]], %[[VS]], %[[O]] : !bob.smem<64x64xbf16>
 // CHECK-NOT:  bob.convert
 // CHECK-NOT:  bob.alloc_shared
-bob.kernel @staged() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @staged() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -41,7 +41,7 @@ bob.kernel @staged() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 // CHECK-NEXT: bob.store_shared %[[B]] into %[[SB]]
 // CHECK-NEXT: %[[X:.+]] = bob.mma %[[SA]]
 // CHECK-NEXT: bob.mma %[[SB]], %{{.+}}, %[[X]]
-bob.kernel @run() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @run() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %a = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %b = bob.splat 2.0 : !bob.rtile<64x64xf32>
@@ -66,7 +66,7 @@ bob.kernel @run() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_
 // CHECK-NEXT: bob.store_shared %[[C]] into
 // CHECK-NEXT: %[[Y:.+]] = bob.mma %{{.+}}, %{{.+}}, %[[X]]
 // CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %[[Y]]
-bob.kernel @rounds() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @rounds() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %a = bob.splat 1.0 : !bob.rtile<64x64xf32>
@@ -94,7 +94,7 @@ bob.kernel @rounds() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, blo
 // CHECK-NOT:  bob.store_shared
 // CHECK:      bob.convert
 // CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.rtile<128x64xbf16>
-bob.kernel @kept() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @kept() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 128, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -115,7 +115,7 @@ bob.kernel @kept() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block
 // CHECK-NOT:  bob.store_shared
 // CHECK:      bob.convert
 // CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.rtile<64x64xbf16>
-bob.kernel @sm80() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @sm80() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
@@ -133,7 +133,7 @@ bob.kernel @sm80() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block
 // CHECK:      bob.store_shared %{{.+}} into %[[SCRATCH]] : <64x64xf32>, <64x64xbf16>
 // CHECK-NEXT: bob.mma %[[SCRATCH]], %{{.+}}, %{{.+}} : !bob.smem<64x64xbf16>
 // CHECK-NOT:  bob.convert
-bob.kernel @column_groups_sm80() attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80, warp_cols = 2>} {
+bob.kernel @column_groups_sm80() attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_80, warp_cols = 2>} {
   %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
   %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>

@@ -18,7 +18,7 @@
 // CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK]] {async} :
 // CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK]] :
 // CHECK: bob.load_shared %[[K]]{{.*}} tma %[[MK2]] :
-bob.kernel @maps(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @maps(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 32, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %n = memref.dim %q, %c2 : !T
@@ -43,7 +43,7 @@ bob.kernel @maps(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_d
 // CHECK-SAME: bob.tensor_maps = [#bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 16, box_cols = 64, swizzle = 128, element_bytes = 2>]
 // CHECK: bob.load_shared %[[A]]{{.*}} bound %c100 into %{{[0-9]+}} :
 // CHECK: bob.load_shared %[[A]]{{.*}} tma
-bob.kernel @kept(%a: !S) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, scale = 1.0 : f32, arch = sm_90a>} {
+bob.kernel @kept(%a: !S) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = f16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %c100 = arith.constant 100 : index
@@ -63,7 +63,7 @@ bob.kernel @kept(%a: !S) attributes {spec = #bob.spec<kind = fwd, head_dim = 64,
 // CHECK-SAME: (%{{[^:]+}}: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>) attributes {spec
 // CHECK-NOT: tma
 // CHECK: bob.return
-bob.kernel @ampere(%a: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, scale = 1.0 : f32, arch = sm_80>} {
+bob.kernel @ampere(%a: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %n = memref.dim %a, %c2 : !T
