@@ -5,7 +5,7 @@
 // `.extern ... []`. CPU only: no GPU needed.
 #include "compiler/dialect/Target.h"
 #include "jit/Compile.h"
-#include "support/Knobs.h"
+#include "kernels/Signature.h"
 #include "kernels/TileTable.h"
 #include "support/Knobs.h"
 
@@ -76,6 +76,13 @@ void snapshot(const compiler::KernelSpec &spec, const std::string &ptx) {
   REQUIRE_FALSE(ec);
   os << ptx;
 }
+
+size_t occurrences(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
 } // namespace
 
 TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[compiler][ptx]") {
@@ -137,6 +144,20 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
                 if (!hopper)
                   CHECK(ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
               }
+              // The parameters: the signature's f32 scalars (the softmax scale is an argument,
+              // not an immediate), then on sm_90a each tensor map by value, 128 bytes aligned
+              // to 64, whose generic address the TMA copies take (cvta.param).
+              const auto scalars = llvm::count_if(kernels::signature(kind),
+                                                  [](const kernels::Param &p) { return p.isScalar; });
+              CHECK(occurrences(ptx, ".param .f32 ") == size_t(scalars));
+              const size_t maps = artifacts->tensorMaps.size(), params = occurrences(ptx, ".param ");
+              CHECK(occurrences(ptx, ".param .align 64 .b8 ") == maps);
+              for (size_t i = params - maps; i < params; ++i)
+                CHECK(ptx.find(".param .align 64 .b8 " + artifacts->entry + "_param_" +
+                               std::to_string(i) + "[128]") != std::string::npos);
+              CHECK(occurrences(ptx, "cvta.param.u64") == maps);
+              // Pointer parameters are the memrefs' two each, none a tensor map's.
+              CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(kind));
               CHECK(ptx.find(".target " + bob::stringifyArch(arch).str()) != std::string::npos);
               CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
               CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);

@@ -1,7 +1,9 @@
 // The launcher's tensor maps without a GPU: the parameters handed to cuTensorMapEncodeTiled for a
 // kernel's tensor-map specs over the memrefs of a launch (TMA's innermost-first order, byte
 // strides, the box, the bound taken from another argument), the errors for launches that do not
-// fit, and the metadata round trip through JSON (what the disk cache stores).
+// fit, the metadata round trip through JSON (what the disk cache stores), and how a launch's
+// parameters carry the maps by value.
+#include "runtime/launch/Kernel.h"
 #include "runtime/launch/TensorMaps.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -119,4 +121,33 @@ TEST_CASE("tensor-map specs survive the metadata round trip; malformed ones are 
   CHECK(tensorMapsFromJson(&negative) == std::nullopt);
   llvm::json::Array text6{llvm::json::Array{0, 0, "64", 64, 128, 2}};
   CHECK(tensorMapsFromJson(&text6) == std::nullopt);
+}
+
+TEST_CASE("a launch's parameters: memref values and f32 scalars, then the tensor maps by value") {
+  KernelArgs args;
+  args.addMemRef(0x1000, {1, 2, 64, 64}, {8192, 4096, 64, 1});
+  args.addF32(0.125f);
+  llvm::MutableArrayRef<CUtensorMap> maps = args.tensorMaps(2);
+  REQUIRE(maps.size() == 2);
+  // Each pointer is to the value itself: 11 memref values (ptr, ptr, offset, 4 sizes, 4
+  // strides), the scalar's 4 bytes, then each 128-byte map (CUtensorMap's own alignment).
+  llvm::SmallVector<void *, 160> params = args.pointers();
+  llvm::SmallVector<uint32_t, 160> sizes = args.sizes();
+  REQUIRE(params.size() == 14);
+  REQUIRE(sizes.size() == 14);
+  CHECK(*static_cast<uint64_t *>(params[0]) == 0x1000);
+  CHECK(*static_cast<uint64_t *>(params[5]) == 64);
+  CHECK(*static_cast<uint64_t *>(params[7]) == 8192);
+  CHECK(sizes[10] == 8);
+  CHECK(*static_cast<float *>(params[11]) == 0.125f);
+  CHECK(sizes[11] == 4);
+  CHECK(params[12] == &maps[0]);
+  CHECK(params[13] == &maps[1]);
+  CHECK(sizes[12] == 128);
+  CHECK(reinterpret_cast<uintptr_t>(params[12]) % 64 == 0);
+  CHECK(reinterpret_cast<uintptr_t>(params[13]) % 64 == 0);
+  // Asking again resizes (a launch sets the count it needs); past the room there is none.
+  CHECK(args.tensorMaps(1).size() == 1);
+  CHECK(args.pointers().size() == 13);
+  CHECK(args.tensorMaps(kMaxTensorMaps + 1).empty());
 }
