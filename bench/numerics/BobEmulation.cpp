@@ -321,6 +321,7 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
   const Model& m = x.m;
   const Index d = p.d, i1 = std::min(i0 + x.t.bobQM, p.N), rows = i1 - i0;
   Accum x1(at(rows * d), 1), x2(at(rows * d), 2), x3(at(rows * d), 4), x4(at(rows * d), 8);
+  Accum y(at(rows * d), 8);  // Model::centerGP: P V
   std::vector<double> c(at(rows), 0.0), b(at(rows), 0.0);
   // Fix::Center*: probability mass seen, estimates in use, mass at their last update.
   std::vector<double> mass(at(rows), 0.0), cHat(at(rows), 0.0), bHat(at(rows), 0.0),
@@ -389,6 +390,10 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
           x1.reg[e] = x.ew(x.ew(x1.reg[e] + dc * x2.reg[e]) + db * x3.reg[e]);
           if (m.flushEvery > 0)
             x1.master[e] = x.ew(x.ew(x1.master[e] + dc * x2.master[e]) + db * x3.master[e]);
+          if (m.centerGP) {  // X4 = P uV + sum ((G - c^) o P) V moves with c^ by the change x P V
+            x4.reg[e] = x.ew(x4.reg[e] + dc * y.reg[e]);
+            if (m.flushEvery > 0) x4.master[e] = x.ew(x4.master[e] + dc * y.master[e]);
+          }
         }
         cHat[at(r)] = cNew;
         bHat[at(r)] = bNew;
@@ -401,6 +406,7 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
         for (Index col = 0; col < cols; ++col) {
           const std::size_t e = at(r * cols + col);
           t1[e] = x.ew(x.ew(t1[e] - x.ew(cHat[at(r)] * pdP[e])) - x.ew(bHat[at(r)] * S[e]));
+          if (m.centerGP) gP[e] = x.ew(gP[e] - cHat[at(r)] * S[e]);  // (G - c^) o P
         }
     }
     if (m.fix == Fix::SplitT1) {
@@ -426,7 +432,8 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
     accumulate(x, x1.reg, t1, cols, x.in.K, j0, rows);
     if (m.fix == Fix::SplitT1) accumulate(x, x1.reg, lo, cols, x.in.K, j0, rows);
     accumulate(x, x4.reg, gP, cols, x.in.V, j0, rows);
-    for (Accum* a : {&x1, &x2, &x3, &x4}) a->maybeFlush(x, blk);
+    if (m.centerGP) accumulate(x, y.reg, pOp, cols, x.in.V, j0, rows);
+    for (Accum* a : {&x1, &x2, &x3, &x4, &y}) a->maybeFlush(x, blk);
   }
   for (Index r = 0; r < rows; ++r) {
     const Index i = i0 + r;
@@ -439,7 +446,9 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
       double g = x.ew(x1.value(x, e) - x2.value(x, e) * cx);
       g = x.ew(g - x3.value(x, e) * bx);
       out.gQ(i, k) = x.out(x.ew(g * scale));
-      out.gdO(i, k) = x.out(x.ew(x4.value(x, e) - O(i, k) * ci));
+      // gdO = X4 - c O, or with centerGP X4 - (c - c^) P V from the accumulated P V.
+      out.gdO(i, k) = m.centerGP ? x.out(x.ew(x4.value(x, e) - y.value(x, e) * cx))
+                                 : x.out(x.ew(x4.value(x, e) - O(i, k) * ci));
     }
     out.c[at(i)] = ci;
     out.b[at(i)] = bi;
@@ -565,6 +574,8 @@ Outputs emulate(const Problem& p, const Inputs& in, const Model& m, const Tiles&
   }
   std::vector<double> lse2;
   rowInputs(x, O, L, out.D, lse2);
+  out.Oread = O;
+  out.Lread = L;
 
   out.dQ = Matrix(p.N, p.d);
   parallelBlocks((p.N + t.bwdQM - 1) / t.bwdQM, threads,

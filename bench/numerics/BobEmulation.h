@@ -12,11 +12,13 @@
 //
 // The MMA model (Acc::TensorCore): an mma with k = 16 adds 16 exact products (bf16 x bf16 is
 // exact) and the fp32 accumulator C in one fused sum: every addend is aligned to the largest
-// one's exponent and truncated to `tcBits` significant bits below it (25 on Hopper), the sum is
-// exact, and the result goes back to float32 rounded toward zero (truncated). Hopper's MMA
-// truncates instead of rounding to nearest (Fasi et al. 2021 for V100/A100; for sm_90 the
-// probes of github.com/huweim/emulation_sys report 25 bits and RZ). Acc::Float32 rounds each
-// fused sum to nearest instead; Acc::Exact keeps the accumulators in float64.
+// one's exponent and truncated to `tcBits` significant bits below it, the sum is exact, and the
+// result goes back to float32 rounded toward zero (truncated). NVIDIA's MMA units truncate
+// instead of rounding to nearest (Fasi et al. 2021 for V100/A100; for sm_90 the probes of
+// github.com/huweim/emulation_sys report 25 fraction bits and RZ). tcBits = 26 (25 fraction
+// bits, two more than float32 keeps) reproduces the H200's measured gQ error at N = 1M
+// (3.44e-3; docs/numerics.md). Acc::Float32 rounds each fused sum to nearest instead;
+// Acc::Exact keeps the accumulators in float64.
 #pragma once
 
 #include "kernels/oracle/Oracle.h"
@@ -45,7 +47,7 @@ enum class Fix {
 
 struct Model {
   Acc acc = Acc::TensorCore;
-  int tcBits = 25;   // significant bits kept when aligning the addends of one fused MMA sum
+  int tcBits = 26;   // significant bits kept when aligning the addends of one fused MMA sum
   int tcGroup = 16;  // products per fused sum (k of one mma instruction)
   bool ew32 = true;  // elementwise math in float32 (false: float64)
   // Round to bf16 before the product (true = what the GPU does):
@@ -62,6 +64,9 @@ struct Model {
   bool out16 = true;     // outputs stored as bf16
   Fix fix = Fix::None;
   double lazyFactor = 2.0;
+  // With Fix::Center*: X4 takes (G - c^) o P instead of G o P, and pass 1 accumulates P V
+  // (one more product per key block) so that gdO = X4 - (c - c^) P V needs no stored O.
+  bool centerGP = false;
   // Every kernel adds its MMA accumulators to a float32 copy (round to nearest) every
   // flushEvery blocks of its sweep, the accumulators restarting from zero (0: never).
   int flushEvery = 0;
@@ -88,6 +93,8 @@ struct Inputs {
 struct Outputs {
   Matrix O;
   std::vector<double> L;
+  Matrix Oread;                // the O and L the backward kernels read (emulate only): the
+  std::vector<double> Lread;   // forward's, or the exact ones with Model::exactFwd
   Matrix dQ, dK, dV;
   std::vector<double> D;
   Matrix gQ, gK, gV, gdO;

@@ -45,7 +45,7 @@ const std::vector<Named>& configs() {
       {"acc-rn", "MMA sums rounded to nearest instead of truncated", [](Model& m) { m.acc = Acc::Float32; }},
       {"acc-exact", "accumulators in float64", [](Model& m) { m.acc = Acc::Exact; }},
       {"tc24", "MMA alignment keeps 24 bits", [](Model& m) { m.tcBits = 24; }},
-      {"tc26", "MMA alignment keeps 26 bits", [](Model& m) { m.tcBits = 26; }},
+      {"tc25", "MMA alignment keeps 25 bits", [](Model& m) { m.tcBits = 25; }},
       {"tc27", "MMA alignment keeps 27 bits", [](Model& m) { m.tcBits = 27; }},
       {"group8", "MMA fused sums of 8 products", [](Model& m) { m.tcGroup = 8; }},
       {"ew64", "elementwise math in float64", [](Model& m) { m.ew32 = false; }},
@@ -73,6 +73,8 @@ const std::vector<Named>& configs() {
        [](Model& m) { m.fix = Fix::Center; }},
       {"lazy", "fix: the same, estimates updated when a row's mass doubles",
        [](Model& m) { m.fix = Fix::CenterLazy; }},
+      {"center-gp", "fix for gdO: with centering, G o P centered too and P V accumulated",
+       [](Model& m) { m.centerGP = true; }},
       {"center-known", "bound: pass 1 centered by the final c, b from the start",
        [](Model& m) { m.fix = Fix::CenterKnown; }},
       {"split", "fix: G o dS + P o W as bf16 hi + lo (one more product)",
@@ -290,7 +292,7 @@ int main(int argc, char** argv) {
     printRow(c->name.c_str(), got, ref, keyMajor);
     if (givenFwd) {
       // The exact result given the emulated forward's stored O and L: the error BoB adds itself.
-      const Outputs refGiven = exactRows(p, in, keyMajor, &got.O, &got.L, threads);
+      const Outputs refGiven = exactRows(p, in, keyMajor, &got.Oread, &got.Lread, threads);
       printRow(("  given O,L"), got, refGiven, keyMajor);
     }
     if (buckets) printBuckets(got.gQ, ref);

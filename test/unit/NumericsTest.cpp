@@ -46,7 +46,7 @@ TEST_CASE("bf16 and float32 roundings of the emulation", "[numerics]") {
 }
 
 TEST_CASE("the MMA model truncates its fused sums and aligns to the largest addend", "[numerics]") {
-  Model tc;  // tensor core: 25 bits, truncation
+  Model tc;  // tensor core: 26 bits, truncation
   Model rn;
   rn.acc = Acc::Float32;
   // 1 + 1.5 ulp: to nearest (a tie) it goes to the even 1 + 2 ulp, truncated to 1 + 1 ulp;
@@ -57,7 +57,7 @@ TEST_CASE("the MMA model truncates its fused sums and aligns to the largest adde
   CHECK(mmaStep(tc, 1.0, three.data(), ones.data(), 3) == 1.0 + ulp);
   CHECK(mmaStep(rn, -1.0, minus.data(), ones.data(), 3) == -1.0 - 2 * ulp);
   CHECK(mmaStep(tc, -1.0, minus.data(), ones.data(), 3) == -1.0 - ulp);
-  // A positive product below the alignment window (2^-26 < 2^-24 = quantum for 25 bits at 1)
+  // A positive product below the alignment window (2^-26 < 2^-25 = quantum for 26 bits at 1)
   // vanishes; 16 of them fused in one sum vanish too (each is truncated before the sum), while
   // rounding their exact sum (2^-22) to nearest keeps it.
   std::vector<double> a(16, std::ldexp(1.0, -26)), b(16, 1.0);
@@ -154,7 +154,7 @@ TEST_CASE("a sharp softmax amplifies pass 1's roundings, and centering removes m
   fixed.fix = Fix::CenterLazy;
   fixed.lazyFactor = 1.25;
   const Outputs centered = emulate(p, in, fixed, t, true);
-  const Outputs given = exactRows(p, in, true, &now.O, &now.L);  // same forward in both
+  const Outputs given = exactRows(p, in, true, &now.Oread, &now.Lread);  // same forward in both
   const double before = rel(now.gQ.data, given.gQ.data);
   const double after = rel(centered.gQ.data, given.gQ.data);
   const double gK = rel(now.gK.data, given.gK.data);
