@@ -152,7 +152,7 @@ void printRow(const char* name, const Outputs& got, const Outputs& ref, bool key
     else std::snprintf(out, 16, "%8.2e", v);
     return out;
   };
-  std::printf("%-15s %s %s %s %s", name, f(rel(got.O.data, ref.O.data)),
+  std::printf("%-20s %s %s %s %s", name, f(rel(got.O.data, ref.O.data)),
               f(rel(got.dQ.data, ref.dQ.data)),
               f(keyMajor ? rel(got.dK.data, ref.dK.data) : NAN),
               f(keyMajor ? rel(got.dV.data, ref.dV.data) : NAN));
@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(M), static_cast<long long>(d), p.scale,
               causal ? "causal" : "full", dist.c_str(), seed, pm / p.N, 100.0 * pm90 / p.N, seconds());
   std::printf("relative L2 error against float64 on the same bf16 inputs\n");
-  std::printf("%-15s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "config", "O", "dQ", "dK", "dV",
+  std::printf("%-20s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "config", "O", "dQ", "dK", "dV",
               "gQ", "gK", "gV", "gdO", "c", "b");
   std::fflush(stdout);
   for (const Named* c : chosen) {
