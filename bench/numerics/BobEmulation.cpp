@@ -512,16 +512,6 @@ void axpy(double alpha, const double* x, double* y, Index n) {
   for (Index k = 0; k < n; ++k) y[k] += alpha * x[k];
 }
 
-// ---- tools/flashbob/ProblemBuffers.cpp's generator -----------------------------------------------
-float cliInputValue(unsigned long long seed, unsigned tensor, uint64_t index) {
-  uint64_t v = seed * 0x9E3779B97F4A7C15ull + (static_cast<uint64_t>(tensor) << 58) + index;
-  v = (v ^ (v >> 30)) * 0xBF58476D1CE4E5B9ull;
-  v = (v ^ (v >> 27)) * 0x94D049BB133111EBull;
-  v ^= v >> 31;
-  double u = static_cast<double>(v >> 11) * (1.0 / 9007199254740992.0);
-  return static_cast<float>((2.0 * u - 1.0) * 1.7320508075688772);
-}
-
 }  // namespace
 
 double toF32(double x) { return static_cast<double>(static_cast<float>(x)); }
@@ -760,7 +750,7 @@ Inputs makeInputs(const Problem& p, const std::string& dist, unsigned long long 
       for (Index k = 0; k < p.d; ++k) {
         const Index row = qRows ? firstRow + r : r;
         const double v = dist == "uniform"
-                             ? cliInputValue(seed, t, static_cast<uint64_t>(row * p.d + k))
+                             ? oracle::generatedInput(seed, t, static_cast<uint64_t>(row * p.d + k))
                              : static_cast<double>(static_cast<float>(normal(rng)));
         X(r, k) = toBf16(toF32(v));
       }

@@ -305,6 +305,16 @@ Matrix forwardJvp(const Problem& p, const Matrix& Q, const Matrix& K, const Matr
 
 }  // namespace dense
 
+float generatedInput(std::uint64_t seed, unsigned tensor, std::uint64_t index) {
+  // SplitMix64's finalizer over (seed, tensor, index).
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + (static_cast<std::uint64_t>(tensor) << 58) + index;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  const double u = static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0);
+  return static_cast<float>((2.0 * u - 1.0) * 1.7320508075688772);
+}
+
 // ---- Multi-head / batch -------------------------------------------------------------------------
 
 HeadTensor::HeadTensor(Index b, Index h, Index r, Index c, double fill)

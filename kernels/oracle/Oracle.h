@@ -142,6 +142,13 @@ HeadTensor forwardJvpBatched(const Problem& head, const HeadTensor& Q, const Hea
 
 }  // namespace dense
 
+// ---- Generated inputs ------------------------------------------------------------------------
+// Element `index` of input tensor number `tensor` of the problems `flashbob run/bench/demo`
+// generate (tools/flashbob/ProblemBuffers.cpp) for `seed`: uniform on [-sqrt 3, sqrt 3) (unit
+// variance), a counter-based hash so any element is known without the others (the CLI's
+// --check-rows and bench/numerics' emulation rebuild just the rows they need).
+float generatedInput(std::uint64_t seed, unsigned tensor, std::uint64_t index);
+
 // ---- Tiled two-pass model (O(N) extra memory) ---------------------------------------------
 struct Tiling {
   Index block_m = 64;  // query rows per tile; any positive value, need not divide N

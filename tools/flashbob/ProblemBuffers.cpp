@@ -1,5 +1,6 @@
 #include "tools/flashbob/ProblemBuffers.h"
 
+#include "kernels/oracle/Oracle.h"
 #include "runtime/launch/Kernel.h"
 #include "runtime/support/HalfFloat.h"
 
@@ -11,15 +12,6 @@ namespace flashbob::tool {
 using runtime::CudaDriver;
 
 namespace {
-float inputValue(uint64_t seed, unsigned tensor, uint64_t index) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + (static_cast<uint64_t>(tensor) << 58) + index;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  double u = static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0);
-  return static_cast<float>((2.0 * u - 1.0) * 1.7320508075688772);
-}
-
 uint16_t toBits(float f, DType t) {
   return t == DType::bf16 ? runtime::floatToBf16(f) : runtime::floatToHalf(f);
 }
@@ -32,7 +24,7 @@ std::vector<uint16_t> generateInput(uint64_t seed, unsigned tensor, size_t n, DT
   for (unsigned w = 0; w < threads; ++w)
     pool.emplace_back([&, w] {
       for (size_t i = w; i < n; i += threads)
-        host[i] = toBits(inputValue(seed, tensor, i), dtype);
+        host[i] = toBits(oracle::generatedInput(seed, tensor, i), dtype);
     });
   for (auto &th : pool)
     th.join();
@@ -41,7 +33,7 @@ std::vector<uint16_t> generateInput(uint64_t seed, unsigned tensor, size_t n, DT
 } // namespace
 
 double inputElement(uint64_t seed, unsigned tensor, uint64_t index, DType dtype) {
-  return fromBits(toBits(inputValue(seed, tensor, index), dtype), dtype);
+  return fromBits(toBits(oracle::generatedInput(seed, tensor, index), dtype), dtype);
 }
 
 double fromBits(uint16_t bits, DType dtype) {
