@@ -443,23 +443,5 @@ BatchedBobResult bobBatched(const Problem& p, const HeadTensor& Q, const HeadTen
   return r;
 }
 
-HeadTensor forwardJvpBatched(const Problem& p, const HeadTensor& Q, const HeadTensor& K,
-                             const HeadTensor& V, const HeadTensor& tQ, const HeadTensor& tK,
-                             const HeadTensor& tV) {
-  validateBatch(p, Q);
-  validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
-  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
-  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
-  validateHeads(tQ, "tQ", Q.batch, Q.heads, p.N, "N", p.d);
-  validateHeads(tK, "tK", Q.batch, Q.heads, p.M, "M", p.d);
-  validateHeads(tV, "tV", Q.batch, Q.heads, p.M, "M", p.d);
-  HeadTensor tO(Q.batch, Q.heads, p.N, p.d);
-  forEachHead(Q, [&](Index b, Index h) {
-    tO.setHead(b, h, forwardJvp(p, Q.head(b, h), K.head(b, h), V.head(b, h), tQ.head(b, h),
-                                tK.head(b, h), tV.head(b, h)));
-  });
-  return tO;
-}
-
 }  // namespace dense
 }  // namespace flashbob::oracle

@@ -136,9 +136,6 @@ BatchedBackwardResult backwardBatched(const Problem& head, const HeadTensor& Q,
 BatchedBobResult bobBatched(const Problem& head, const HeadTensor& Q, const HeadTensor& K,
                             const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
                             const HeadTensor& uK, const HeadTensor& uV);
-HeadTensor forwardJvpBatched(const Problem& head, const HeadTensor& Q, const HeadTensor& K,
-                             const HeadTensor& V, const HeadTensor& tQ, const HeadTensor& tK,
-                             const HeadTensor& tV);
 
 }  // namespace dense
 
