@@ -16,8 +16,9 @@ std::string TileConfig::name() const {
 }
 
 std::string KernelSpec::name() const {
-  return llvm::formatv("{0}_d{1}_{2}_{3}{4}_{5}", bob::stringifyKernelKind(kind), headDim,
-                       tiles.name(), bob::stringifyElemType(dtype), causal ? "_causal" : "",
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}_{6}", bob::stringifyKernelKind(kind), headDim,
+                       tiles.name(), bob::stringifyElemType(dtype),
+                       scaleArgument ? "_scalearg" : "", causal ? "_causal" : "",
                        bob::stringifyArch(arch))
       .str();
 }

@@ -38,11 +38,17 @@ struct KernelSpec {
   bob::ElemType dtype = bob::ElemType::bf16;
   bool causal = false;
   bob::Arch arch = bob::Arch::sm_90a;
-  // No softmax scale: it is a kernel argument (kernels/Signature.h), so every scale runs the
-  // same kernel.
+  // The softmax scale is never part of the spec: the kernels read s and s log2(e) from their
+  // f32 arguments (kernels/Signature.h) when this is set, so every scale runs the same kernel.
+  // Unset, they are compiled in as constants with the values of the default scale 1/sqrt(d),
+  // which the launcher picks when the problem's scale rounds to the same f32 values: the
+  // arguments are then not read, and the sweep keeps two fewer registers live (ptxas spills
+  // less in bob_q and bob_kv; bench/results/2026-12-01-h200-default-scale.md). Like Triton's
+  // specialization of arguments equal to 1: one more variant at most, never one per value.
+  bool scaleArgument = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name): the kernel's symbol, the in-memory cache's key and part of the disk
+  // TileConfig::name; "_scalearg" after the dtype when scaleArgument): the kernel's symbol, the in-memory cache's key and part of the disk
   // cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;

@@ -203,6 +203,7 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   s.causal = p.causal;
   s.arch = arch;
+  s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
   return s;
 }
 

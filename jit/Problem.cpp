@@ -1,11 +1,11 @@
 #include "jit/Problem.h"
 
-#include <cmath>
+#include "kernels/Signature.h"
 
 namespace flashbob {
 
 double AttentionProblem::effectiveScale() const {
-  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(headDim));
+  return scale ? *scale : kernels::defaultScale(headDim);
 }
 
 Tensor AttentionProblem::contiguous(CUdeviceptr data, int64_t rows) const {

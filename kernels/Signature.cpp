@@ -3,6 +3,7 @@
 #include "llvm/Support/ErrorHandling.h"
 
 #include <cassert>
+#include <cmath>
 #include <iterator>
 
 namespace flashbob::kernels {
@@ -76,6 +77,15 @@ float scalarValue(Scalar scalar, double scale) {
   case Scalar::scaleLog2e: return static_cast<float>(scale * kLog2e);
   }
   llvm_unreachable("every scalar has a value");
+}
+
+double defaultScale(int64_t headDim) { return 1.0 / std::sqrt(static_cast<double>(headDim)); }
+
+bool isDefaultScale(double scale, int64_t headDim) {
+  for (const ScalarInfo &info : kScalars)
+    if (scalarValue(info.scalar, scale) != scalarValue(info.scalar, defaultScale(headDim)))
+      return false;
+  return true;
 }
 
 const OperandInfo &operandInfo(Operand operand) {

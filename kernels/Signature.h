@@ -46,8 +46,9 @@ const OperandInfo &operandInfo(Operand operand);
 constexpr double kLog2e = 1.4426950408889634;
 
 // A scalar argument: one f32 the launcher computes from the problem (scalarValue), so that a
-// new value runs the same kernel. Products with it are the same f32 multiplies as with a
-// constant, so results do not depend on which way the value arrives.
+// new value runs the same kernel. Kernels specialized for the default scale
+// (KernelSpec::scaleArgument unset) use the same values as constants instead: the products are
+// the same f32 multiplies, so results do not depend on which way the value arrives.
 enum class Scalar : uint8_t {
   scale,       // s, the softmax scale (gradients carry one factor s)
   scaleLog2e,  // s log2(e): the scores in log2 units, for exp2
@@ -63,6 +64,13 @@ const ScalarInfo &scalarInfo(Scalar scalar);
 // The value of `scalar` for softmax scale `scale` (the problem's, default applied), rounded to
 // f32 once, here.
 float scalarValue(Scalar scalar, double scale);
+
+// The default softmax scale, 1/sqrt(head_dim).
+double defaultScale(int64_t headDim);
+
+// Whether every scalar of `scale` rounds to the f32 of the default scale's: then the kernels
+// specialized for the default scale compute exactly what the argument would.
+bool isDefaultScale(double scale, int64_t headDim);
 
 // One kernel argument: an operand, read or written, or a scalar.
 struct Param {

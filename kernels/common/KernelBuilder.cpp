@@ -45,10 +45,13 @@ void KernelBuilder::beginKernel() {
   bob::ReturnOp::create(b);
   b.setInsertionPointToStart(&body);
   for (auto [p, value] : llvm::zip_equal(signature(spec.kind), body.getArguments())) {
-    if (p.isScalar)
-      scalars_[static_cast<size_t>(p.scalar)] = value;
-    else
+    if (!p.isScalar)
       args_[static_cast<size_t>(p.operand)] = value;
+    else if (spec.scaleArgument)
+      scalars_[static_cast<size_t>(p.scalar)] = value;
+    else // specialized for the default scale: its values as constants, the argument unread
+      scalars_[static_cast<size_t>(p.scalar)] = arith::ConstantOp::create(
+          b, b.getF32FloatAttr(scalarValue(p.scalar, defaultScale(spec.headDim))));
   }
 
   Value q = arg(Operand::q);

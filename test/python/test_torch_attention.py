@@ -227,11 +227,14 @@ logging.getLogger("flashbob").setLevel(logging.INFO)
 fb.precompile(1, 2, 96, 128, 64, causal=True, ops=("forward", "backward", "bob"))
 print("PRECOMPILED", records)
 records.clear()
+fb.precompile(1, 2, 96, 128, 64, causal=True, scale=0.07, ops=("forward", "backward", "bob"))
+print("PRECOMPILED_SCALE", records)
+records.clear()
 g = torch.Generator(device="cuda").manual_seed(31)
 q, k, v, do, uq = (torch.randn(1, 2, n, 64, device="cuda", generator=g, dtype=torch.bfloat16)
                    for n in (96, 128, 128, 96, 96))
 q.requires_grad_()
-for scale in (None, 0.05 + random.random() * 0.01):  # a scale never seen: the same kernels
+for scale in (None, 0.05 + random.random() * 0.01):  # a scale never seen: 0.07's kernels
     o = fb.attention(q, k, v, causal=True, scale=scale)
     dq, = torch.autograd.grad(o, q, do, create_graph=True)
     torch.autograd.grad(dq, q, uq)
@@ -243,21 +246,24 @@ print("CALLS", records)
 def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
     """precompile() compiles the kernels of the ops, each reported on the "flashbob" logger at
     INFO as "compiling <kind> (i/n): <kernel>" (its place among the op's kernels), and the calls
-    that follow compile nothing more, also at a scale never seen (the scale is a kernel argument).
-    A process of its own with an empty cache directory, so
-    every kernel is new to it."""
+    that follow compile nothing more. The default scale has kernels of its own (its values
+    compiled in); every other scale runs one set, which reads it from its arguments: after a
+    precompile at one such scale, a call at a scale never seen compiles nothing. A process of
+    its own with an empty cache directory, so every kernel is new to it."""
     env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", PRECOMPILE_SCRIPT], env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("PRECOMPILED", "CALLS")))
-    precompiled = [m for level, m in ast.literal_eval(lines["PRECOMPILED"]) if level == "INFO"]
-    steps = sorted(m.split(":")[1].strip() for m in precompiled if m.startswith("flashbob: compiling "))
-    assert steps == ["compiling bob_kv (2/2)", "compiling bob_q (1/2)", "compiling bwd_kv (2/2)",
-                     "compiling bwd_q (1/2)", "compiling fwd (1/1)"], precompiled
-    for m in precompiled:
-        kind = m.split()[2]
-        assert m.split(": ")[-1].startswith(kind + "_d64_"), m  # names the kernel compiled
+    for key, scale_argument in (("PRECOMPILED", False), ("PRECOMPILED_SCALE", True)):
+        precompiled = [m for level, m in ast.literal_eval(lines[key]) if level == "INFO"]
+        steps = sorted(m.split(":")[1].strip() for m in precompiled if m.startswith("flashbob: compiling "))
+        assert steps == ["compiling bob_kv (2/2)", "compiling bob_q (1/2)", "compiling bwd_kv (2/2)",
+                         "compiling bwd_q (1/2)", "compiling fwd (1/1)"], precompiled
+        for m in precompiled:
+            kind, kernel = m.split()[2], m.split(": ")[-1]
+            assert kernel.startswith(kind + "_d64_"), m  # names the kernel compiled
+            assert ("_scalearg_" in kernel) == scale_argument, m
     assert not [m for _, m in ast.literal_eval(lines["CALLS"]) if "compiling" in m]
     with pytest.raises(ValueError, match="ops must be among"):
         fb.precompile(1, 1, 64, 64, 64, ops=("sideways",))

@@ -13,6 +13,7 @@
 #include "jit/KernelCache.h"
 #include "jit/Launch.h"
 #include "jit/Tuning.h"
+#include "kernels/Signature.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
 #include "test/fake_driver/FakeCudaDriver.h"
@@ -23,8 +24,10 @@
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -244,24 +247,36 @@ TEST_CASE("the softmax scale is a launch argument: a new scale runs the same ker
     CHECK(fwd[0].scalars[0] == scalarBits(kernels::Scalar::scaleLog2e, scale));
     entries.push_back(fwd[0].entry);
   }
+  // One kernel for every scale but the default, which reads it from its argument.
   CHECK(entries[0] == entries[1]);
   CHECK(entries[1] == entries[2]);
-  CHECK(entries[0].find("_sc") == std::string::npos); // the scale is not in the kernel's name
+  CHECK(entries[0].find("_scalearg_") != std::string::npos);
 
-  // The default, 1/sqrt(d), and both scalars of the backward.
-  p.scale.reset();
+  // The default, 1/sqrt(d) = 0.125, however it is given (no scale, the double, a double that
+  // rounds to the same f32 values), runs the kernel with its values compiled in; the launch
+  // passes both scalars of the backward all the same.
   Tensor v = p.contiguous(address(3), p.seqK), o = p.contiguous(address(4), p.seqQ),
          dO = p.contiguous(address(5), p.seqQ), dQ = p.contiguous(address(6), p.seqQ),
          dK = p.contiguous(address(7), p.seqK), dV = p.contiguous(address(8), p.seqK);
-  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, RowVector{address(2)}, dQ, dK, dV,
-                                      RowVector{address(9)})) == "no error");
-  std::vector<fake_cuda_launch_record> bwd = launches();
-  REQUIRE(bwd.size() == 2);
-  for (const fake_cuda_launch_record &r : bwd) {
-    REQUIRE(r.scalarCount == 2);
-    CHECK(r.scalars[0] == scalarBits(kernels::Scalar::scale, 0.125));
-    CHECK(r.scalars[1] == scalarBits(kernels::Scalar::scaleLog2e, 0.125));
+  for (std::optional<double> scale : {std::optional<double>(), std::optional<double>(0.125),
+                                      std::optional<double>(0.125 * (1 + 1e-12))}) {
+    p.scale = scale;
+    CHECK(kernels::isDefaultScale(p.effectiveScale(), p.headDim));
+    REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, RowVector{address(2)}, dQ, dK, dV,
+                                        RowVector{address(9)})) == "no error");
+    std::vector<fake_cuda_launch_record> bwd = launches();
+    REQUIRE(bwd.size() == 2);
+    for (const fake_cuda_launch_record &r : bwd) {
+      checkLaunch(r, p, std::string(r.entry).rfind("bwd_q_", 0) == 0 ? Kind::bwd_q : Kind::bwd_kv);
+      CHECK(std::string(r.entry).find("scalearg") == std::string::npos);
+      REQUIRE(r.scalarCount == 2);
+      CHECK(r.scalars[0] == scalarBits(kernels::Scalar::scale, 0.125));
+      CHECK(r.scalars[1] == scalarBits(kernels::Scalar::scaleLog2e, 0.125));
+    }
   }
+  // One f32 step away is another scale.
+  CHECK_FALSE(kernels::isDefaultScale(std::nextafter(0.125f, 1.0f), 64));
+  CHECK_FALSE(kernels::isDefaultScale(0.125, 128));
 }
 
 TEST_CASE("while a stream is captured into a CUDA graph, a call is its launches and nothing else",

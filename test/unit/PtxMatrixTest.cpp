@@ -101,6 +101,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
               spec.dtype = dtype;
               spec.causal = causal;
               spec.arch = arch;
+              spec.scaleArgument = causal; // half the variants each way
               INFO(spec.name());
               auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
               if (!artifacts)
@@ -144,12 +145,17 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
                 if (!hopper)
                   CHECK(ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
               }
-              // The parameters: the signature's f32 scalars (the softmax scale is an argument,
-              // not an immediate), then on sm_90a each tensor map by value, 128 bytes aligned
-              // to 64, whose generic address the TMA copies take (cvta.param).
+              // The parameters: the signature's f32 scalars (read only by the variants for any
+              // scale; the default scale's are immediates), then on sm_90a each tensor map by
+              // value, 128 bytes aligned to 64, whose generic address the TMA copies take
+              // (cvta.param).
               const auto scalars = llvm::count_if(kernels::signature(kind),
                                                   [](const kernels::Param &p) { return p.isScalar; });
               CHECK(occurrences(ptx, ".param .f32 ") == size_t(scalars));
+              if (spec.scaleArgument)
+                CHECK(occurrences(ptx, "ld.param.b32 ") >= size_t(scalars));
+              else
+                CHECK(occurrences(ptx, "ld.param.b32 ") == 0);
               const size_t maps = artifacts->tensorMaps.size(), params = occurrences(ptx, ".param ");
               CHECK(occurrences(ptx, ".param .align 64 .b8 ") == maps);
               for (size_t i = params - maps; i < params; ++i)

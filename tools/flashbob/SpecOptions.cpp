@@ -30,6 +30,10 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
             cl::init("bf16")),
       causal("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(sub),
              cl::cat(specCategory)),
+      scaleArgument("scale-argument",
+                    cl::desc("Read the softmax scale from the kernel's arguments (as for any "
+                             "scale but 1/sqrt(head-dim)) instead of compiling the default in"),
+                    cl::sub(sub), cl::cat(specCategory)),
       arch("arch", cl::desc("Target: sm_80, sm_86, sm_89, sm_90, sm_90a"), cl::sub(sub),
            cl::cat(specCategory), cl::init("sm_90a")) {}
 
@@ -49,6 +53,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.headDim = headDim;
   s.tiles = {blockM, blockN, warps, stages, warpCols, producer};
   s.causal = causal;
+  s.scaleArgument = scaleArgument;
   auto target = compiler::parseArch(arch);
   if (!target)
     return fail("--arch: unknown target '" + arch + "' (sm_80, sm_86, sm_89, sm_90, sm_90a)");

@@ -1,6 +1,7 @@
 // Command-line flags that describe a kernel spec (`compile`). The flags that name a property of
 // the problem too (--head-dim, --dtype, --causal) are spelled as in ProblemOptions. The softmax
-// scale is not one: it is a kernel argument, given at launch (run, bench, tune --scale).
+// scale is not one: the kernel takes the default scale's values as constants, or with
+// --scale-argument reads any scale from its arguments, given at launch (run, bench, tune --scale).
 #pragma once
 
 #include "compiler/KernelSpec.h"
@@ -18,6 +19,7 @@ struct SpecOptions {
   llvm::cl::opt<bool> producer;
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;
+  llvm::cl::opt<bool> scaleArgument;
   llvm::cl::opt<std::string> arch;
 
   // The spec, or an error naming the flag that is wrong.
