@@ -51,8 +51,15 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       auto spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
       exchangeBytes = std::max(exchangeBytes, shared::rowExchangeBytes(func, spec));
     }
+    // On sm_90a the static variables fill the static reserve: the TMA barrier group takes
+    // what the exchange leaves (SharedLayout.h, barrierGroupSlots); without TMA the exchange
+    // takes it all.
+    bool tma = false;
+    module.walk([&](LoadSharedOp load) { tma |= static_cast<bool>(load.getTensorMap()); });
     if (exchangeBytes > 0)
-      declareSharedGlobal(module, lowering::kRowExchangeSymbol, exchangeBytes / 4,
+      declareSharedGlobal(module, lowering::kRowExchangeSymbol,
+                          (hopper && !tma ? shared::staticReserve(true, exchangeBytes)
+                                          : exchangeBytes) / 4,
                           Float32Type::get(ctx), "private", 16);
 
     // Each kernel is converted with its own warp layout (it decides every per-thread layout).

@@ -55,6 +55,16 @@ inline int64_t staticReserve(bool hopper, int64_t exchangeBytes) {
   return llvm::alignTo(kMbarrierBytes + exchangeBytes, kSwizzleAlignment);
 }
 
+// The 8-byte slots of the TMA barrier group on sm_90a: all of the static reserve that the row
+// exchange (`exchangeBytes`, as declared in the module) leaves, not just the barriers in use, so
+// that the static variables fill the reserve exactly. The dynamic tiles after them then start
+// 1024-byte aligned whichever assembler lays out the shared section: ptxas pads it to the
+// extern array's alignment, nvJitLink's link does not (bench/results/2026-12-01-h200-assemblers.md).
+// Kernels with a row exchange but no TMA barriers declare the exchange that large instead.
+inline int64_t barrierGroupSlots(int64_t exchangeBytes) {
+  return (staticReserve(/*hopper=*/true, exchangeBytes) - exchangeBytes) / 8;
+}
+
 // The static reserve of `kernel` (a bob.kernel or the gpu.func it became) with spec `spec`.
 inline int64_t staticReserveOf(mlir::Operation *kernel, SpecAttr spec) {
   return staticReserve(hasHopperFeatures(spec), rowExchangeBytes(kernel, spec));

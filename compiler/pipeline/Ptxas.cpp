@@ -82,6 +82,8 @@ void parsePtxasReport(Cubin &cubin) {
     cubin.spillStoreBytes = std::atoi(m[2].str().c_str());
     cubin.spillLoadBytes = std::atoi(m[3].str().c_str());
   }
+  if (llvm::Regex("([0-9]+) bytes smem").match(cubin.log, &m))
+    cubin.staticSharedBytes = std::atoi(m[1].str().c_str());
 }
 
 llvm::Expected<Cubin> assembleWithPtxas(const std::string &ptx, const std::string &arch) {

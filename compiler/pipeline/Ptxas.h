@@ -13,6 +13,7 @@ struct Cubin {
   std::string log;        // ptxas -v output
   int registers = -1;     // per thread
   int spillStoreBytes = 0, spillLoadBytes = 0, stackBytes = 0;
+  int staticSharedBytes = 0;  // the "bytes smem" of the report (static shared variables; 0 when none)
 };
 
 // Where a CUDA toolkit may be, in order: $CUDA_HOME, $CUDA_PATH, the build's FLASHBOB_CUDA_ROOT
@@ -31,7 +32,7 @@ llvm::Expected<Cubin> assembleWithPtxas(const std::string &ptx, const std::strin
 // run once per process; part of cache keys. Empty when ptxas cannot be run.
 std::string ptxasVersion();
 
-// Fills registers/spills/stack from a `ptxas -v` report.
+// Fills registers/spills/stack/static shared memory from a `ptxas -v` report.
 void parsePtxasReport(Cubin &cubin);
 
 } // namespace flashbob::compiler

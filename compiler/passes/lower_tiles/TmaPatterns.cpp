@@ -295,8 +295,16 @@ LogicalResult prepareTmaBarriers(gpu::GPUFuncOp func, TmaBarriers &tma) {
   builder.setInsertionPointToStart(&func.getBody().front());
   Emitter e(func.getLoc(), builder);
   auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  // The group fills what the row exchange leaves of the static reserve (only `barriers` are
+  // initialized and used).
+  int64_t exchangeBytes = 0;
+  if (auto exchange = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+          func, StringAttr::get(ctx, kRowExchangeSymbol)))
+    exchangeBytes = exchange.getType().getNumElements() * 4;
+  const int64_t slots = shared::barrierGroupSlots(exchangeBytes);
+  assert(slots >= barriers && "the static reserve holds kMaxBarriers barriers");
   tma.group = nvgpu::MBarrierCreateOp::create(
-      e.b, nvgpu::MBarrierGroupType::get(ctx, space, static_cast<unsigned>(barriers)));
+      e.b, nvgpu::MBarrierGroupType::get(ctx, space, static_cast<unsigned>(slots)));
   auto maskType = MemRefType::get({}, e.b.getI32Type());
   tma.phases = memref::AllocaOp::create(e.b, maskType);
   tma.pending = memref::AllocaOp::create(e.b, maskType);

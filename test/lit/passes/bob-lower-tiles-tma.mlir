@@ -5,11 +5,13 @@
 // are waited for at bob.wait_shared, only where one is in flight. No cp.async is left.
 // RUN: flashbob-opt %s -split-input-file --pass-pipeline='builtin.module(bob.kernel(bob-pipeline-loads,bob-allocate-shared,bob-use-tma),bob-lower-kernel,gpu.module(bob-lower-tiles))' | FileCheck %s --implicit-check-not=nvgpu.device_async_copy
 
-// Three barriers: Q's tile and K's two buffers. Per-thread parity and in-flight masks start 0.
+// Three barriers: Q's tile and K's two buffers, in a group of 128 (1024 bytes: the group fills
+// the static reserve, SharedLayout.h barrierGroupSlots). Per-thread parity and in-flight masks
+// start 0.
 // CHECK-LABEL: gpu.func @tma(
 // CHECK-SAME: %[[MQ:[^:]+]]: !llvm.ptr, %[[MK:[^:]+]]: !llvm.ptr)
 // CHECK-SAME: bob.tensor_maps = [#bob.tensor_map<map = {{[0-9]+}}, tensor = 0, rows_of = {{[0-9]+}}, box_rows = 64, box_cols = 64{{.*}}#bob.tensor_map<map = {{[0-9]+}}, tensor = 1
-// CHECK: %[[BARS:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 3>
+// CHECK: %[[BARS:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 128>
 // CHECK: %[[PHASES:.+]] = memref.alloca() : memref<i32>
 // CHECK: %[[PENDING:.+]] = memref.alloca() : memref<i32>
 // CHECK: scf.if
@@ -75,10 +77,9 @@ bob.kernel @tma(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_di
 // -----
 
 // Loads issued together form one batch: K and V (consecutive, only pure ops between them) share
-// barrier 0, armed once with both tiles' bytes (2 x 64 x 64 x 2), and are waited for once. (A
-// group of one barrier prints without its count.)
+// barrier 0, armed once with both tiles' bytes (2 x 64 x 64 x 2), and are waited for once.
 // CHECK-LABEL: gpu.func @batch(
-// CHECK: %[[BARS2:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>>
+// CHECK: %[[BARS2:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 128>
 // CHECK-COUNT-1: nvgpu.mbarrier.init
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %[[BARS2]][%c0{{[_0-9]*}}], %c16384
 // CHECK: nvgpu.tma.async.load {{.*}}, %[[BARS2]][%c0{{[_0-9]*}}]

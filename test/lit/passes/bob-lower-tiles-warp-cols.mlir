@@ -5,8 +5,10 @@
 !T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
 !R = memref<?x?x?xf32>
 
-// Row sums combine the groups through one static buffer: 2 groups x 64 rows of f32.
-// CHECK: memref.global "private" @flashbob_row_exchange : memref<128xf32, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// Row sums combine the groups through one static buffer: 2 groups x 64 rows of f32, here (no
+// TMA barriers) sized to the whole 1024-byte static reserve, so that the dynamic tiles after
+// it start 1024-byte aligned under any assembler (SharedLayout.h, barrierGroupSlots).
+// CHECK: memref.global "private" @flashbob_row_exchange : memref<256xf32, #gpu.address_space<workgroup>> {alignment = 16 : i64}
 
 // CHECK-LABEL: gpu.func @groups(
 // The warp's row warp and column group.

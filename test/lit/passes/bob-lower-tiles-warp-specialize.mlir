@@ -11,11 +11,11 @@
 
 // Two blocks of 256 threads per SM: 128 registers at entry, 24 for the producer, 232 for the
 // consumers. Barriers: Q, K's two buffers (full: one arrival), then their empty partners (one
-// arrival per consumer thread).
+// arrival per consumer thread), in a group that fills the static reserve (128 slots).
 // CHECK-LABEL: gpu.func @producer(
 // CHECK-SAME: bob.consumer_registers = 232 : i32, bob.producer_registers = 24 : i32
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32
-// CHECK: %[[BARS:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 6>
+// CHECK: %[[BARS:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 128>
 // CHECK: %[[PHASES:.+]] = memref.alloca() : memref<i32>
 // CHECK: %[[EMPTYBITS:.+]] = arith.constant 56 : i32
 // CHECK-NEXT: memref.store %[[EMPTYBITS]], %[[PHASES]][]
