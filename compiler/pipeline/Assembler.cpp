@@ -44,10 +44,10 @@ llvm::Expected<AssemblerChoice> choose() {
   if (!forced.empty())
     return support::makeInvalidArgument(
         "FLASHBOB_ASSEMBLER", "FLASHBOB_ASSEMBLER=" + forced + ": must be nvjitlink, ptxas or driver");
-  // The first available of the toolkit's ptxas and the driver's JIT. nvJitLink only when asked
-  // for: libnvJitLink 13.0's cubins of these kernels fail on the H200 with misaligned addresses
-  // (bench/results/2026-12-01-h200-assemblers.md) and it ignores setmaxnreg in warp-specialized
-  // kernels (C7508, assembler_test).
+  // The first available of the toolkit's ptxas and the driver's JIT (as fast as ptxas on the
+  // H200). nvJitLink only when asked for: libnvJitLink 13.0 ignores setmaxnreg in
+  // warp-specialized kernels (C7508, assembler_test), which makes the forward and backward
+  // 8-29% slower (bench/results/2026-12-01-h200-assemblers.md).
   if (auto choice = tryPtxas(/*probe=*/true))
     return choice;
   else
