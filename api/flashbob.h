@@ -42,8 +42,10 @@ typedef struct flashbob_problem {
   int64_t head_dim; /* d: a multiple of 16 up to 256 */
   flashbob_dtype dtype;
   int causal;       /* non-zero: causal mask, bottom-right aligned when M != N */
-  double scale;     /* softmax scale; 0 means 1/sqrt(head_dim). Passed to the kernels at
-                       launch (as f32, with scale * log2(e)): a new scale compiles nothing */
+  double scale;     /* softmax scale; 0 means 1/sqrt(head_dim). The default runs kernels
+                       with its value compiled in; any other is passed to the kernels at launch
+                       (as f32, with scale * log2(e)): after the first, a new scale compiles
+                       nothing */
 } flashbob_problem;
 
 typedef struct flashbob_tensor {

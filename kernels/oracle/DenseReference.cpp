@@ -333,6 +333,12 @@ void HeadTensor::setHead(Index b, Index h, const Matrix& m) {
   std::copy(m.data.begin(), m.data.end(), data.begin() + (b * heads + h) * rows * cols);
 }
 
+void HeadTensor::addHead(Index b, Index h, const Matrix& m) {
+  if (m.rows != rows || m.cols != cols) fail("HeadTensor::addHead: matrix shape does not match the tensor");
+  auto out = data.begin() + (b * heads + h) * rows * cols;
+  for (std::size_t i = 0; i < m.data.size(); ++i) out[static_cast<std::ptrdiff_t>(i)] += m.data[i];
+}
+
 void HeadTensor::setHead(Index b, Index h, const std::vector<double>& v) {
   if (cols != 1 || v.size() != static_cast<std::size_t>(rows))
     fail("HeadTensor::setHead: vector needs cols = 1 and rows elements");
@@ -372,10 +378,23 @@ void validateBatch(const Problem& p, const HeadTensor& Q) {
   if (Q.heads <= 0) fail("Q heads must be positive, got " + std::to_string(Q.heads));
 }
 
+// The key/value heads: K's count, which must divide Q's (grouped-query attention).
+Index keyValueHeads(const HeadTensor& Q, const HeadTensor& K) {
+  if (K.heads <= 0 || Q.heads % K.heads != 0) {
+    std::ostringstream os;
+    os << "K has " << K.heads << " heads, which does not divide Q's " << Q.heads
+       << " (query heads = group x key/value heads)";
+    fail(os.str());
+  }
+  return K.heads;
+}
+
+// fn(b, h, kvHead) for every query head h of every batch b, with the key/value head it reads.
 template <class Fn>
-void forEachHead(const HeadTensor& Q, Fn fn) {
+void forEachHead(const HeadTensor& Q, Index kvHeads, Fn fn) {
+  const Index group = Q.heads / kvHeads;
   for (Index b = 0; b < Q.batch; ++b)
-    for (Index h = 0; h < Q.heads; ++h) fn(b, h);
+    for (Index h = 0; h < Q.heads; ++h) fn(b, h, h / group);
 }
 
 }  // namespace
@@ -386,11 +405,12 @@ BatchedForwardResult forwardBatched(const Problem& p, const HeadTensor& Q, const
                                     const HeadTensor& V) {
   validateBatch(p, Q);
   validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
-  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
-  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
+  const Index kv = keyValueHeads(Q, K);
+  validateHeads(K, "K", Q.batch, kv, p.M, "M", p.d);
+  validateHeads(V, "V", Q.batch, kv, p.M, "M", p.d);
   BatchedForwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
-  forEachHead(Q, [&](Index b, Index h) {
-    ForwardResult f = forward(p, Q.head(b, h), K.head(b, h), V.head(b, h));
+  forEachHead(Q, kv, [&](Index b, Index h, Index g) {
+    ForwardResult f = forward(p, Q.head(b, h), K.head(b, g), V.head(b, g));
     r.O.setHead(b, h, f.O);
     r.L.setHead(b, h, f.L);
   });
@@ -401,16 +421,17 @@ BatchedBackwardResult backwardBatched(const Problem& p, const HeadTensor& Q, con
                                       const HeadTensor& V, const HeadTensor& dO) {
   validateBatch(p, Q);
   validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
-  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
-  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
+  const Index kv = keyValueHeads(Q, K);
+  validateHeads(K, "K", Q.batch, kv, p.M, "M", p.d);
+  validateHeads(V, "V", Q.batch, kv, p.M, "M", p.d);
   validateHeads(dO, "dO", Q.batch, Q.heads, p.N, "N", p.d);
-  BatchedBackwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, Q.heads, p.M, p.d),
-                          HeadTensor(Q.batch, Q.heads, p.M, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
-  forEachHead(Q, [&](Index b, Index h) {
-    BackwardResult g = backward(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h));
+  BatchedBackwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, kv, p.M, p.d),
+                          HeadTensor(Q.batch, kv, p.M, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
+  forEachHead(Q, kv, [&](Index b, Index h, Index kh) {
+    BackwardResult g = backward(p, Q.head(b, h), K.head(b, kh), V.head(b, kh), dO.head(b, h));
     r.dQ.setHead(b, h, g.dQ);
-    r.dK.setHead(b, h, g.dK);
-    r.dV.setHead(b, h, g.dV);
+    r.dK.addHead(b, kh, g.dK); // summed over the group's query heads
+    r.dV.addHead(b, kh, g.dV);
     r.D.setHead(b, h, g.D);
   });
   return r;
@@ -421,21 +442,22 @@ BatchedBobResult bobBatched(const Problem& p, const HeadTensor& Q, const HeadTen
                             const HeadTensor& uK, const HeadTensor& uV) {
   validateBatch(p, Q);
   validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
-  validateHeads(K, "K", Q.batch, Q.heads, p.M, "M", p.d);
-  validateHeads(V, "V", Q.batch, Q.heads, p.M, "M", p.d);
+  const Index kv = keyValueHeads(Q, K);
+  validateHeads(K, "K", Q.batch, kv, p.M, "M", p.d);
+  validateHeads(V, "V", Q.batch, kv, p.M, "M", p.d);
   validateHeads(dO, "dO", Q.batch, Q.heads, p.N, "N", p.d);
   validateHeads(uQ, "uQ", Q.batch, Q.heads, p.N, "N", p.d);
-  validateHeads(uK, "uK", Q.batch, Q.heads, p.M, "M", p.d);
-  validateHeads(uV, "uV", Q.batch, Q.heads, p.M, "M", p.d);
+  validateHeads(uK, "uK", Q.batch, kv, p.M, "M", p.d);
+  validateHeads(uV, "uV", Q.batch, kv, p.M, "M", p.d);
   const Index B = Q.batch, H = Q.heads;
-  BatchedBobResult r{HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.M, p.d), HeadTensor(B, H, p.M, p.d),
+  BatchedBobResult r{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
                      HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)};
-  forEachHead(Q, [&](Index b, Index h) {
-    BobResult g = bob(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h), uQ.head(b, h),
-                      uK.head(b, h), uV.head(b, h));
+  forEachHead(Q, kv, [&](Index b, Index h, Index kh) {
+    BobResult g = bob(p, Q.head(b, h), K.head(b, kh), V.head(b, kh), dO.head(b, h), uQ.head(b, h),
+                      uK.head(b, kh), uV.head(b, kh));
     r.gQ.setHead(b, h, g.gQ);
-    r.gK.setHead(b, h, g.gK);
-    r.gV.setHead(b, h, g.gV);
+    r.gK.addHead(b, kh, g.gK); // summed over the group's query heads
+    r.gV.addHead(b, kh, g.gV);
     r.gdO.setHead(b, h, g.gdO);
     r.c.setHead(b, h, g.c);
     r.b.setHead(b, h, g.b);

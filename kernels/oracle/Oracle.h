@@ -119,6 +119,7 @@ struct HeadTensor {
   Matrix head(Index b, Index h) const;
   void setHead(Index b, Index h, const Matrix& m);
   void setHead(Index b, Index h, const std::vector<double>& v);  // cols must be 1
+  void addHead(Index b, Index h, const Matrix& m);                // head (b, h) += m
 };
 
 struct BatchedForwardResult { HeadTensor O, L; };
@@ -127,7 +128,11 @@ struct BatchedBobResult { HeadTensor gQ, gK, gV, gdO, c, b; };
 
 namespace dense {
 
-// `head` describes every (batch, head) pair; all tensors must share batch and heads.
+// `head` describes every (batch, head) pair; all tensors share the batch. The key side (K, V,
+// uK, uV and the results dK, dV, gK, gV) has K's head count, which must divide Q's: grouped-
+// query attention (MQA with one), where query head h reads key/value head h / (heads / K.heads)
+// and each key-side gradient is the sum over the query heads that read it. The query side
+// (Q, dO, uQ; O, L, dQ, D, gQ, gdO, c, b) has Q's.
 BatchedForwardResult forwardBatched(const Problem& head, const HeadTensor& Q, const HeadTensor& K,
                                     const HeadTensor& V);
 BatchedBackwardResult backwardBatched(const Problem& head, const HeadTensor& Q,

@@ -468,7 +468,11 @@ TEST_CASE("bad arguments throw std::invalid_argument naming the argument", "[ora
 
   // Batched: batch/heads mismatch and per-head shape.
   const HeadTensor Qb(2, 3, p.N, p.d), Kb(2, 3, p.M, p.d), Kbad(2, 2, p.M, p.d), Vshort(2, 3, p.M - 1, p.d);
-  REQUIRE_THROWS_WITH(dense::forwardBatched(p, Qb, Kbad, Kb), Contains("K has batch x heads = 2 x 2, expected 2 x 3"));
+  REQUIRE_THROWS_WITH(dense::forwardBatched(p, Qb, Kbad, Kb), Contains("K has 2 heads, which does not divide Q's 3"));
+  REQUIRE_THROWS_WITH(dense::forwardBatched(p, Qb, HeadTensor(1, 3, p.M, p.d), Kb),
+                      Contains("K has batch x heads = 1 x 3, expected 2 x 3"));
+  REQUIRE_THROWS_WITH(dense::backwardBatched(p, HeadTensor(2, 4, p.N, p.d), Kbad, Kb, HeadTensor(2, 4, p.N, p.d)),
+                      Contains("V has batch x heads = 2 x 3, expected 2 x 2"));
   REQUIRE_THROWS_WITH(dense::forwardBatched(p, Qb, Kb, Vshort), Contains("V has 5 rows per head, expected M = 6"));
   REQUIRE_THROWS_WITH(dense::forwardBatched(p, HeadTensor(0, 3, p.N, p.d), Kb, Kb), Contains("Q batch must be positive"));
 }
@@ -566,6 +570,86 @@ TEST_CASE("batched dense calls equal per-head calls", "[oracle][dense][batched]"
     }
   // Heads really differ (the loop did not reuse one head).
   CHECK(r.gQ.head(0, 0).data != r.gQ.head(1, 2).data);
+}
+
+TEST_CASE("grouped-query attention: shared key/value heads, their gradients summed over the group (finite differences)",
+          "[oracle][dense][batched][gqa][fd]") {
+  const Problem p = makeProblem(4, 5, 3, true);
+  const Index B = 2, H = 4, KV = 2, group = H / KV;
+  std::mt19937_64 rng(900);
+  auto randomTensor = [&](Index heads, Index rows) {
+    HeadTensor t(B, heads, rows, p.d);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (double& x : t.data) x = u(rng);
+    return t;
+  };
+  const HeadTensor Q = randomTensor(H, p.N), K = randomTensor(KV, p.M), V = randomTensor(KV, p.M),
+                   dO = randomTensor(H, p.N), uQ = randomTensor(H, p.N), uK = randomTensor(KV, p.M),
+                   uV = randomTensor(KV, p.M);
+  const BatchedForwardResult f = dense::forwardBatched(p, Q, K, V);
+  const BatchedBackwardResult g = dense::backwardBatched(p, Q, K, V, dO);
+  const BatchedBobResult r = dense::bobBatched(p, Q, K, V, dO, uQ, uK, uV);
+  REQUIRE(g.dK.heads == KV);
+  REQUIRE(r.gV.heads == KV);
+
+  // As K and V repeated to every query head, with the key-side gradients summed over a group.
+  auto repeated = [&](const HeadTensor& t) {
+    HeadTensor out(B, H, t.rows, t.cols);
+    for (Index b = 0; b < B; ++b)
+      for (Index h = 0; h < H; ++h) out.setHead(b, h, t.head(b, h / group));
+    return out;
+  };
+  const BatchedForwardResult fr = dense::forwardBatched(p, Q, repeated(K), repeated(V));
+  const BatchedBackwardResult gr = dense::backwardBatched(p, Q, repeated(K), repeated(V), dO);
+  const BatchedBobResult rr = dense::bobBatched(p, Q, repeated(K), repeated(V), dO, uQ, repeated(uK), repeated(uV));
+  CHECK(f.O.data == fr.O.data);
+  CHECK(g.dQ.data == gr.dQ.data);
+  CHECK(r.gQ.data == rr.gQ.data);
+  CHECK(r.gdO.data == rr.gdO.data);
+  for (Index b = 0; b < B; ++b)
+    for (Index kh = 0; kh < KV; ++kh) {
+      Matrix dK(p.M, p.d), gK(p.M, p.d), gV(p.M, p.d);
+      for (Index j = 0; j < group; ++j) {
+        const Index h = kh * group + j;
+        for (std::size_t k = 0; k < dK.data.size(); ++k) {
+          dK.data[k] += gr.dK.head(b, h).data[k];
+          gK.data[k] += rr.gK.head(b, h).data[k];
+          gV.data[k] += rr.gV.head(b, h).data[k];
+        }
+      }
+      CHECK(g.dK.head(b, kh).data == dK.data);
+      CHECK(r.gK.head(b, kh).data == gK.data);
+      CHECK(r.gV.head(b, kh).data == gV.data);
+    }
+
+  // Finite differences through the shared heads: dK of sum(O o dO) over every query head, and
+  // BoB's gK, gV as derivatives of <uQ, dQ> + <uK, dK> + <uV, dV>.
+  auto fd = [&](HeadTensor x, const std::function<double(const HeadTensor&)>& fn) {
+    HeadTensor out(x.batch, x.heads, x.rows, x.cols);
+    for (std::size_t k = 0; k < x.data.size(); ++k) {
+      const double x0 = x.data[k];
+      out.data[k] = derivative([&](double h) {
+        x.data[k] = x0 + h;
+        const double v = fn(x);
+        x.data[k] = x0;
+        return v;
+      });
+    }
+    return out;
+  };
+  const HeadTensor fdK = fd(K, [&](const HeadTensor& k) { return dot(dense::forwardBatched(p, Q, k, V).O.data, dO.data); });
+  auto pairing = [&](const HeadTensor& k, const HeadTensor& v) {
+    const BatchedBackwardResult x = dense::backwardBatched(p, Q, k, v, dO);
+    return dot(uQ.data, x.dQ.data) + dot(uK.data, x.dK.data) + dot(uV.data, x.dV.data);
+  };
+  const HeadTensor fgK = fd(K, [&](const HeadTensor& k) { return pairing(k, V); });
+  const HeadTensor fgV = fd(V, [&](const HeadTensor& v) { return pairing(K, v); });
+  const double eK = relErr(g.dK.data, fdK.data), egK = relErr(r.gK.data, fgK.data),
+               egV = relErr(r.gV.data, fgV.data);
+  report.note("FD GQA dK, gK, gV (max abs/max)", std::max({eK, egK, egV}));
+  CHECK(eK < 1e-6);
+  CHECK(egK < 1e-6);
+  CHECK(egV < 1e-6);
 }
 
 // The error measure every check reports (tests, `flashbob run --check`, the demo).
