@@ -116,9 +116,11 @@ double firstBackwardPairing(const Problem& p, const Inputs& in, const Matrix& Q,
   return dot(in.uQ, g.dQ) + dot(in.uK, g.dK) + dot(in.uV, g.dV);
 }
 
-// Per-element finite-difference gradient of `f` with respect to every entry of `x`.
-Matrix fdGradient(Matrix x, const std::function<double(const Matrix&)>& f) {
-  Matrix g(x.rows, x.cols);
+// Per-element finite-difference gradient of `f` with respect to every entry of `x` (a Matrix or
+// a HeadTensor: anything with its values in `data`); the result has x's shape.
+template <class T, class F>
+T fdGradient(T x, const F& f) {
+  T g = x;
   for (std::size_t k = 0; k < x.data.size(); ++k) {
     const double x0 = x.data[k];
     g.data[k] = derivative([&](double h) {
@@ -624,26 +626,13 @@ TEST_CASE("grouped-query attention: shared key/value heads, their gradients summ
 
   // Finite differences through the shared heads: dK of sum(O o dO) over every query head, and
   // BoB's gK, gV as derivatives of <uQ, dQ> + <uK, dK> + <uV, dV>.
-  auto fd = [&](HeadTensor x, const std::function<double(const HeadTensor&)>& fn) {
-    HeadTensor out(x.batch, x.heads, x.rows, x.cols);
-    for (std::size_t k = 0; k < x.data.size(); ++k) {
-      const double x0 = x.data[k];
-      out.data[k] = derivative([&](double h) {
-        x.data[k] = x0 + h;
-        const double v = fn(x);
-        x.data[k] = x0;
-        return v;
-      });
-    }
-    return out;
-  };
-  const HeadTensor fdK = fd(K, [&](const HeadTensor& k) { return dot(dense::forwardBatched(p, Q, k, V).O.data, dO.data); });
+  const HeadTensor fdK = fdGradient(K, [&](const HeadTensor& k) { return dot(dense::forwardBatched(p, Q, k, V).O.data, dO.data); });
   auto pairing = [&](const HeadTensor& k, const HeadTensor& v) {
     const BatchedBackwardResult x = dense::backwardBatched(p, Q, k, v, dO);
     return dot(uQ.data, x.dQ.data) + dot(uK.data, x.dK.data) + dot(uV.data, x.dV.data);
   };
-  const HeadTensor fgK = fd(K, [&](const HeadTensor& k) { return pairing(k, V); });
-  const HeadTensor fgV = fd(V, [&](const HeadTensor& v) { return pairing(K, v); });
+  const HeadTensor fgK = fdGradient(K, [&](const HeadTensor& k) { return pairing(k, V); });
+  const HeadTensor fgV = fdGradient(V, [&](const HeadTensor& v) { return pairing(K, v); });
   const double eK = relErr(g.dK.data, fdK.data), egK = relErr(r.gK.data, fgK.data),
                egV = relErr(r.gV.data, fgV.data);
   report.note("FD GQA dK, gK, gV (max abs/max)", std::max({eK, egK, egV}));
