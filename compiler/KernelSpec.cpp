@@ -16,10 +16,10 @@ std::string TileConfig::name() const {
 }
 
 std::string KernelSpec::name() const {
-  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}_{6}", bob::stringifyKernelKind(kind), headDim,
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}_{7}", bob::stringifyKernelKind(kind), headDim,
                        tiles.name(), bob::stringifyElemType(dtype),
-                       scaleArgument ? "_scalearg" : "", causal ? "_causal" : "",
-                       bob::stringifyArch(arch))
+                       scaleArgument ? "_scalearg" : "", grouped ? "_gqa" : "",
+                       causal ? "_causal" : "", bob::stringifyArch(arch))
       .str();
 }
 

@@ -46,9 +46,15 @@ struct KernelSpec {
   // less in bob_q and bob_kv; bench/results/2026-12-01-h200-default-scale.md). Like Triton's
   // specialization of arguments equal to 1: one more variant at most, never one per value.
   bool scaleArgument = false;
+  // Grouped-query attention: the key/value tensors have fewer heads than the queries (a divisor
+  // of them, known at launch). Query-major kernels then read key/value head h / group for query
+  // head h; key-major ones sweep the query blocks of every query head of their key/value head's
+  // group, so dK, dV, gK and gV are summed in the kernel (deterministic, nothing atomic). Unset,
+  // the heads are equal and the kernels compute no head mapping.
+  bool grouped = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg" after the dtype when scaleArgument): the kernel's symbol, the in-memory cache's key and part of the disk
+  // TileConfig::name; "_scalearg" and "_gqa" after the dtype when set): the kernel's symbol, the in-memory cache's key and part of the disk
   // cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;

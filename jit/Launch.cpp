@@ -72,7 +72,7 @@ llvm::Error outOfRange(llvm::StringRef name) {
 
 // The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
 llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name,
-                           int64_t rows) {
+                           int64_t heads, int64_t rows) {
   if (!t.data)
     return invalid(name, name + " is a null pointer");
   if (t.stride[3] != 1)
@@ -87,7 +87,7 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::Str
   if (t.stride[2] < p.headDim)
     return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
-  if (!span(t.data, {p.batch, p.heads, rows, p.headDim},
+  if (!span(t.data, {p.batch, heads, rows, p.headDim},
             {t.stride[0], t.stride[1], t.stride[2], 1}, 2))
     return outOfRange(name);
   return llvm::Error::success();
@@ -112,6 +112,13 @@ llvm::Error validateProblem(const AttentionProblem &p) {
     return invalid("batch", "batch must be positive, got " + llvm::Twine(p.batch));
   if (p.heads <= 0)
     return invalid("heads", "heads must be positive, got " + llvm::Twine(p.heads));
+  if (p.headsKv < 0)
+    return invalid("heads_kv", "heads_kv must be positive (or 0 for heads), got " +
+                                   llvm::Twine(p.headsKv));
+  if (p.heads % p.keyValueHeads() != 0)
+    return invalid("heads_kv", "heads_kv = " + llvm::Twine(p.headsKv) +
+                                   " must divide heads = " + llvm::Twine(p.heads) +
+                                   " (each key/value head serves a group of query heads)");
   if (p.seqQ <= 0)
     return invalid("seq_q", "seq_q (N) must be positive, got " + llvm::Twine(p.seqQ));
   if (p.seqK <= 0)
@@ -179,10 +186,12 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       const kernels::OperandInfo &info = kernels::operandInfo(param.operand);
       if (!bindings.bound(param.operand))
         return invalid(info.name, info.name + " is not given");
-      const int64_t rows = info.side == kernels::Side::query ? p.seqQ : p.seqK;
+      const bool query = info.side == kernels::Side::query;
+      const int64_t rows = query ? p.seqQ : p.seqK;
       llvm::Error e = info.layout == kernels::Layout::rows
                           ? validateRows(p, bindings[param.operand], info.name, rows)
-                          : validateTensor(p, bindings[param.operand], info.name, rows);
+                          : validateTensor(p, bindings[param.operand], info.name,
+                                           query ? p.heads : p.keyValueHeads(), rows);
       if (e)
         return e;
     }
@@ -204,6 +213,7 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.causal = p.causal;
   s.arch = arch;
   s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
+  s.grouped = p.grouped();
   return s;
 }
 
@@ -216,11 +226,12 @@ void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindi
     }
     const kernels::OperandInfo &info = kernels::operandInfo(param.operand);
     const Tensor &t = bindings[param.operand];
-    const int64_t rows = info.side == kernels::Side::query ? p.seqQ : p.seqK;
-    if (info.layout == kernels::Layout::rows)
+    const bool query = info.side == kernels::Side::query;
+    const int64_t rows = query ? p.seqQ : p.seqK;
+    if (info.layout == kernels::Layout::rows) // row vectors are all the queries'
       args.addMemRef(t.data, {p.batch, p.heads, rows}, {p.heads * rows, rows, 1});
     else
-      args.addMemRef(t.data, {p.batch, p.heads, rows, p.headDim},
+      args.addMemRef(t.data, {p.batch, query ? p.heads : p.keyValueHeads(), rows, p.headDim},
                      {t.stride[0], t.stride[1], t.stride[2], 1});
   }
 }
@@ -233,7 +244,8 @@ runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProbl
   // validateProblem bounds both: rows < 2^31 (so x < 2^31 - 1, the grid's x limit) and
   // batch * heads <= 65535; the casts cannot truncate.
   g.x = static_cast<unsigned>((rows + block - 1) / block);
-  g.y = static_cast<unsigned>(p.batch * p.heads);
+  // Key-major kinds: one block row per key/value head (it sums over its group's query heads).
+  g.y = static_cast<unsigned>(p.batch * (keyMajor ? p.keyValueHeads() : p.heads));
   return g;
 }
 

@@ -31,11 +31,21 @@ struct AttentionProblem {
   DType dtype = DType::bf16;
   bool causal = false;          // bottom-right aligned when M != N
   std::optional<double> scale;  // default 1/sqrt(d); passed to the kernels at launch
+  // Key/value heads (K, V, dK, dV, uK, uV, gK, gV): a divisor of `heads`, grouped-query
+  // attention (1: multi-query); 0 means `heads`. Last, so that aggregate initializations of
+  // the fields above stay as they were.
+  int64_t headsKv = 0;
 
   // The softmax scale the kernels get: `scale`, or 1/sqrt(d).
   double effectiveScale() const;
-  // Contiguous strides for a (batch, heads, rows, head_dim) tensor.
+  // The key/value heads: headsKv, or heads.
+  int64_t keyValueHeads() const { return headsKv ? headsKv : heads; }
+  // Whether query heads share key/value heads (the kernels' spec `grouped`).
+  bool grouped() const { return keyValueHeads() != heads; }
+  // Contiguous strides for a (batch, heads, rows, head_dim) tensor (`heads` of them; pass
+  // keyValueHeads() for the key side).
   Tensor contiguous(CUdeviceptr data, int64_t rows) const;
+  Tensor contiguous(CUdeviceptr data, int64_t rows, int64_t tensorHeads) const;
 };
 
 } // namespace flashbob

@@ -3,8 +3,10 @@
 // copies first.
 //
 // For each scf.for whose body (at its top level) has bob.load_shared ops into tiles allocated
-// outside the loop, with every operand but the row defined outside the loop and the row computed
-// from the induction variable inside the body, each tile loaded once and read only in the loop:
+// outside the loop, with every operand but the row and the head defined outside the loop and
+// those two computed from the induction variable inside the body (the head varies in the
+// grouped key-major sweep, which visits several query heads), each tile loaded once and read
+// only in the loop:
 //   - each such tile gets a second buffer; iteration i reads buffer (i - lb) / step % 2;
 //   - before the loop: if it runs at all, the first iteration's loads start (async);
 //   - in the body, where the first load was: bob.wait_shared (this iteration's tiles are there,
@@ -29,6 +31,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 namespace flashbob::bob {
@@ -67,7 +70,8 @@ bool definedOutside(scf::ForOp loop, Value v) {
   return !loop->isAncestor(v.getParentBlock()->getParentOp());
 }
 
-// The loads of one loop that can be double-buffered, with the ops computing each one's row.
+// The loads of one loop that can be double-buffered, with the ops computing each one's row and
+// head.
 struct LoopLoads {
   scf::ForOp loop;
   SmallVector<LoadSharedOp> loads;
@@ -95,12 +99,17 @@ std::optional<LoopLoads> findLoopLoads(scf::ForOp loop) {
         return std::nullopt;
     if (!definedOutside(loop, tile) || !tile.getDefiningOp<AllocSharedOp>() ||
         !definedOutside(loop, load.getSrc()) || !definedOutside(loop, load.getBatch()) ||
-        !definedOutside(loop, load.getHead()) || !definedOutside(loop, load.getBound()))
+        !definedOutside(loop, load.getBound()))
       return std::nullopt;
-    auto slice = rowSlice(loop, load.getRow());
-    if (!slice)
+    auto rows = rowSlice(loop, load.getRow());
+    auto heads = rowSlice(loop, load.getHead());
+    if (!rows || !heads)
       return std::nullopt;
-    found.slices[load] = *slice;
+    llvm::SetVector<Operation *> both(rows->begin(), rows->end());
+    both.insert(heads->begin(), heads->end());
+    SmallVector<Operation *> ordered(both.begin(), both.end());
+    llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    found.slices[load] = ordered;
   }
   return found;
 }
@@ -258,20 +267,27 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
         for (Value operand : op->getOperands())
           if (operand.getParentBlock() != loop.getBody() &&
               failed(recompute(inLoop, hidden, operand, map)))
-            return load.emitOpError("producer: the row is not computed by pure ops");
+            return load.emitOpError("producer: the row or head is not computed by pure ops");
         inLoop.clone(*op, map);
       }
       SmallVector<Value> operands;
-      for (Value v : SmallVector<Value>{load.getSrc(), load.getBatch(), load.getHead(),
-                                        load.getBound()}) {
+      for (Value v : SmallVector<Value>{load.getSrc(), load.getBatch(), load.getBound()}) {
         auto recomputed = recompute(inLoop, hidden, v, map);
         if (failed(recomputed))
           return load.emitOpError("producer: the load's operands are not computed by pure ops");
         operands.push_back(*recomputed);
       }
-      LoadSharedOp::create(inLoop, load.getLoc(), operands[0], operands[1], operands[2],
-                           map.lookupOrDefault(load.getRow()), operands[3], target,
-                           load.getTensorMap(), /*async=*/true);
+      // Row and head: cloned with the slice when computed in the body, else from outside.
+      SmallVector<Value> coordinates;
+      for (Value v : {load.getHead(), load.getRow()}) {
+        auto recomputed = recompute(inLoop, hidden, map.lookupOrDefault(v), map);
+        if (failed(recomputed))
+          return load.emitOpError("producer: the load's operands are not computed by pure ops");
+        coordinates.push_back(*recomputed);
+      }
+      LoadSharedOp::create(inLoop, load.getLoc(), operands[0], operands[1], coordinates[0],
+                           coordinates[1], operands[2], target, load.getTensorMap(),
+                           /*async=*/true);
     }
     for (LoadSharedOp load : plan.loads)
       load.erase();
@@ -286,14 +302,16 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
     Location loc = loop.getLoc();
     llvm::DenseMap<Value, Value> second = addSecondBuffers(loads);
 
-    // Starts the loads of iteration `iv` into `tiles(first)`, rows recomputed from `iv`.
+    // Starts the loads of iteration `iv` into `tiles(first)`, rows and heads recomputed from
+    // `iv`.
     auto issue = [&](OpBuilder &ob, Value iv, function_ref<Value(Value)> tiles) {
       for (LoadSharedOp load : loads) {
         IRMapping map;
         map.map(loop.getInductionVar(), iv);
         for (Operation *op : slices[load])
           ob.clone(*op, map);
-        LoadSharedOp::create(ob, load.getLoc(), load.getSrc(), load.getBatch(), load.getHead(),
+        LoadSharedOp::create(ob, load.getLoc(), load.getSrc(), load.getBatch(),
+                             map.lookupOrDefault(load.getHead()),
                              map.lookupOrDefault(load.getRow()), load.getBound(),
                              tiles(load.getDst()), load.getTensorMap(), /*async=*/true);
       }

@@ -54,13 +54,22 @@ void KernelBuilder::beginKernel() {
           b, b.getF32FloatAttr(scalarValue(p.scalar, defaultScale(spec.headDim))));
   }
 
-  Value q = arg(Operand::q);
+  Value q = arg(Operand::q), k = arg(Operand::k);
   n = dim(q, 2);
-  m = dim(arg(Operand::k), 2);
-  Value heads = dim(q, 1);
+  m = dim(k, 2);
+  Value queryHeads = dim(q, 1);
+  Value ownHeads = queryHeads;
+  if (spec.grouped) {
+    Value keyHeads = dim(k, 1);
+    group = arith::DivUIOp::create(b, queryHeads, keyHeads);
+    if (keyMajor())
+      ownHeads = keyHeads;
+  }
   Value y = gpu::BlockIdOp::create(b, gpu::Dimension::y);
-  batch = arith::DivUIOp::create(b, y, heads);
-  head = arith::RemUIOp::create(b, y, heads);
+  batch = arith::DivUIOp::create(b, y, ownHeads);
+  ownHead = arith::RemUIOp::create(b, y, ownHeads);
+  if (!keyMajor())
+    sweptHead = spec.grouped ? Value(arith::DivUIOp::create(b, ownHead, group)) : ownHead;
   ownStart = blockStart(ownRows());
 }
 
@@ -88,6 +97,13 @@ Value KernelBuilder::blockStart(int64_t rowsPerBlock) {
   return arith::MulIOp::create(b, block, index(rowsPerBlock));
 }
 
+Value KernelBuilder::headOf(Operand operand) const {
+  if ((operandInfo(operand).side == Side::key) == keyMajor())
+    return ownHead;
+  assert(sweptHead && "the swept side's head is known only inside the sweep (key-major kinds)");
+  return sweptHead;
+}
+
 std::pair<Value, Value> KernelBuilder::ownRange(Operand operand) {
   assert((operandInfo(operand).side == Side::key) == keyMajor() && "not this block's own side");
   return {ownStart, keyMajor() ? m : n};
@@ -104,7 +120,7 @@ void KernelBuilder::stage(std::initializer_list<Operand> own,
   swept_.assign(swept.begin(), swept.end());
   for (Operand o : own) {
     auto [start, bound] = ownRange(o);
-    bob::LoadSharedOp::create(b, arg(o), batch, head, start, bound, shared(o),
+    bob::LoadSharedOp::create(b, arg(o), batch, ownHead, start, bound, shared(o),
                               /*tensor_map=*/Value(), /*async=*/false);
   }
 }
@@ -117,57 +133,76 @@ Value KernelBuilder::shared(Operand operand) const {
 
 llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body) {
   // Query-major: key blocks [0, keyBlocksToVisit); key-major: query blocks
-  // [firstQueryBlock, ceil(N / block_m)).
-  Value first, blocks;
+  // [firstQueryBlock, ceil(N / block_m)). Key-major with spec.grouped: the same blocks of each
+  // of the group's query heads, in one loop over steps [0, group * blocks): step t visits block
+  // first + t % blocks of query head ownHead * group + t / blocks.
+  const bool groupSweep = keyMajor() && spec.grouped;
+  Value lower, upper, first, blocks, firstHead;
   if (keyMajor()) {
-    blocks = arith::CeilDivUIOp::create(b, n, index(sweptRows()));
-    first = firstQueryBlock(*this, ownStart, n, m);
+    upper = arith::CeilDivUIOp::create(b, n, index(sweptRows()));
+    lower = first = firstQueryBlock(*this, ownStart, n, m);
+    if (groupSweep) {
+      blocks = arith::SubIOp::create(b, upper, first);
+      lower = index(0);
+      upper = arith::MulIOp::create(b, blocks, group);
+      firstHead = arith::MulIOp::create(b, ownHead, group);
+    }
   } else {
-    blocks = keyBlocksToVisit(*this, ownStart, n, m);
-    first = index(0);
+    upper = keyBlocksToVisit(*this, ownStart, n, m);
+    lower = index(0);
   }
   Value step = index(1);
   auto loop = scf::ForOp::create(
-      b, first, blocks, step, initial,
+      b, lower, upper, step, initial,
       [&](OpBuilder &nested, Location, Value blockIndex, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        if (groupSweep) {
+          sweptHead = arith::AddIOp::create(b, firstHead,
+                                            arith::DivUIOp::create(b, blockIndex, blocks));
+          blockIndex = arith::AddIOp::create(b, first,
+                                             arith::RemUIOp::create(b, blockIndex, blocks));
+        } else if (keyMajor()) {
+          sweptHead = ownHead;
+        }
         Value start = arith::MulIOp::create(b, blockIndex, index(sweptRows()));
         Value bound = keyMajor() ? n : m;
         for (Operand o : swept_)
-          bob::LoadSharedOp::create(b, arg(o), batch, head, start, bound, shared(o),
+          bob::LoadSharedOp::create(b, arg(o), batch, headOf(o), start, bound, shared(o),
                                     /*tensor_map=*/Value(), /*async=*/false);
         scf::YieldOp::create(b, body(start, carried));
       });
+  if (keyMajor())
+    sweptHead = Value();
   return llvm::SmallVector<Value>(loop.getResults());
 }
 
 Tile KernelBuilder::loadOwn(Operand operand) {
   auto [start, bound] = ownRange(operand);
   return {*this, bob::LoadTileOp::create(b, rtile(ownRows(), spec.headDim), arg(operand), batch,
-                                         head, start, bound)};
+                                         ownHead, start, bound)};
 }
 
 Tile KernelBuilder::loadOwnRows(Operand operand) {
   auto [start, bound] = ownRange(operand);
-  return {*this, bob::LoadVecOp::create(b, rowvec(ownRows()), arg(operand), batch, head, start,
+  return {*this, bob::LoadVecOp::create(b, rowvec(ownRows()), arg(operand), batch, ownHead, start,
                                         bound, b.getF32FloatAttr(0))};
 }
 
 Tile KernelBuilder::loadSweptRows(Operand operand, Value start) {
   assert(keyMajor() && operandInfo(operand).side == Side::query);
-  return {*this, bob::LoadVecOp::create(b, colvec(sweptRows()), arg(operand), batch, head, start,
+  return {*this, bob::LoadVecOp::create(b, colvec(sweptRows()), arg(operand), batch, headOf(operand), start,
                                         n, b.getF32FloatAttr(0))};
 }
 
 void KernelBuilder::storeOwn(Value tile, Operand operand) {
   auto [start, bound] = ownRange(operand);
-  bob::StoreTileOp::create(b, tile, arg(operand), batch, head, start, bound);
+  bob::StoreTileOp::create(b, tile, arg(operand), batch, ownHead, start, bound);
 }
 
 void KernelBuilder::storeOwnRows(Value rows, Operand operand) {
   auto [start, bound] = ownRange(operand);
-  bob::StoreVecOp::create(b, rows, arg(operand), batch, head, start, bound);
+  bob::StoreVecOp::create(b, rows, arg(operand), batch, ownHead, start, bound);
 }
 
 bob::SharedTileType KernelBuilder::smem(int64_t rows, int64_t cols) {

@@ -36,9 +36,15 @@ public:
   mlir::Value arg(Scalar scalar) const;
 
   // The block's coordinates, after beginKernel: the sequence lengths N (queries) and M (keys),
-  // (batch, head) from blockIdx.y = batch * heads + head, and the first of the rows this block
-  // owns (queries for query-major kinds, keys for key-major ones).
-  mlir::Value n, m, batch, head, ownStart;
+  // (batch, ownHead) from blockIdx.y = batch * heads + ownHead, where heads are those of the
+  // block's own side (query heads for query-major kinds, key/value heads for key-major ones),
+  // and the first of the rows this block owns. With spec.grouped, group = query heads /
+  // key/value heads, and query head h reads key/value head h / group.
+  mlir::Value n, m, batch, ownHead, ownStart, group;
+  // The head of the swept side's tensors: the key/value head ownHead / group for query-major
+  // kinds (ownHead without grouping); for key-major ones, set inside `sweep` to the query head
+  // of the step.
+  mlir::Value sweptHead;
   bool keyMajor() const { return bob::isKeyMajor(spec.kind); }
   int64_t ownRows() const { return keyMajor() ? spec.tiles.blockN : spec.tiles.blockM; }
   int64_t sweptRows() const { return keyMajor() ? spec.tiles.blockM : spec.tiles.blockN; }
@@ -53,7 +59,9 @@ public:
   mlir::Value shared(Operand operand) const;
 
   // The loop over the blocks of the other sequence that this block's rows meet: query-major
-  // kinds sweep key blocks up to the causal diagonal, key-major kinds query blocks from it.
+  // kinds sweep key blocks up to the causal diagonal, key-major kinds query blocks from it
+  // (with spec.grouped: those of each query head of the group in turn, in one loop, so that
+  // the accumulators sum over the group).
   // Each step loads the swept tiles of its block, then `body(start, carried)` (start: the
   // block's first row) returns the values carried to the next step; returns those of the last.
   using SweepBody =
@@ -88,6 +96,8 @@ private:
   mlir::Value blockStart(int64_t rowsPerBlock);
   // Start and bound (sequence length) of the rows of `operand` this block owns.
   std::pair<mlir::Value, mlir::Value> ownRange(Operand operand);
+  // The head index of `operand`'s tensor: ownHead for the block's own side, else sweptHead.
+  mlir::Value headOf(Operand operand) const;
 
   std::array<mlir::Value, kOperandCount> args_{};
   std::array<mlir::Value, kScalarCount> scalars_{};
