@@ -92,6 +92,7 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
   flashbob::AttentionProblem out;
   out.batch = p->batch;
   out.heads = p->heads;
+  out.headsKv = p->heads_kv;
   out.seqQ = p->seq_q;
   out.seqK = p->seq_k;
   out.headDim = p->head_dim;

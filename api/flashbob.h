@@ -46,6 +46,10 @@ typedef struct flashbob_problem {
                        with its value compiled in; any other is passed to the kernels at launch
                        (as f32, with scale * log2(e)): after the first, a new scale compiles
                        nothing */
+  int64_t heads_kv; /* key/value heads (K, V and their gradients and cotangents): a divisor of
+                       heads, grouped-query attention (1: multi-query); 0 means heads. Query head
+                       h reads key/value head h / (heads / heads_kv); dK, dV, gK and gV are summed
+                       over each group inside the kernels (deterministic) */
 } flashbob_problem;
 
 typedef struct flashbob_tensor {

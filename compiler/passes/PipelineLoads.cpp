@@ -42,7 +42,10 @@ namespace {
 using namespace mlir;
 
 // Ops of the body that `value` is computed from (in body order), if it depends only on the
-// induction variable, values from outside the loop and pure ops of the body's top level.
+// induction variable, values from outside the loop and side-effect-free ops of the body's top
+// level. Not necessarily speculatable: the grouped sweep divides by the blocks per head. The
+// clones run only for iterations that run (the prologue if the loop runs, the prefetch if there
+// is a next iteration, the producer for each), where the originals would run too.
 std::optional<SmallVector<Operation *>> rowSlice(scf::ForOp loop, Value value) {
   Block *body = loop.getBody();
   SetVector<Operation *> slice;
@@ -54,7 +57,7 @@ std::optional<SmallVector<Operation *>> rowSlice(scf::ForOp loop, Value value) {
       return std::nullopt;
   }
   for (Operation *op : slice) {
-    if (!isPure(op) || op->getNumRegions() != 0)
+    if (!isMemoryEffectFree(op) || op->getNumRegions() != 0)
       return std::nullopt;
     for (Value operand : op->getOperands())
       if (operand.getParentBlock() == body && operand != loop.getInductionVar() &&
@@ -173,7 +176,7 @@ FailureOr<Value> recompute(OpBuilder &b, Region &hidden, Value value, IRMapping 
   if (!hidden.isAncestor(value.getParentRegion()))
     return value;
   Operation *def = value.getDefiningOp();
-  if (!def || !isPure(def) || def->getNumRegions() != 0)
+  if (!def || !isMemoryEffectFree(def) || def->getNumRegions() != 0)
     return failure();
   for (Value operand : def->getOperands())
     if (failed(recompute(b, hidden, operand, map)))

@@ -36,6 +36,7 @@ class Problem(ctypes.Structure):
         ("dtype", ctypes.c_int),
         ("causal", ctypes.c_int),
         ("scale", ctypes.c_double),
+        ("heads_kv", ctypes.c_int64),
     ]
 
 

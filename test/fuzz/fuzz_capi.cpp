@@ -158,6 +158,7 @@ Call decode(FuzzedDataProvider &in) {
   std::memcpy(&p.dtype, &dtype, sizeof dtype);
   p.causal = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? in.ConsumeIntegral<int>() : 0;
   p.scale = pickScale(in);
+  p.heads_kv = pickInt(in, 0); // 0: as many as heads
   if (c.op == 4) {
     // Only the enumerators: a C++ caller passing another value in an enum-typed argument is
     // itself undefined behaviour (UBSan flags the harness, not the library). A C caller may pass
@@ -227,6 +228,8 @@ std::string undocumentedPass(const Call &c) {
     return "head_dim " + std::to_string(p.head_dim);
   if (p.scale < 0)
     return "a negative scale";
+  if (p.heads_kv < 0 || (p.heads_kv > 0 && p.heads % p.heads_kv != 0))
+    return "heads_kv " + std::to_string(p.heads_kv) + " with heads " + std::to_string(p.heads);
   if (c.op == 4) {
     int op;
     std::memcpy(&op, &c.precompileOp, sizeof op);

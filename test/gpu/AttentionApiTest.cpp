@@ -22,6 +22,9 @@ struct Case {
   // a (batch, seq, heads, d) tensor: strides (seq * heads * d, d, heads * d, 1), heads closer
   // than rows (not ordered by size, which TMA's tensor maps must accept).
   bool seqMajor = false;
+  // Key/value heads (grouped-query attention; 0: heads). K, V, uK, uV and dK, dV, gK, gV have
+  // this many; query head h reads key/value head h / (heads / headsKv).
+  int64_t headsKv = 0;
 };
 
 struct HostTensor {
@@ -32,44 +35,54 @@ struct HostTensor {
 void runCase(const Case &c) {
   AttentionProblem p{c.batch, c.heads, c.n, c.m, c.d, c.bf16 ? DType::bf16 : DType::fp16,
                      c.causal};
+  p.headsKv = c.headsKv;
+  const int64_t kvHeads = p.keyValueHeads(), group = c.heads / kvHeads;
   const int64_t bh = c.batch * c.heads;
 
   std::mt19937_64 rng(7 + c.n * 31 + c.m * 17 + c.d + 3 * c.causal + 5 * c.bf16);
   std::normal_distribution<double> normal(0.0, 1.0);
-  auto make = [&](int64_t rows) {
+  // The rows and heads of the query side's tensors and of the key side's.
+  struct Side {
+    int64_t rows, heads;
+    bool query;
+  };
+  const Side qs{c.n, c.heads, true}, ks{c.m, kvHeads, false};
+  auto make = [&](Side side) {
     HostTensor t;
-    t.values.resize(static_cast<size_t>(bh * rows * c.d));
+    t.values.resize(static_cast<size_t>(c.batch * side.heads * side.rows * c.d));
     for (double &x : t.values)
       x = normal(rng);
     t.bits = test::toHalf(t.values, c.bf16);
     return t;
   };
-  HostTensor q = make(c.n), k = make(c.m), v = make(c.m), dO = make(c.n), uQ = make(c.n),
-             uK = make(c.m), uV = make(c.m);
+  HostTensor q = make(qs), k = make(ks), v = make(ks), dO = make(qs), uQ = make(qs),
+             uK = make(ks), uV = make(ks);
 
   // Element (b, h, row, col) of a (batch, heads, rows, d) tensor: its place in memory.
-  auto place = [&](int64_t b, int64_t h, int64_t row, int64_t col, int64_t rows) {
+  auto place = [&](int64_t b, int64_t h, int64_t row, int64_t col, Side side) {
+    const int64_t rows = side.rows, heads = side.heads;
     if (c.seqMajor)
-      return ((b * rows + row) * c.heads + h) * c.d + col;
-    return ((b * c.heads + h) * rows + row) * c.d + col;
+      return ((b * rows + row) * heads + h) * c.d + col;
+    return ((b * heads + h) * rows + row) * c.d + col;
   };
-  auto forEachElement = [&](int64_t rows, auto body) {
+  auto forEachElement = [&](Side side, auto body) {
+    const int64_t rows = side.rows, heads = side.heads;
     for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t h = 0; h < heads; ++h)
         for (int64_t row = 0; row < rows; ++row)
           for (int64_t col = 0; col < c.d; ++col)
-            body(((b * c.heads + h) * rows + row) * c.d + col, place(b, h, row, col, rows));
+            body(((b * heads + h) * rows + row) * c.d + col, place(b, h, row, col, side));
   };
-  auto upload = [&](const HostTensor &t) {
-    const int64_t rows = static_cast<int64_t>(t.bits.size()) / (bh * c.d);
+  auto upload = [&](const HostTensor &t, Side side) {
     std::vector<uint16_t> memory(t.bits.size());
-    forEachElement(rows, [&](int64_t logical, int64_t at) { memory[at] = t.bits[logical]; });
+    forEachElement(side, [&](int64_t logical, int64_t at) { memory[at] = t.bits[logical]; });
     auto buf = std::make_unique<DeviceBuffer>(t.bits.size() * 2);
     buf->upload(memory.data());
     return buf;
   };
-  auto output = [&](int64_t rows) {
-    auto buf = std::make_unique<DeviceBuffer>(static_cast<size_t>(bh * rows * c.d) * 2);
+  auto output = [&](Side side) {
+    auto buf = std::make_unique<DeviceBuffer>(
+        static_cast<size_t>(c.batch * side.heads * side.rows * c.d) * 2);
     buf->poison();
     return buf;
   };
@@ -78,39 +91,40 @@ void runCase(const Case &c) {
     buf->poison();
     return buf;
   };
-  auto dq = upload(q), dk = upload(k), dv = upload(v), ddO = upload(dO), duQ = upload(uQ),
-       duK = upload(uK), duV = upload(uV);
-  auto dOut = output(c.n), dLse = rowsBuf(), dD = rowsBuf(), dC = rowsBuf(), dB = rowsBuf();
-  auto dQg = output(c.n), dKg = output(c.m), dVg = output(c.m);
-  auto gQ = output(c.n), gK = output(c.m), gV = output(c.m), gdO = output(c.n);
-  auto tO = output(c.n);
+  auto dq = upload(q, qs), dk = upload(k, ks), dv = upload(v, ks), ddO = upload(dO, qs),
+       duQ = upload(uQ, qs), duK = upload(uK, ks), duV = upload(uV, ks);
+  auto dOut = output(qs), dLse = rowsBuf(), dD = rowsBuf(), dC = rowsBuf(), dB = rowsBuf();
+  auto dQg = output(qs), dKg = output(ks), dVg = output(ks);
+  auto gQ = output(qs), gK = output(ks), gV = output(ks), gdO = output(qs);
+  auto tO = output(qs);
 
-  auto T = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t rows) {
-    Tensor t = p.contiguous(b->get(), rows);
+  auto T = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
+    Tensor t = p.contiguous(b->get(), side.rows, side.heads);
     if (c.seqMajor) {
-      t.stride[0] = rows * c.heads * c.d;
+      t.stride[0] = side.rows * side.heads * c.d;
       t.stride[1] = c.d;
-      t.stride[2] = c.heads * c.d;
+      t.stride[2] = side.heads * c.d;
     }
     return t;
   };
-  GPU_CHECK(attentionForward(p, T(dq, c.n), T(dk, c.m), T(dv, c.m), T(dOut, c.n), {dLse->get()}));
-  GPU_CHECK(attentionBackward(p, T(dq, c.n), T(dk, c.m), T(dv, c.m), T(dOut, c.n), T(ddO, c.n),
-                              {dLse->get()}, T(dQg, c.n), T(dKg, c.m), T(dVg, c.m), {dD->get()}));
-  BobInputs in{T(dq, c.n), T(dk, c.m), T(dv, c.m), T(dOut, c.n), T(ddO, c.n), {dLse->get()},
-               T(duQ, c.n), T(duK, c.m), T(duV, c.m)};
-  BobOutputs out{T(gQ, c.n), T(gK, c.m), T(gV, c.m), T(gdO, c.n), {dD->get()}, {dC->get()},
+  GPU_CHECK(attentionForward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), {dLse->get()}));
+  GPU_CHECK(attentionBackward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs),
+                              {dLse->get()}, T(dQg, qs), T(dKg, ks), T(dVg, ks), {dD->get()}));
+  BobInputs in{T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs), {dLse->get()},
+               T(duQ, qs), T(duK, ks), T(duV, ks)};
+  BobOutputs out{T(gQ, qs), T(gK, ks), T(gV, ks), T(gdO, qs), {dD->get()}, {dC->get()},
                  {dB->get()}};
   GPU_CHECK(attentionBob(p, in, out));
   // The forward's JVP along tangents (uQ, uK, uV).
-  GPU_CHECK(attentionForwardJvp(p, T(dq, c.n), T(dk, c.m), T(dv, c.m), T(dOut, c.n),
-                                {dLse->get()}, T(duQ, c.n), T(duK, c.m), T(duV, c.m), T(tO, c.n)));
+  GPU_CHECK(attentionForwardJvp(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs),
+                                {dLse->get()}, T(duQ, qs), T(duK, ks), T(duV, ks), T(tO, qs)));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
-  auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, int64_t rows) {
-    std::vector<uint16_t> memory(static_cast<size_t>(bh * rows * c.d)), bits(memory.size());
+  auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
+    std::vector<uint16_t> memory(static_cast<size_t>(c.batch * side.heads * side.rows * c.d)),
+        bits(memory.size());
     b->download(memory.data());
-    forEachElement(rows, [&](int64_t logical, int64_t at) { bits[logical] = memory[at]; });
+    forEachElement(side, [&](int64_t logical, int64_t at) { bits[logical] = memory[at]; });
     return test::fromHalf(bits, c.bf16);
   };
   auto fetchRows = [&](const std::unique_ptr<DeviceBuffer> &b) {
@@ -118,53 +132,64 @@ void runCase(const Case &c) {
     b->download(f.data());
     return std::vector<double>(f.begin(), f.end());
   };
-  std::vector<double> gotO = fetch(dOut, c.n), gotL = fetchRows(dLse), gotDQ = fetch(dQg, c.n),
-                      gotDK = fetch(dKg, c.m), gotDV = fetch(dVg, c.m), gotGQ = fetch(gQ, c.n),
-                      gotGK = fetch(gK, c.m), gotGV = fetch(gV, c.m), gotGdO = fetch(gdO, c.n),
-                      gotC = fetchRows(dC), gotB = fetchRows(dB), gotTO = fetch(tO, c.n);
+  std::vector<double> gotO = fetch(dOut, qs), gotL = fetchRows(dLse), gotDQ = fetch(dQg, qs),
+                      gotDK = fetch(dKg, ks), gotDV = fetch(dVg, ks), gotGQ = fetch(gQ, qs),
+                      gotGK = fetch(gK, ks), gotGV = fetch(gV, ks), gotGdO = fetch(gdO, qs),
+                      gotC = fetchRows(dC), gotB = fetchRows(dB), gotTO = fetch(tO, qs);
 
   // Determinism: a second BoB must be bit-identical.
   GPU_CHECK(attentionBob(p, in, out));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
-  CHECK(fetch(gQ, c.n) == gotGQ);
-  CHECK(fetch(gK, c.m) == gotGK);
+  CHECK(fetch(gQ, qs) == gotGQ);
+  CHECK(fetch(gK, ks) == gotGK);
+  CHECK(fetch(gV, ks) == gotGV);
 
+  // The oracle per query head (b, h), with key/value head h / group; the key side's gradients
+  // summed over each group (in query-head order, as the kernels visit them).
   oracle::Problem op = oracle::makeProblem(c.n, c.m, c.d, c.causal);
-  std::vector<double> refO, refL, refDQ, refDK, refDV, refGQ, refGK, refGV, refGdO, refC, refB,
-      refTO;
+  const size_t keySide = static_cast<size_t>(c.batch * kvHeads * c.m * c.d);
+  std::vector<double> refO, refL, refDQ, refDK(keySide), refDV(keySide), refGQ, refGK(keySide),
+      refGV(keySide), refGdO, refC, refB, refTO;
   auto append = [](std::vector<double> &all, const std::vector<double> &part) {
     all.insert(all.end(), part.begin(), part.end());
   };
-  for (int64_t h = 0; h < bh; ++h) {
-    auto slice = [&](const std::vector<double> &all, int64_t rows) {
-      oracle::Matrix mat(rows, c.d);
-      std::copy_n(all.begin() + h * rows * c.d, rows * c.d, mat.data.begin());
+  for (int64_t bhIndex = 0; bhIndex < bh; ++bhIndex) {
+    const int64_t kvIndex = (bhIndex / c.heads) * kvHeads + (bhIndex % c.heads) / group;
+    auto slice = [&](const std::vector<double> &all, Side side) {
+      const int64_t at = side.query ? bhIndex : kvIndex;
+      oracle::Matrix mat(side.rows, c.d);
+      std::copy_n(all.begin() + at * side.rows * c.d, side.rows * c.d, mat.data.begin());
       return mat;
     };
-    oracle::Matrix Q = slice(q.values, c.n), K = slice(k.values, c.m), V = slice(v.values, c.m),
-                   DO = slice(dO.values, c.n);
+    auto addKeySide = [&](std::vector<double> &all, const oracle::Matrix &part) {
+      for (size_t i = 0; i < part.data.size(); ++i)
+        all[kvIndex * c.m * c.d + i] += part.data[i];
+    };
+    oracle::Matrix Q = slice(q.values, qs), K = slice(k.values, ks), V = slice(v.values, ks),
+                   DO = slice(dO.values, qs);
     oracle::ForwardResult f = oracle::dense::forward(op, Q, K, V);
     oracle::BackwardResult bw = oracle::dense::backward(op, Q, K, V, DO);
-    oracle::BobResult bb = oracle::dense::bob(op, Q, K, V, DO, slice(uQ.values, c.n),
-                                              slice(uK.values, c.m), slice(uV.values, c.m));
+    oracle::BobResult bb = oracle::dense::bob(op, Q, K, V, DO, slice(uQ.values, qs),
+                                              slice(uK.values, ks), slice(uV.values, ks));
     append(refO, f.O.data);
     append(refL, f.L);
     append(refDQ, bw.dQ.data);
-    append(refDK, bw.dK.data);
-    append(refDV, bw.dV.data);
+    addKeySide(refDK, bw.dK);
+    addKeySide(refDV, bw.dV);
     append(refGQ, bb.gQ.data);
-    append(refGK, bb.gK.data);
-    append(refGV, bb.gV.data);
+    addKeySide(refGK, bb.gK);
+    addKeySide(refGV, bb.gV);
     append(refGdO, bb.gdO.data);
     append(refC, bb.c);
     append(refB, bb.b);
-    append(refTO, oracle::dense::forwardJvp(op, Q, K, V, slice(uQ.values, c.n),
-                                            slice(uK.values, c.m), slice(uV.values, c.m))
+    append(refTO, oracle::dense::forwardJvp(op, Q, K, V, slice(uQ.values, qs),
+                                            slice(uK.values, ks), slice(uV.values, ks))
                       .data);
   }
   const double tol = c.bf16 ? 5e-3 : 1e-3;
-  std::printf("%s d=%ld N=%ld M=%ld %s%s:", c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n,
-              (long)c.m, c.causal ? "causal" : "full", c.seqMajor ? " (b,s,h,d) layout" : "");
+  std::printf("%s d=%ld N=%ld M=%ld %s%s heads %ld:%ld:", c.bf16 ? "bf16" : "fp16", (long)c.d,
+              (long)c.n, (long)c.m, c.causal ? "causal" : "full",
+              c.seqMajor ? " (b,s,h,d) layout" : "", (long)c.heads, (long)kvHeads);
   const std::tuple<const char *, std::vector<double> *, std::vector<double> *> outputs[] = {
       {"O", &gotO, &refO},     {"L", &gotL, &refL},       {"dQ", &gotDQ, &refDQ},
       {"dK", &gotDK, &refDK},  {"dV", &gotDV, &refDV},    {"gQ", &gotGQ, &refGQ},
@@ -207,6 +232,24 @@ TEST_CASE("tensors in (batch, seq, heads, d) layout", "[gpu][api]") {
       c.seqMajor = true;
       runCase(c);
     }
+}
+
+TEST_CASE("grouped-query and multi-query attention: K and V shared by groups of query heads",
+          "[gpu][api]") {
+  // dK, dV, gK, gV sum over each group inside the key-major kernels; BoB run twice is
+  // bit-identical (checked in runCase). Groups of 3 (GQA) and of every head (MQA), causal and
+  // not, N != M and lengths that are no multiple of a block, both dtypes, both layouts.
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (bool bf16 : {true, false})
+        for (int64_t headsKv : {2, 1})
+          DYNAMIC_SECTION("d" << d << (causal ? " causal" : "") << (bf16 ? " bf16" : " fp16")
+                              << " heads 6:" << headsKv) {
+            Case c{2, 6, causal ? 200 : 300, causal ? 333 : 200, d, causal, bf16};
+            c.headsKv = headsKv;
+            c.seqMajor = !bf16;
+            runCase(c);
+          }
 }
 
 TEST_CASE("a second context gets its own modules", "[gpu][api]") {

@@ -45,6 +45,17 @@ TEST_CASE("API validation names the bad argument", "[api]") {
   bad.scale = -1.0;
   CHECK_THAT(forwardError(bad, q, k, k, q, lse), Catch::Contains("scale"));
 
+  // Grouped-query attention: key/value heads must divide the query heads.
+  bad = p;
+  bad.headsKv = -1;
+  CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, q, lse)) == "heads_kv");
+  bad.heads = 6;
+  bad.headsKv = 4;
+  CHECK_THAT(forwardError(bad, bad.contiguous(base, bad.seqQ), k, k, bad.contiguous(base, bad.seqQ),
+                          lse),
+             Catch::Contains("heads_kv = 4 must divide heads = 6"));
+  CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, q, lse)) == "heads_kv");
+
   Tensor nullK = k;
   nullK.data = 0;
   CHECK_THAT(forwardError(p, q, nullK, k, q, lse), Catch::Contains("k is a null pointer"));

@@ -83,7 +83,8 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
   const int64_t rows = keyMajor ? p.seqK : p.seqQ;
   const int64_t block = keyMajor ? spec.tiles.blockN : spec.tiles.blockM;
   CHECK(r.grid[0] == unsigned((rows + block - 1) / block));
-  CHECK(r.grid[1] == unsigned(p.batch * p.heads));
+  // Key-major kinds: one block row per key/value head, summing over its group of query heads.
+  CHECK(r.grid[1] == unsigned(p.batch * (keyMajor ? p.keyValueHeads() : p.heads)));
   CHECK(r.grid[2] == 1u);
   CHECK(r.grid[0] == jit::gridFor(spec, p).x);
   CHECK(r.block[0] == unsigned(32 * spec.tiles.warps + (spec.tiles.producer ? 128 : 0)));
@@ -172,6 +173,59 @@ TEST_CASE("fwd, bwd and BoB launch their kernels with the spec's grid, block and
   REQUIRE(bob.size() == 2);
   checkLaunch(bob[0], p, Kind::bob_q);
   checkLaunch(bob[1], p, Kind::bob_kv);
+}
+
+TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value heads",
+          "[fake]") {
+  useFakeDriver();
+  for (int64_t headsKv : {2, 1}) { // groups of 3 query heads; multi-query
+    AttentionProblem p = problem();
+    p.heads = 6;
+    p.headsKv = headsKv;
+    INFO("heads_kv " << headsKv);
+    auto qSide = [&](int i) { return p.contiguous(address(i), p.seqQ); };
+    auto kSide = [&](int i) { return p.contiguous(address(i), p.seqK, headsKv); };
+    Tensor q = qSide(0), k = kSide(1), v = kSide(2), o = qSide(3), dO = qSide(4);
+    RowVector lse{address(8)}, d{address(9)}, c{address(10)}, b{address(11)};
+    REQUIRE(messageOf(attentionForward(p, q, k, v, o, lse)) == "no error");
+    REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, qSide(5), kSide(6), kSide(7), d)) ==
+            "no error");
+    BobInputs in{q, k, v, o, dO, lse, qSide(5), kSide(6), kSide(7)};
+    BobOutputs out{qSide(12), kSide(13), kSide(14), qSide(15), d, c, b};
+    REQUIRE(messageOf(attentionBob(p, in, out)) == "no error");
+    std::vector<fake_cuda_launch_record> all = launches();
+    REQUIRE(all.size() == 5);
+    const Kind kinds[] = {Kind::fwd, Kind::bwd_q, Kind::bwd_kv, Kind::bob_q, Kind::bob_kv};
+    for (size_t i = 0; i < all.size(); ++i) {
+      checkLaunch(all[i], p, kinds[i]);
+      CHECK(std::string(all[i].entry).find("_gqa_") != std::string::npos);
+    }
+    CHECK(all[2].grid[1] == unsigned(p.batch * headsKv)); // bwd_kv
+    CHECK(all[1].grid[1] == unsigned(p.batch * p.heads)); // bwd_q
+  }
+
+  // A head count that does not divide is refused naming heads_kv, nothing launched (C API too);
+  // equal counts run the ungrouped kernels.
+  AttentionProblem p = problem();
+  p.heads = 6;
+  p.headsKv = 4;
+  Tensor q = p.contiguous(address(0), p.seqQ);
+  CHECK_THAT(messageOf(attentionForward(p, q, q, q, q, RowVector{address(1)})),
+             Catch::Contains("heads_kv"));
+  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 0, 0.0, 4};
+  const flashbob_tensor t{reinterpret_cast<void *>(q.data),
+                          {q.stride[0], q.stride[1], q.stride[2], q.stride[3]}};
+  CHECK(flashbob_forward(&cp, t, t, t, t, reinterpret_cast<float *>(address(1)), nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("heads_kv = 4 must divide heads = 6"));
+  CHECK(launches().empty());
+  p.headsKv = 6;
+  REQUIRE(messageOf(attentionForward(p, q, p.contiguous(address(1), p.seqK),
+                                     p.contiguous(address(2), p.seqK), q, RowVector{address(3)})) ==
+          "no error");
+  std::vector<fake_cuda_launch_record> plain = launches();
+  REQUIRE(plain.size() == 1);
+  CHECK(std::string(plain[0].entry).find("_gqa") == std::string::npos);
 }
 
 TEST_CASE("the largest valid sizes launch their whole grid, untruncated", "[fake]") {

@@ -234,6 +234,51 @@ TEST_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consum
   CHECK(variants == 4 * static_cast<int>(std::size(kImplementedKinds)));
 }
 
+TEST_CASE("grouped-query kernels assemble and keep their twins' pipelining", "[compiler][ptx]") {
+  // Each kind with spec.grouped, in the table's default tiles and in the producer form, next to
+  // its ungrouped twin: ptxas accepts it, the entry is named "_gqa", and the grouped key-major
+  // sweep (its head and block computed from one step counter, with divisions) is still
+  // double-buffered: as many async copies (TMA on sm_90a, cp.async on sm_80) as the twin's.
+  int variants = 0;
+  for (bob::KernelKind kind : kImplementedKinds)
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        for (Arch arch : {Arch::sm_80, Arch::sm_90a})
+          for (bool producer : {false, true}) {
+            if (producer && arch != Arch::sm_90a)
+              continue;
+            compiler::KernelSpec spec = defaultSpec(kind, d, arch);
+            spec.causal = causal;
+            if (producer)
+              applyTiles(spec, kind == bob::KernelKind::bob_q ? Tiles{64, 32, 4, 2, 1, true}
+                                                               : Tiles{64, 64, 4, 2, 1, true});
+            compiler::KernelSpec grouped = spec;
+            grouped.grouped = true;
+            INFO(grouped.name());
+            CHECK(grouped.name().find("_gqa") != std::string::npos);
+            auto twin = jit::compileKernel(spec, /*assemble=*/true);
+            auto artifacts = jit::compileKernel(grouped, /*assemble=*/true);
+            if (!twin)
+              FAIL(llvm::toString(twin.takeError()));
+            if (!artifacts)
+              FAIL(llvm::toString(artifacts.takeError()));
+            const std::string &ptx = artifacts->ptx;
+            snapshot(grouped, ptx);
+            CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
+            CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
+            CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+            CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+            for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+              CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+            CHECK(artifacts->tensorMaps.size() == twin->tensorMaps.size());
+            std::printf("%-60s regs %3d spill %5d B (ungrouped: regs %3d spill %5d B)\n",
+                        grouped.name().c_str(), artifacts->registers, artifacts->spillBytes,
+                        twin->registers, twin->spillBytes);
+            ++variants;
+          }
+  CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
+}
+
 TEST_CASE("the autotuner's space offers the producer twin of each plain configuration",
           "[compiler]") {
   for (bob::KernelKind kind : kImplementedKinds) {

@@ -90,9 +90,12 @@ llvm::Error timeOp(CudaDriver &driver, const ProblemBuffers &buffers, const RunO
 
 void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream &os) {
   const AttentionProblem &p = opt.problem;
+  const std::string heads =
+      p.grouped() ? llvm::formatv("{0} heads_kv={1}", p.heads, p.keyValueHeads()).str()
+                  : std::to_string(p.heads);
   os << llvm::formatv("{0} batch={1} heads={2} N={3} M={4} d={5} {6}{7}: median {8:F3} ms over {9} "
                       "runs, {10:F1} TFLOP/s ({11} N M d{12})\n",
-                      opName(opt.op), p.batch, p.heads, p.seqQ, p.seqK, p.headDim,
+                      opName(opt.op), p.batch, heads, p.seqQ, p.seqK, p.headDim,
                       p.dtype == DType::bf16 ? "bf16" : "fp16", p.causal ? " causal" : "",
                       report.medianMs, report.timesMs.size(), report.tflops, flopsPerPair(opt.op),
                       p.causal ? " / 2" : "");

@@ -75,6 +75,8 @@ llvm::json::Object problemJson(const RunOptions &o) {
                           {"causal", p.causal}};
   if (p.scale)
     json["scale"] = *p.scale;
+  if (p.grouped())
+    json["heads_kv"] = p.keyValueHeads();
   return json;
 }
 

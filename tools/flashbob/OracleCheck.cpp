@@ -71,12 +71,22 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
   report.checkedRows = r;
   os << llvm::formatv("check vs float64 oracle, head (0,0), {0}: rel L2 (bound {1:E0})\n",
                       full ? "every row" : llvm::formatv("last {0} query rows", r).str(), tol);
+  if (full && p.grouped())
+    os << llvm::formatv("  (key/value head 0: its gradients summed over query heads 0..{0})\n",
+                        p.heads / p.keyValueHeads() - 1);
 
   // The backward ops consume the GPU's own O (rounded to the dtype), as a framework would.
+  // Key/value head 0's gradients sum over the query heads of its group (grouped-query
+  // attention): with a full check, each of them is run and their key-side outputs added.
   const ProblemBuffers &b = buffers;
+  const int64_t group = full ? p.heads / p.keyValueHeads() : 1;
   std::optional<oracle::ForwardResult> fw;
   std::optional<oracle::BackwardResult> bw;
   std::optional<oracle::BobResult> bb;
+  auto addTo = [](oracle::Matrix &sum, const oracle::Matrix &term) {
+    for (size_t i = 0; i < sum.data.size(); ++i)
+      sum.data[i] += term.data[i];
+  };
   std::vector<Compared> outputs;
   switch (b.op) {
   case Op::fwd:
@@ -84,15 +94,34 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
     outputs = {{"O", &b.out, false, row0, r, &fw->O.data}, {"L", &b.lse, true, row0, r, &fw->L}};
     break;
   case Op::bwd:
-    bw = oracle::dense::backward(sub, q, k, v, hostRows(kdO, row0, r));
+    for (int64_t h = 0; h < group; ++h) {
+      const int64_t at = h * p.seqQ + row0; // query head h of batch 0
+      auto one = oracle::dense::backward(sub, hostRows(kQ, at, r), k, v, hostRows(kdO, at, r));
+      if (!bw) {
+        bw = std::move(one);
+        continue;
+      }
+      addTo(bw->dK, one.dK);
+      addTo(bw->dV, one.dV);
+    }
     outputs = {{"dQ", &b.dq, false, row0, r, &bw->dQ.data}, {"D", &b.dRow, true, row0, r, &bw->D}};
     if (full)
       outputs.insert(outputs.end(), {{"dK", &b.dk, false, 0, p.seqK, &bw->dK.data},
                                      {"dV", &b.dv, false, 0, p.seqK, &bw->dV.data}});
     break;
   case Op::bob:
-    bb = oracle::dense::bob(sub, q, k, v, hostRows(kdO, row0, r), hostRows(kuQ, row0, r),
-                            hostRows(kuK, 0, p.seqK), hostRows(kuV, 0, p.seqK));
+    for (int64_t h = 0; h < group; ++h) {
+      const int64_t at = h * p.seqQ + row0;
+      auto one = oracle::dense::bob(sub, hostRows(kQ, at, r), k, v, hostRows(kdO, at, r),
+                                    hostRows(kuQ, at, r), hostRows(kuK, 0, p.seqK),
+                                    hostRows(kuV, 0, p.seqK));
+      if (!bb) {
+        bb = std::move(one);
+        continue;
+      }
+      addTo(bb->gK, one.gK);
+      addTo(bb->gV, one.gV);
+    }
     outputs = {{"gQ", &b.gq, false, row0, r, &bb->gQ.data},
                {"gdO", &b.gdo, false, row0, r, &bb->gdO.data},
                {"c", &b.cRow, true, row0, r, &bb->c},

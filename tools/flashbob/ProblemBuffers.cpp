@@ -47,7 +47,8 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
   b.op = op;
   b.problem = p;
   const size_t bh = static_cast<size_t>(p.batch * p.heads), d = static_cast<size_t>(p.headDim);
-  const size_t qElems = bh * p.seqQ * d, kElems = bh * p.seqK * d;
+  const size_t bhKv = static_cast<size_t>(p.batch * p.keyValueHeads());
+  const size_t qElems = bh * p.seqQ * d, kElems = bhKv * p.seqK * d;
   const size_t rowBytes = bh * p.seqQ * 4;
   const bool grad = op != Op::fwd, bob = op == Op::bob;
 
@@ -100,11 +101,14 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
 }
 
 namespace {
-// Contiguous (batch, heads, rows, d) views of the buffers: query-major and key-major.
+// Contiguous (batch, heads, rows, d) views of the buffers: query-major and key-major (with the
+// key/value heads).
 struct Views {
   const AttentionProblem &p;
   Tensor q(const ProblemBuffers::Buffer &b) const { return p.contiguous(b->get(), p.seqQ); }
-  Tensor k(const ProblemBuffers::Buffer &b) const { return p.contiguous(b->get(), p.seqK); }
+  Tensor k(const ProblemBuffers::Buffer &b) const {
+    return p.contiguous(b->get(), p.seqK, p.keyValueHeads());
+  }
 };
 } // namespace
 

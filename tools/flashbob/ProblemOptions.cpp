@@ -25,6 +25,10 @@ ProblemOptions::ProblemOptions(std::initializer_list<cl::SubCommand *> subcomman
              cl::init(1)),
       heads_("heads", cl::desc("Heads"), cl::sub(subcommands_), cl::cat(problemCategory),
              cl::init(1)),
+      headsKv_("heads-kv",
+               cl::desc("Key/value heads: a divisor of --heads, grouped-query attention "
+                        "(1: multi-query; default --heads)"),
+               cl::sub(subcommands_), cl::cat(problemCategory), cl::init(0)),
       seqQ_("seq-q", cl::desc("Queries N"), cl::sub(subcommands_), cl::cat(problemCategory),
             cl::init(defaults.seq)),
       // The keys default to the queries, so one length for both is just --seq-q. (Aliases are
@@ -108,6 +112,9 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
                              {"seq-q", seqQ_}})
     if (llvm::Error e = positive(flag, value))
       return std::move(e);
+  if (headsKv_ < 0)
+    return bad(llvm::formatv("--heads-kv: must be positive (or 0 for --heads), got {0}",
+                             int64_t(headsKv_)));
   if (seqK_ < 0)
     return bad(llvm::formatv("--seq-k: must be positive (or 0 for N), got {0}", int64_t(seqK_)));
   if (headDim_ < 16 || headDim_ > 256 || headDim_ % 16 != 0)
@@ -123,6 +130,7 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   AttentionProblem &p = o.problem;
   p.batch = batch_;
   p.heads = heads_;
+  p.headsKv = headsKv_;
   p.seqQ = seqQ_;
   p.seqK = seqK_ ? int64_t(seqK_) : p.seqQ;
   p.headDim = headDim_;

@@ -33,7 +33,7 @@ public:
 private:
   llvm::cl::SubCommandGroup subcommands_; // first: the options below register on it
   llvm::cl::opt<Op> op_;
-  llvm::cl::opt<int64_t> batch_, heads_, seqQ_;
+  llvm::cl::opt<int64_t> batch_, heads_, headsKv_, seqQ_;
   llvm::cl::alias seq_;
   llvm::cl::opt<int64_t> seqK_, headDim_;
   llvm::cl::opt<std::string> dtype_;

@@ -34,6 +34,10 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
                     cl::desc("Read the softmax scale from the kernel's arguments (as for any "
                              "scale but 1/sqrt(head-dim)) instead of compiling the default in"),
                     cl::sub(sub), cl::cat(specCategory)),
+      grouped("grouped",
+              cl::desc("Grouped-query attention: the key/value tensors have fewer heads (a "
+                       "divisor of the query heads, known at launch)"),
+              cl::sub(sub), cl::cat(specCategory)),
       arch("arch", cl::desc("Target: sm_80, sm_86, sm_89, sm_90, sm_90a"), cl::sub(sub),
            cl::cat(specCategory), cl::init("sm_90a")) {}
 
@@ -54,6 +58,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.tiles = {blockM, blockN, warps, stages, warpCols, producer};
   s.causal = causal;
   s.scaleArgument = scaleArgument;
+  s.grouped = grouped;
   auto target = compiler::parseArch(arch);
   if (!target)
     return fail("--arch: unknown target '" + arch + "' (sm_80, sm_86, sm_89, sm_90, sm_90a)");

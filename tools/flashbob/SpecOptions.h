@@ -20,6 +20,7 @@ struct SpecOptions {
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;
   llvm::cl::opt<bool> scaleArgument;
+  llvm::cl::opt<bool> grouped;
   llvm::cl::opt<std::string> arch;
 
   // The spec, or an error naming the flag that is wrong.

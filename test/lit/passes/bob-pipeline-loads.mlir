@@ -187,3 +187,58 @@ bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, he
   bob.store_tile %r, %q[%c0, %c0, %c0] bound %n : !bob.rtile<64x64xf32>, !T
   bob.return
 }
+
+// -----
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// A head computed in the body from the induction variable, as in the grouped key-major sweep
+// (step t: head h0 + t / blocks, rows of block t % blocks): the head's ops are recomputed with
+// the row's for each issued load, divisions included (they run only for iterations that run).
+// CHECK-LABEL: bob.kernel @head_in_loop
+// CHECK:      %[[RUNS:.+]] = arith.cmpi slt, %[[LB:.+]], %[[UB:.+]] : index
+// CHECK-NEXT: scf.if %[[RUNS]] {
+// CHECK-NEXT:   %[[DH0:.+]] = arith.divui %[[LB]], %[[BLOCKS:.+]] : index
+// CHECK-NEXT:   %[[H0:.+]] = arith.addi %[[FIRSTHEAD:.+]], %[[DH0]] : index
+// CHECK-NEXT:   %[[B0:.+]] = arith.remui %[[LB]], %[[BLOCKS]] : index
+// CHECK-NEXT:   %[[ROW0:.+]] = arith.muli %[[B0]], %{{.+}} : index
+// CHECK-NEXT:   bob.load_shared %{{.+}}[%{{.+}}, %[[H0]], %[[ROW0]]] bound %{{.+}} into %{{.+}} {async}
+// CHECK-NEXT: }
+// CHECK:      scf.for %[[I:.+]] = %[[LB]] to %[[UB]] step %[[STEP:.+]] iter_args
+// CHECK:        bob.wait_shared
+// CHECK-NEXT:   %[[NEXTI:.+]] = arith.addi %[[I]], %[[STEP]] : index
+// CHECK-NEXT:   %[[HASNEXT:.+]] = arith.cmpi slt, %[[NEXTI]], %[[UB]] : index
+// CHECK-NEXT:   scf.if %[[HASNEXT]] {
+// CHECK-NEXT:     %[[DHN:.+]] = arith.divui %[[NEXTI]], %[[BLOCKS]] : index
+// CHECK-NEXT:     %[[HN:.+]] = arith.addi %[[FIRSTHEAD]], %[[DHN]] : index
+// CHECK-NEXT:     %[[BN:.+]] = arith.remui %[[NEXTI]], %[[BLOCKS]] : index
+// CHECK-NEXT:     %[[ROWN:.+]] = arith.muli %[[BN]], %{{.+}} : index
+// CHECK-NEXT:     bob.load_shared %{{.+}}[%{{.+}}, %[[HN]], %[[ROWN]]] bound %{{.+}} into %{{.+}} {async}
+// CHECK-NEXT:   }
+// CHECK-NOT:    bob.load_shared
+// CHECK:        scf.yield
+bob.kernel @head_in_loop(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %n = memref.dim %q, %c2 : !T
+  %qh = memref.dim %q, %c1 : !T
+  %kh = memref.dim %k, %c1 : !T
+  %group = arith.divui %qh, %kh : index
+  %firsthead = arith.muli %c1, %group : index
+  %blocks = arith.ceildivui %n, %c64 : index
+  %steps = arith.muli %blocks, %group : index
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %r = scf.for %t = %c0 to %steps step %c1 iter_args(%acc = %zero) -> (!bob.rtile<64x64xf32>) {
+    %dh = arith.divui %t, %blocks : index
+    %head = arith.addi %firsthead, %dh : index
+    %block = arith.remui %t, %blocks : index
+    %row = arith.muli %block, %c64 : index
+    bob.load_shared %q[%c0, %head, %row] bound %n into %qs : !T, !bob.smem<64x64xbf16>
+    %s = bob.mma %qs, %qs, %acc {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+    scf.yield %s : !bob.rtile<64x64xf32>
+  }
+  bob.return
+}
