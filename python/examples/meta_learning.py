@@ -17,7 +17,12 @@ import flashbob.torch as fb
 
 
 def reference_attention(q, k, v, causal=False, scale=None):
-    """Plain softmax attention (what autograd can differentiate twice)."""
+    """Plain softmax attention (what autograd can differentiate twice). Fewer key/value heads
+    than query heads (grouped-query attention) are repeated to match, so autograd sums their
+    gradients over each group."""
+    if k.shape[-3] != q.shape[-3]:
+        group = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     s = scale * q @ k.transpose(-1, -2)
     if causal:

@@ -51,7 +51,8 @@ def _tensor(t):
 
 def _problem(q, k, causal, scale):
     b, h, n, d = q.shape
-    return _capi.Problem(b, h, n, k.shape[2], d, _DTYPES[q.dtype], int(causal), float(scale))
+    return _capi.Problem(b, h, n, k.shape[2], d, _DTYPES[q.dtype], int(causal), float(scale),
+                         k.shape[1])
 
 
 def _stream(t):
@@ -317,17 +318,31 @@ def _check(t, name):
 def _check_shapes(q, k, v):
     if k.shape != v.shape:
         raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
-    if q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
-        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch, heads or head_dim")
+    if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch or head_dim")
+    if k.shape[1] == 0 or q.shape[1] % k.shape[1] != 0:
+        raise ValueError(f"k's heads ({k.shape[1]}) must divide q's ({q.shape[1]}): grouped-query "
+                         f"attention shares each key/value head among q.shape[1] // k.shape[1] "
+                         f"query heads")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
         raise ValueError("q, k, v must be on the same device")
 
 
-def attention(q, k, v, causal=False, scale=None):
+def attention(q, k, v, causal=False, scale=None, return_lse=False):
     """softmax(scale * q k^T) v with a causal mask if asked (bottom-right aligned when the
-    sequence lengths differ); scale defaults to 1/sqrt(head_dim). Differentiable twice."""
+    sequence lengths differ); scale defaults to 1/sqrt(head_dim). Differentiable twice.
+
+    q: (batch, heads, seq_q, head_dim); k, v: (batch, heads_kv, seq_k, head_dim), heads_kv a
+    divisor of heads (grouped-query attention, 1 for multi-query; as SDPA's enable_gqa): query
+    head h attends with key/value head h // (heads // heads_kv), and the gradients of k and v sum
+    over each group inside the kernels, K and V never repeated. Tensors laid out (batch, seq,
+    heads, head_dim), as flash-attn takes them, are passed as their .transpose(1, 2) views: the
+    kernels read those strides directly, no copy.
+
+    return_lse: also return L, the natural log-sum-exp of each query row of scale * q k^T
+    (batch, heads, seq_q) float32, -inf for a row that sees no key; not differentiable."""
     if scale is not None and not (scale > 0):
         raise ValueError(f"scale must be positive, got {scale}")
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
@@ -337,10 +352,10 @@ def attention(q, k, v, causal=False, scale=None):
     if torch.compiler.is_compiling():
         # Dynamo cannot trace autograd.Functions with a jvp rule; the operator, whose autograd
         # formulas are registered with it, traces without a graph break.
-        o, _ = torch.ops.flashbob.forward(q, k, v, bool(causal), scale)
+        o, lse = torch.ops.flashbob.forward(q, k, v, bool(causal), scale)
     else:
-        o, _ = _AttentionFn.apply(q, k, v, bool(causal), scale)
-    return o
+        o, lse = _AttentionFn.apply(q, k, v, bool(causal), scale)
+    return (o, lse) if return_lse else o
 
 
 _OPS = {"forward": _capi.OP_FORWARD, "backward": _capi.OP_BACKWARD, "bob": _capi.OP_BOB,
@@ -348,11 +363,12 @@ _OPS = {"forward": _capi.OP_FORWARD, "backward": _capi.OP_BACKWARD, "bob": _capi
 
 
 def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causal=False,
-               scale=None, ops=("forward", "backward", "bob"), device=None):
+               scale=None, ops=("forward", "backward", "bob"), device=None, heads_kv=None):
     """Compiles (or loads from the kernel cache) the kernels that `ops` run for this problem on
     `device` (default: the current CUDA device) without running them, so that the first step of
-    a training or HVP loop pays no compile time. The "flashbob" logger reports each compilation
-    at INFO level ("flashbob: compiling bob_q (1/2): <kernel>")."""
+    a training or HVP loop pays no compile time; heads_kv: the key/value heads (default heads).
+    The "flashbob" logger reports each compilation at INFO level ("flashbob: compiling bob_q
+    (1/2): <kernel>")."""
     if dtype not in _DTYPES:
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     unknown = [op for op in ops if op not in _OPS]
@@ -361,7 +377,8 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
     if scale is not None and not (scale > 0):
         raise ValueError(f"scale must be positive, got {scale}")
     problem = _capi.Problem(batch, heads, seq_q, seq_k, head_dim, _DTYPES[dtype], int(bool(causal)),
-                            0.0 if scale is None else float(scale))
+                            0.0 if scale is None else float(scale),
+                            heads if heads_kv is None else heads_kv)
     with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
         for op in ops:
             _capi.precompile(problem, _OPS[op])

@@ -31,11 +31,13 @@ def rel(got, ref):
     return ((got - ref).norm() / ref.norm()).item()
 
 
-def inputs(h, n, m, d, dtype, seed):
+def inputs(h, n, m, d, dtype, seed, h_kv=None):
+    """q k v dO uQ uK uV; the key side with h_kv heads (default h)."""
     g = torch.Generator(device="cuda").manual_seed(seed)
-    def r(rows):
-        return torch.randn(1, h, rows, d, device="cuda", generator=g).to(dtype)
-    return [r(n), r(m), r(m), r(n), r(n), r(m), r(m)]  # q k v dO uQ uK uV
+    def r(heads, rows):
+        return torch.randn(1, heads, rows, d, device="cuda", generator=g).to(dtype)
+    kv = h if h_kv is None else h_kv
+    return [r(h, n), r(kv, m), r(kv, m), r(h, n), r(h, n), r(kv, m), r(kv, m)]
 
 
 def both(tensors):
@@ -64,6 +66,67 @@ def test_first_and_second_derivatives(dtype, h, n, m, d, causal):
     print(dtype, h, n, m, d, "causal" if causal else "full", {k: f"{v:.2e}" for k, v in errors.items()})
     for name, err in errors.items():
         assert math.isfinite(err) and err <= TOL[dtype], f"{name}: {err:.2e}"
+
+
+GQA_CASES = [  # (heads, heads_kv, N, M, d, causal)
+    (6, 2, 96, 160, 64, True),    # groups of 3
+    (4, 1, 200, 136, 128, False),  # multi-query
+    (8, 2, 130, 130, 64, True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("h,h_kv,n,m,d,causal", GQA_CASES)
+def test_grouped_query_attention_first_and_second_derivatives(dtype, h, h_kv, n, m, d, causal):
+    """k, v with fewer heads than q: every derivative against float64 autograd through K and V
+    repeated over each group (so their gradients are the group sums); dK, dV, gK, gV come back
+    in k's shape, and BoB is bit-identical run to run."""
+    t = inputs(h, n, m, d, dtype, seed=h + n + m + d, h_kv=h_kv)
+    low, high = both(t)
+    got = second_order(fb.attention, *low, causal)
+    ref = second_order(reference_attention, *high, causal)
+    names = ["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"]
+    for name, a, b in zip(names, got, ref):
+        assert a.shape == b.shape, name
+        assert rel(a, b) <= TOL[dtype], f"{name}: {rel(a, b):.2e}"
+    assert got[2].shape == t[1].shape and got[5].shape == t[1].shape
+    again = second_order(fb.attention, *both(t)[0], causal)
+    for name, a, b in zip(names, got, again):
+        assert torch.equal(a, b), name
+
+
+def test_return_lse_is_the_natural_log_sum_exp():
+    """return_lse=True gives L = logsumexp(scale * q k^T) per query row (float64 reference), the
+    same O as without it, -inf on a row that sees no key (causal with N > M), no gradient."""
+    q, k, v, _, _, _, _ = inputs(4, 160, 96, 64, torch.bfloat16, seed=41, h_kv=2)
+    for causal in (False, True):
+        o, lse = fb.attention(q, k, v, causal=causal, scale=0.3, return_lse=True)
+        assert lse.shape == (1, 4, 160) and lse.dtype == torch.float32 and not lse.requires_grad
+        assert torch.equal(o, fb.attention(q, k, v, causal=causal, scale=0.3))
+        s = 0.3 * q.double() @ k.double().repeat_interleave(2, dim=1).transpose(-1, -2)
+        if causal:
+            keep = torch.ones(160, 96, dtype=torch.bool, device="cuda").tril(diagonal=96 - 160)
+            s = s.masked_fill(~keep, float("-inf"))
+        ref = torch.logsumexp(s, dim=-1)
+        seen = torch.isfinite(ref)
+        assert torch.equal(torch.isfinite(lse), seen)
+        assert (lse.double()[seen] - ref[seen]).abs().max().item() <= 1e-4
+        assert bool((lse[~seen] == float("-inf")).all())
+
+
+def test_bshd_layout_runs_without_copies():
+    """(batch, seq, heads, head_dim) tensors, as flash-attn takes them, passed as .transpose(1, 2)
+    views: the operator reads them in place (no copy) and every derivative matches float64."""
+    t = inputs(4, 96, 160, 64, torch.bfloat16, seed=43, h_kv=2)
+    bshd = [x.transpose(1, 2).contiguous() for x in t]  # the caller's storage
+    views = [x.transpose(1, 2) for x in bshd]
+    from flashbob.torch import _readable
+    assert all(_readable(x) is x for x in views)
+    low = [x.detach().requires_grad_() if i < 4 else x for i, x in enumerate(views)]
+    got = second_order(fb.attention, *low, True)
+    ref = second_order(reference_attention, *both(t)[1], True)
+    for name, a, b in zip(["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"], got, ref):
+        assert rel(a, b) <= TOL[torch.bfloat16], f"{name}: {rel(a, b):.2e}"
 
 
 def test_hessian_vector_product():
@@ -113,6 +176,12 @@ def test_validation_names_the_argument():
         fb.attention(x, x, x)
     with pytest.raises(ValueError, match="scale must be positive"):
         fb.attention(q, q, q, scale=-1.0)
+    q4 = torch.randn(1, 4, 64, 64, device="cuda", dtype=torch.bfloat16)
+    k3 = torch.randn(1, 3, 64, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"k's heads \(3\) must divide q's \(4\)"):
+        fb.attention(q4, k3, k3)
+    with pytest.raises(ValueError, match="differ in batch or head_dim"):
+        fb.attention(q4, torch.cat([k3, k3]), torch.cat([k3, k3]))
 
 
 # --- the operators as torch sees them -----------------------------------------------------------
@@ -134,6 +203,15 @@ def test_opcheck_each_operator():
     torch.library.opcheck(torch.ops.flashbob.bob.default, (*plain, True, 0.0),
                           test_utils=("test_schema", "test_faketensor"))
     torch.library.opcheck(torch.ops.flashbob.forward_jvp.default, (*plain[:5], *plain[6:], True, 0.0),
+                          test_utils=("test_schema", "test_faketensor"))
+    # Grouped-query shapes: the fake implementations give dK, dV (and gK, gV) k's heads.
+    gq_, gk_, gv_, gdo_, guq, guk, guv = inputs(4, 64, 96, 64, torch.bfloat16, seed=15, h_kv=2)
+    go, glse = torch.ops.flashbob.forward(gq_, gk_, gv_, False, 0.0)
+    torch.library.opcheck(torch.ops.flashbob.backward.default,
+                          (gq_, gk_, gv_, go, glse, gdo_, False, 0.0),
+                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.flashbob.bob.default,
+                          (gq_, gk_, gv_, go, glse, gdo_, guq, guk, guv, False, 0.0),
                           test_utils=("test_schema", "test_faketensor"))
     # Its result is BoB's gdO at the same cotangents (a different kernel, same quantity).
     to = torch.ops.flashbob.forward_jvp(*plain[:5], *plain[6:], True, 0.0)
@@ -230,6 +308,9 @@ records.clear()
 fb.precompile(1, 2, 96, 128, 64, causal=True, scale=0.07, ops=("forward", "backward", "bob"))
 print("PRECOMPILED_SCALE", records)
 records.clear()
+fb.precompile(1, 2, 96, 128, 64, causal=True, heads_kv=1, ops=("forward", "backward", "bob"))
+print("PRECOMPILED_GQA", records)
+records.clear()
 g = torch.Generator(device="cuda").manual_seed(31)
 q, k, v, do, uq = (torch.randn(1, 2, n, 64, device="cuda", generator=g, dtype=torch.bfloat16)
                    for n in (96, 128, 128, 96, 96))
@@ -238,6 +319,9 @@ for scale in (None, 0.05 + random.random() * 0.01):  # a scale never seen: 0.07'
     o = fb.attention(q, k, v, causal=True, scale=scale)
     dq, = torch.autograd.grad(o, q, do, create_graph=True)
     torch.autograd.grad(dq, q, uq)
+o = fb.attention(q, k[:, :1], v[:, :1], causal=True)  # multi-query: the _gqa kernels
+dq, = torch.autograd.grad(o, q, do, create_graph=True)
+torch.autograd.grad(dq, q, uq)
 torch.cuda.synchronize()
 print("CALLS", records)
 """
@@ -248,14 +332,17 @@ def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
     INFO as "compiling <kind> (i/n): <kernel>" (its place among the op's kernels), and the calls
     that follow compile nothing more. The default scale has kernels of its own (its values
     compiled in); every other scale runs one set, which reads it from its arguments: after a
-    precompile at one such scale, a call at a scale never seen compiles nothing. A process of
+    precompile at one such scale, a call at a scale never seen compiles nothing; grouped-query
+    problems (heads_kv) have kernels of their own, precompiled alike. A process of
     its own with an empty cache directory, so every kernel is new to it."""
     env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", PRECOMPILE_SCRIPT], env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("PRECOMPILED", "CALLS")))
-    for key, scale_argument in (("PRECOMPILED", False), ("PRECOMPILED_SCALE", True)):
+    for key, scale_argument, grouped in (("PRECOMPILED", False, False),
+                                         ("PRECOMPILED_SCALE", True, False),
+                                         ("PRECOMPILED_GQA", False, True)):
         precompiled = [m for level, m in ast.literal_eval(lines[key]) if level == "INFO"]
         steps = sorted(m.split(":")[1].strip() for m in precompiled if m.startswith("flashbob: compiling "))
         assert steps == ["compiling bob_kv (2/2)", "compiling bob_q (1/2)", "compiling bwd_kv (2/2)",
@@ -264,6 +351,7 @@ def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
             kind, kernel = m.split()[2], m.split(": ")[-1]
             assert kernel.startswith(kind + "_d64_"), m  # names the kernel compiled
             assert ("_scalearg_" in kernel) == scale_argument, m
+            assert ("_gqa_" in kernel) == grouped, m
     assert not [m for _, m in ast.literal_eval(lines["CALLS"]) if "compiling" in m]
     with pytest.raises(ValueError, match="ops must be among"):
         fb.precompile(1, 1, 64, 64, 64, ops=("sideways",))
