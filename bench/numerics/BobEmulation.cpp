@@ -178,7 +178,7 @@ void forwardBlock(const Context& x, Index i0, Outputs& out) {
   std::vector<double> mx(at(rows), -kInf), l(at(rows), 0.0);
   std::vector<double> S, P, scratch;
   const double sl2 = x.constant(p.scale * kLog2e);
-  const Index keyEnd = oracle::causalKeyEnd(p, i1);
+  const Index keyEnd = oracle::visibleKeyEnd(p, i1);
   for (Index j0 = 0, blk = 0; j0 < keyEnd; j0 += x.t.fwdN, ++blk) {
     const Index cols = std::min(x.t.fwdN, p.M - j0);
     productT(x, S, true, x.in.Q, i0, rows, x.in.K, j0, cols, scratch);
@@ -256,7 +256,7 @@ void backwardQueryBlock(const Context& x, Index i0, const std::vector<double>& D
   const Index d = p.d, i1 = std::min(i0 + x.t.bwdQM, p.N), rows = i1 - i0;
   Accum acc(at(rows * d), 64);
   std::vector<double> S, dP, scratch;
-  const Index keyEnd = oracle::causalKeyEnd(p, i1);
+  const Index keyEnd = oracle::visibleKeyEnd(p, i1);
   for (Index j0 = 0, blk = 0; j0 < keyEnd; j0 += x.t.bwdQN, ++blk) {
     const Index cols = std::min(x.t.bwdQN, p.M - j0);
     productT(x, S, true, x.in.Q, i0, rows, x.in.K, j0, cols, scratch);
@@ -282,7 +282,7 @@ void backwardKeyBlock(const Context& x, Index j0, const std::vector<double>& D,
   const Index d = p.d, j1 = std::min(j0 + x.t.bwdKVN, p.M), rows = j1 - j0;
   Accum dK(at(rows * d), 128), dV(at(rows * d), 128);
   std::vector<double> S, dP, scratch;
-  const Index qBegin = oracle::causalQueryBegin(p, j0);
+  const Index qBegin = oracle::visibleQueryBegin(p, j0);
   Index blk = 0;
   for (Index i0 = qBegin - qBegin % x.t.bwdKVM; i0 < p.N; i0 += x.t.bwdKVM, ++blk) {
     const Index cols = std::min(x.t.bwdKVM, p.N - i0);
@@ -335,7 +335,7 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
     }
   std::vector<double> S, dP, G, W, scratch, dS, gP, t1, pdP, pOp, lo;
   const double scale = x.constant(p.scale);
-  const Index keyEnd = oracle::causalKeyEnd(p, i1);
+  const Index keyEnd = oracle::visibleKeyEnd(p, i1);
   for (Index j0 = 0, blk = 0; j0 < keyEnd; j0 += x.t.bobQN, ++blk) {
     const Index cols = std::min(x.t.bobQN, p.M - j0);
     const std::size_t n = at(rows * cols);
@@ -464,7 +464,7 @@ void bobKeyBlock(const Context& x, Index j0, const std::vector<double>& D,
   Accum gK(at(rows * d), 16), gV(at(rows * d), 16);
   std::vector<double> S, dP, G, W, scratch, dS, dPbar, sbar;
   const double scale = x.constant(p.scale);
-  const Index qBegin = oracle::causalQueryBegin(p, j0);
+  const Index qBegin = oracle::visibleQueryBegin(p, j0);
   Index blk = 0;
   for (Index i0 = qBegin - qBegin % x.t.bobKVM; i0 < p.N; i0 += x.t.bobKVM, ++blk) {
     const Index cols = std::min(x.t.bobKVM, p.N - i0);

@@ -49,16 +49,28 @@ Problem makeProblem(Index N, Index M, Index d, bool causal) {
   return p;
 }
 
-Index causalKeyEnd(const Problem& p, Index queryEnd) {
-  if (!p.causal) return p.M;
-  // The last row of the block, queryEnd - 1, sees keys <= queryEnd - 1 + (M - N).
-  return std::clamp<Index>(queryEnd + p.causalOffset(), 0, p.M);
+Index visibleKeyBegin(const Problem& p, Index queryBegin) {
+  if (p.windowLeft < 0) return 0;
+  // The first row of the block, queryBegin, sees keys >= queryBegin + (M - N) - left.
+  return std::clamp<Index>(queryBegin + p.causalOffset() - p.windowLeft, 0, p.M);
 }
 
-Index causalQueryBegin(const Problem& p, Index keyBegin) {
-  if (!p.causal) return 0;
-  // Query i sees key keyBegin iff i >= keyBegin - (M - N).
-  return std::clamp<Index>(keyBegin - p.causalOffset(), 0, p.N);
+Index visibleKeyEnd(const Problem& p, Index queryEnd) {
+  if (p.rightReach() < 0) return p.M;
+  // The last row of the block, queryEnd - 1, sees keys <= queryEnd - 1 + (M - N) + right.
+  return std::clamp<Index>(queryEnd + p.causalOffset() + p.rightReach(), 0, p.M);
+}
+
+Index visibleQueryBegin(const Problem& p, Index keyBegin) {
+  if (p.rightReach() < 0) return 0;
+  // Query i sees key keyBegin (or a later one) iff i >= keyBegin - (M - N) - right.
+  return std::clamp<Index>(keyBegin - p.causalOffset() - p.rightReach(), 0, p.N);
+}
+
+Index visibleQueryEnd(const Problem& p, Index keyEnd) {
+  if (p.windowLeft < 0) return p.N;
+  // Query i sees key keyEnd - 1 (or an earlier one) iff i <= keyEnd - 1 - (M - N) + left.
+  return std::clamp<Index>(keyEnd - p.causalOffset() + p.windowLeft, 0, p.N);
 }
 
 void validate(const Problem& p) {
@@ -73,6 +85,9 @@ void validate(const Problem& p) {
     os << "scale must be finite, got " << p.scale;
     fail(os.str());
   }
+  if (p.windowLeft < -1 || p.windowRight < -1)
+    fail("window sizes must be -1 (unbounded) or >= 0, got (" + std::to_string(p.windowLeft) +
+         ", " + std::to_string(p.windowRight) + ")");
 }
 
 void validateMatrix(const Matrix& m, const char* name, Index rows, const char* rowsName,

@@ -44,24 +44,38 @@ struct Problem {
   Index d = 0;          // head dimension
   bool causal = false;  // bottom-right aligned causal mask
   double scale = 0.0;   // s in S = s Q K^T; see defaultScale()
+  // Sliding window (flash-attn's window_size): query i sees key j only if
+  // i + (M - N) - windowLeft <= j <= i + (M - N) + windowRight; -1 leaves that side unbounded.
+  // causal is the window (-1, 0); with causal set, windowRight is not used.
+  Index windowLeft = -1;
+  Index windowRight = -1;
 
-  // Query i sees key j iff j <= i + (M - N). With M < N the first N - M query rows see no
-  // key at all ("fully masked"): by definition P = 0, O = 0, L = -inf there, and those rows
+  // The diagonal: query i's own key is i + (M - N) (bottom-right alignment). With M < N and a
+  // causal mask the first N - M query rows see no key at all ("fully masked"), and so can rows
+  // a window leaves empty: by definition P = 0, O = 0, L = -inf there, and those rows
   // contribute nothing to any gradient (their D, c, b, dQ, gQ, gdO are 0).
   Index causalOffset() const { return M - N; }
-  bool masked(Index i, Index j) const { return causal && j > i + causalOffset(); }
+  // Keys past the diagonal a query sees (-1: all).
+  Index rightReach() const { return causal ? 0 : windowRight; }
+  bool masked(Index i, Index j) const {
+    const Index diagonal = i + causalOffset();
+    const Index right = rightReach();
+    return (right >= 0 && j > diagonal + right) || (windowLeft >= 0 && j < diagonal - windowLeft);
+  }
 };
 
 double defaultScale(Index d);  // 1 / sqrt(d)
 Problem makeProblem(Index N, Index M, Index d, bool causal);  // scale = defaultScale(d)
 
-// Loop bounds for skipping tiles above the causal diagonal (what the GPU kernels use too).
-// Keys [0, causalKeyEnd(p, i1)) contain every key visible to any query row < i1; key blocks
-// starting at or after it are entirely masked for a query block ending at i1.
-Index causalKeyEnd(const Problem& p, Index queryEnd);
-// Rows [causalQueryBegin(p, j0), N) contain every query that sees key j0 or any later key;
-// query rows before it see no key >= j0, so query blocks ending there can be skipped.
-Index causalQueryBegin(const Problem& p, Index keyBegin);
+// Loop bounds for skipping tiles the mask hides entirely (what the GPU kernels use too).
+// Keys [visibleKeyBegin(p, i0), visibleKeyEnd(p, i1)) contain every key visible to any query
+// row in [i0, i1); key blocks outside are entirely masked for that query block.
+Index visibleKeyBegin(const Problem& p, Index queryBegin);
+Index visibleKeyEnd(const Problem& p, Index queryEnd);
+// Rows [visibleQueryBegin(p, j0), visibleQueryEnd(p, j1)) contain every query that sees any key
+// in [j0, j1); query blocks outside can be skipped.
+Index visibleQueryBegin(const Problem& p, Index keyBegin);
+Index visibleQueryEnd(const Problem& p, Index keyEnd);
 
 // ---- Argument checking -----------------------------------------------------------------
 // N, M, d > 0 and scale finite.

@@ -7,8 +7,8 @@
 //     into a fixed scratch (registers / shared memory on a GPU);
 //   * per-block accumulators are block x d (registers on a GPU);
 //   * the only extra global state is O(N) per-row scalars: L (forward), D (backward), c, b (BoB).
-// Causal: tiles entirely above the diagonal are skipped by loop bounds (causalKeyEnd /
-// causalQueryBegin), and the remaining tiles are masked per element.
+// Causal and sliding windows: tiles the mask hides entirely are skipped by loop bounds
+// (visibleKeyBegin/End, visibleQueryBegin/End), and the remaining tiles are masked per element.
 #include "kernels/oracle/Oracle.h"
 
 #include <algorithm>
@@ -160,8 +160,9 @@ ForwardResult forward(const Problem& p, const Tiling& t, const Matrix& Q, const 
     std::vector<double> l(at(rows), 0.0);      // running sum of exp(S - m)
     Matrix acc = zeroAcc(rows, p.d);           // running sum of exp(S - m) V
 
-    const Index keyEnd = causalKeyEnd(p, i1);  // later key blocks are fully masked: skipped
-    for (Index j0 = 0; j0 < keyEnd; j0 += t.block_n) {
+    // Key blocks outside [keyBegin, keyEnd) are fully masked (causal, window): skipped.
+    const Index keyBegin = visibleKeyBegin(p, i0), keyEnd = visibleKeyEnd(p, i1);
+    for (Index j0 = keyBegin - keyBegin % t.block_n; j0 < keyEnd; j0 += t.block_n) {
       const Tile tile{i0, i1, j0, std::min(j0 + t.block_n, p.M)};
       count(stats);
       tileABt(tile, Q, K, p.scale, S);
@@ -220,9 +221,10 @@ BackwardResult backward(const Problem& p, const Tiling& t, const Matrix& Q, cons
   for (Index j0 = 0; j0 < p.M; j0 += t.block_n) {
     const Index j1 = std::min(j0 + t.block_n, p.M);
     Matrix dKacc = zeroAcc(j1 - j0, p.d), dVacc = zeroAcc(j1 - j0, p.d);
-    // Query rows before causalQueryBegin see none of these keys: start at the block holding it.
-    const Index qBegin = causalQueryBegin(p, j0);
-    for (Index i0 = qBegin - qBegin % t.block_m; i0 < p.N; i0 += t.block_m) {
+    // Query rows outside [visibleQueryBegin, visibleQueryEnd) see none of these keys: start at
+    // the block holding the first, stop after the block holding the last.
+    const Index qBegin = visibleQueryBegin(p, j0), qEnd = visibleQueryEnd(p, j1);
+    for (Index i0 = qBegin - qBegin % t.block_m; i0 < qEnd; i0 += t.block_m) {
       const Tile tile{i0, std::min(i0 + t.block_m, p.N), j0, j1};
       count(stats);
       recomputeP(p, tile, Q, K, fwd.L, P);             // P  = exp(S - L)
@@ -286,8 +288,8 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
            X4 = zeroAcc(rows, p.d);
     std::vector<double> c(at(rows), 0.0), b(at(rows), 0.0);
 
-    const Index keyEnd = causalKeyEnd(p, i1);
-    for (Index j0 = 0; j0 < keyEnd; j0 += t.block_n) {
+    const Index keyBegin = visibleKeyBegin(p, i0), keyEnd = visibleKeyEnd(p, i1);
+    for (Index j0 = keyBegin - keyBegin % t.block_n; j0 < keyEnd; j0 += t.block_n) {
       const Tile tile{i0, i1, j0, std::min(j0 + t.block_n, p.M)};
       count(stats);
       computeBobTiles(p, tile, in, L, D, T);
@@ -338,8 +340,8 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
   for (Index j0 = 0; j0 < p.M; j0 += t.block_n) {
     const Index j1 = std::min(j0 + t.block_n, p.M);
     Matrix gKacc = zeroAcc(j1 - j0, p.d), gVacc = zeroAcc(j1 - j0, p.d);
-    const Index qBegin = causalQueryBegin(p, j0);
-    for (Index i0 = qBegin - qBegin % t.block_m; i0 < p.N; i0 += t.block_m) {
+    const Index qBegin = visibleQueryBegin(p, j0), qEnd = visibleQueryEnd(p, j1);
+    for (Index i0 = qBegin - qBegin % t.block_m; i0 < qEnd; i0 += t.block_m) {
       const Tile tile{i0, std::min(i0 + t.block_m, p.N), j0, j1};
       count(stats);
       computeBobTiles(p, tile, in, L, D, T);

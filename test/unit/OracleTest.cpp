@@ -134,8 +134,18 @@ T fdGradient(T x, const F& f) {
 }
 
 std::string describe(const Problem& p) {
+  std::string window;
+  if (p.windowLeft >= 0 || p.windowRight >= 0)
+    window = " window (" + std::to_string(p.windowLeft) + ", " + std::to_string(p.windowRight) + ")";
   return "N=" + std::to_string(p.N) + " M=" + std::to_string(p.M) + " d=" + std::to_string(p.d) +
-         (p.causal ? " causal" : " full");
+         (p.causal ? " causal" : " full") + window;
+}
+
+// `p` with the sliding window (left, right).
+Problem windowed(Problem p, Index left, Index right) {
+  p.windowLeft = left;
+  p.windowRight = right;
+  return p;
 }
 
 }  // namespace
@@ -360,30 +370,48 @@ TEST_CASE("tiled convenience BoB runs its own forward and backward", "[oracle][t
   CHECK(relErr(tr.gdO, dr.gdO) < 1e-12);
 }
 
-TEST_CASE("causal loop bounds skip exactly the fully masked tiles", "[oracle][tiled][causal]") {
+TEST_CASE("causal and window loop bounds skip exactly the fully masked tiles", "[oracle][tiled][causal]") {
   struct Case {
     Index N, M;
     Tiling t;
   };
   const Case cases[] = {{64, 64, {16, 16}}, {37, 53, {13, 7}}, {53, 37, {13, 7}},
                         {40, 8, {8, 8}},    {8, 40, {3, 5}},   {10, 10, {64, 64}}};
-  for (const Case& cs : cases) {
+  // Windows (left, right): none, one side, both, empty sides (0), wider than the problem.
+  const std::pair<Index, Index> windows[] = {{-1, -1}, {3, 2}, {0, 0}, {5, -1}, {-1, 4}, {2, 0},
+                                             {0, 6}, {100, 100}};
+  for (const Case& cs : cases)
+    for (auto [left, right] : windows)
     for (bool causal : {false, true}) {
-      const Problem p = makeProblem(cs.N, cs.M, 4, causal);
+      const Problem p = windowed(makeProblem(cs.N, cs.M, 4, causal), left, right);
       INFO(describe(p) << " block_m=" << cs.t.block_m << " block_n=" << cs.t.block_n);
-      // The bounds agree with the mask: causalKeyEnd(i1) = 1 + last key row i1 - 1 sees,
-      // causalQueryBegin(j0) = first query row that sees key j0.
+      // The bounds agree with the mask: visibleKeyEnd(i1) = 1 + last key row i1 - 1 sees,
+      // visibleKeyBegin(i0) = first key row i0 sees (M if none; a bound past the last visible
+      // key is enough when the row sees none), visibleQueryBegin(j0) = first query row that
+      // sees key j0, visibleQueryEnd(j1) = 1 + last query row that sees key j1 - 1.
       for (Index i1 = 1; i1 <= p.N; ++i1) {
-        Index end = 0;
+        Index end = 0, begin = p.M;
         for (Index j = 0; j < p.M; ++j)
           if (!p.masked(i1 - 1, j)) end = j + 1;
-        CHECK(causalKeyEnd(p, i1) == end);
+        for (Index j = p.M - 1; j >= 0; --j)
+          if (!p.masked(i1 - 1, j)) begin = j;
+        if (p.rightReach() >= 0 || end > 0) CHECK(visibleKeyEnd(p, i1) == end);
+        if (end > 0) CHECK(visibleKeyBegin(p, i1 - 1) == begin);
+        CHECK(visibleKeyBegin(p, i1 - 1) <= begin);
+        CHECK(visibleKeyEnd(p, i1) >= end);
       }
       for (Index j0 = 0; j0 < p.M; ++j0) {
-        Index begin = p.N;
+        Index begin = p.N, end = 0;
         for (Index i = p.N - 1; i >= 0; --i)
           if (!p.masked(i, j0)) begin = i;
-        CHECK(causalQueryBegin(p, j0) == begin);
+        for (Index i = 0; i < p.N; ++i)
+          if (!p.masked(i, j0)) end = i + 1;
+        if (end > 0) {
+          CHECK(visibleQueryBegin(p, j0) == begin);
+          CHECK(visibleQueryEnd(p, j0 + 1) == end);
+        }
+        CHECK(visibleQueryBegin(p, j0) <= begin);
+        CHECK(visibleQueryEnd(p, j0 + 1) >= end);
       }
       // Tiles with at least one visible (query, key) pair: every pass must visit exactly these.
       Index live = 0;
@@ -402,12 +430,75 @@ TEST_CASE("causal loop bounds skip exactly the fully masked tiles", "[oracle][ti
       CHECK(fs.tiles == live);      // forward, query-major
       CHECK(bs.tiles == live);      // backward, key-major
       CHECK(gs.tiles == 2 * live);  // BoB pass 1 (query-major) + pass 2 (key-major)
-      if (causal && p.N == p.M && p.N % cs.t.block_m == 0 && cs.t.block_m == cs.t.block_n) {
+      if (causal && left < 0 && p.N == p.M && p.N % cs.t.block_m == 0 &&
+          cs.t.block_m == cs.t.block_n) {
         const Index nb = p.N / cs.t.block_m;  // square causal: the lower triangle of blocks
         CHECK(live == nb * (nb + 1) / 2);
       }
+      // The skipped tiles change nothing: the tiled model equals the dense reference.
+      const ForwardResult df = dense::forward(p, in.Q, in.K, in.V);
+      const BobResult dr = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+      const BobResult tr = tiled::bob(p, cs.t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, b,
+                                      X2Source::FromDQ);
+      CHECK(relErr(f.O, df.O) < 1e-12);
+      CHECK(relErr(b.dK, dense::backward(p, in.Q, in.K, in.V, in.dO).dK) < 1e-12);
+      CHECK(relErr(tr.gQ, dr.gQ) < 1e-12);
+      CHECK(relErr(tr.gK, dr.gK) < 1e-12);
+      CHECK(relErr(tr.gV, dr.gV) < 1e-12);
     }
+}
+
+TEST_CASE("sliding windows: the mask as flash-attn defines it, gradients by finite differences",
+          "[oracle][dense][window][fd]") {
+  // Query i sees keys [i + (M - N) - left, i + (M - N) + right]; causal = (-1, 0).
+  for (Index N : {6, 9})
+    for (Index M : {6, 9})
+      for (auto [left, right] : {std::pair<Index, Index>{2, 1}, {0, 0}, {3, -1}, {-1, 2}}) {
+        const Problem p = windowed(makeProblem(N, M, 3, false), left, right);
+        INFO(describe(p));
+        for (Index i = 0; i < N; ++i)
+          for (Index j = 0; j < M; ++j) {
+            const Index diagonal = i + M - N;
+            const bool visible = (left < 0 || j >= diagonal - left) && (right < 0 || j <= diagonal + right);
+            CHECK(p.masked(i, j) == !visible);
+          }
+      }
+  CHECK(windowed(makeProblem(7, 5, 2, true), -1, -1).masked(3, 2) ==
+        makeProblem(7, 5, 2, true).masked(3, 2));
+  // (-1, 0) is causal.
+  const Problem causal = makeProblem(7, 9, 2, true), window = windowed(makeProblem(7, 9, 2, false), -1, 0);
+  for (Index i = 0; i < 7; ++i)
+    for (Index j = 0; j < 9; ++j) CHECK(causal.masked(i, j) == window.masked(i, j));
+
+  // Every derivative, BoB included, by finite differences; N > M with a window that leaves the
+  // first rows empty (fully masked: zero outputs, finite gradients).
+  const Problem problems[] = {windowed(makeProblem(5, 6, 2, false), 1, 1),
+                              windowed(makeProblem(6, 4, 2, true), 1, -1),
+                              windowed(makeProblem(4, 7, 3, false), 0, 2)};
+  std::uint64_t seed = 900;
+  for (const Problem& p : problems) {
+    INFO(describe(p));
+    const Inputs in = randomInputs(p, seed++);
+    const BobResult r = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+    const Matrix fQ = fdGradient(in.Q, [&](const Matrix& x) { return firstBackwardPairing(p, in, x, in.K, in.V, in.dO); });
+    const Matrix fK = fdGradient(in.K, [&](const Matrix& x) { return firstBackwardPairing(p, in, in.Q, x, in.V, in.dO); });
+    const Matrix fV = fdGradient(in.V, [&](const Matrix& x) { return firstBackwardPairing(p, in, in.Q, in.K, x, in.dO); });
+    const Matrix fdO = fdGradient(in.dO, [&](const Matrix& x) { return firstBackwardPairing(p, in, in.Q, in.K, in.V, x); });
+    CHECK(relErr(r.gQ, fQ) < 1e-6);
+    CHECK(relErr(r.gK, fK) < 1e-6);
+    CHECK(relErr(r.gV, fV) < 1e-6);
+    CHECK(relErr(r.gdO, fdO) < 1e-6);
+    const BackwardResult g = dense::backward(p, in.Q, in.K, in.V, in.dO);
+    auto pairing = [&](const Matrix& Q, const Matrix& K, const Matrix& V) {
+      return dot(in.dO, dense::forward(p, Q, K, V).O);
+    };
+    CHECK(relErr(g.dQ, fdGradient(in.Q, [&](const Matrix& x) { return pairing(x, in.K, in.V); })) < 1e-6);
+    CHECK(relErr(g.dK, fdGradient(in.K, [&](const Matrix& x) { return pairing(in.Q, x, in.V); })) < 1e-6);
+    CHECK(relErr(g.dV, fdGradient(in.V, [&](const Matrix& x) { return pairing(in.Q, in.K, x); })) < 1e-6);
   }
+  // A negative size other than -1 is refused.
+  CHECK_THROWS_WITH(validate(windowed(makeProblem(4, 4, 2, false), -2, 0)),
+                    Catch::Contains("window sizes must be -1"));
 }
 
 // ---- 4. Argument checking -------------------------------------------------------------------
