@@ -93,6 +93,10 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
   out.batch = p->batch;
   out.heads = p->heads;
   out.headsKv = p->heads_kv;
+  if (p->sliding_window) {
+    out.windowLeft = p->window_left;
+    out.windowRight = p->window_right;
+  }
   out.seqQ = p->seq_q;
   out.seqK = p->seq_k;
   out.headDim = p->head_dim;

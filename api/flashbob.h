@@ -50,6 +50,12 @@ typedef struct flashbob_problem {
                        heads, grouped-query attention (1: multi-query); 0 means heads. Query head
                        h reads key/value head h / (heads / heads_kv); dK, dV, gK and gV are summed
                        over each group inside the kernels (deterministic) */
+  int sliding_window; /* non-zero: query i sees key j only if
+                         i + (M - N) - window_left <= j <= i + (M - N) + window_right (flash-attn's
+                         window_size); -1 leaves a side unbounded.
+                         With causal the right side is 0. Blocks outside the window are skipped:
+                         the work grows with N x window. Zero: no window (the sizes are ignored) */
+  int64_t window_left, window_right; /* each -1 or >= 0, at most max(seq_q, seq_k) */
 } flashbob_problem;
 
 typedef struct flashbob_tensor {

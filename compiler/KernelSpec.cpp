@@ -16,9 +16,14 @@ std::string TileConfig::name() const {
 }
 
 std::string KernelSpec::name() const {
-  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}_{7}", bob::stringifyKernelKind(kind), headDim,
+  std::string window;
+  if (windowLeft >= 0)
+    window += "_wl" + std::to_string(windowLeft);
+  if (windowRight >= 0)
+    window += "_wr" + std::to_string(windowRight);
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}{7}_{8}", bob::stringifyKernelKind(kind), headDim,
                        tiles.name(), bob::stringifyElemType(dtype),
-                       scaleArgument ? "_scalearg" : "", grouped ? "_gqa" : "",
+                       scaleArgument ? "_scalearg" : "", grouped ? "_gqa" : "", window,
                        causal ? "_causal" : "", bob::stringifyArch(arch))
       .str();
 }
@@ -42,6 +47,15 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
           emitError, spec.kind, spec.headDim, t.blockM, t.blockN, t.warps, t.stages, spec.dtype,
           spec.causal, spec.arch, t.warpCols, t.producer)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid kernel spec: " + message);
+  if (spec.windowLeft < -1 || spec.windowRight < -1)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "invalid kernel spec: window sizes must be -1 (unbounded) or "
+                                   ">= 0, got (" + std::to_string(spec.windowLeft) + ", " +
+                                       std::to_string(spec.windowRight) + ")");
+  if (spec.causal && spec.windowRight >= 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "invalid kernel spec: a causal kernel's right window is 0 "
+                                   "(leave windowRight at -1)");
   return llvm::Error::success();
 }
 

@@ -52,10 +52,18 @@ struct KernelSpec {
   // group, so dK, dV, gK and gV are summed in the kernel (deterministic, nothing atomic). Unset,
   // the heads are equal and the kernels compute no head mapping.
   bool grouped = false;
+  // Sliding window (flash-attn's window_size): query i sees key j only if
+  // i + (M - N) - windowLeft <= j <= i + (M - N) + windowRight; -1 leaves a side unbounded. With
+  // `causal` (the window (-1, 0)) windowRight is -1 and the causal bound applies. Compiled in
+  // (a model has one window), and the loops skip the blocks outside it, so the work grows with
+  // N x window, not N x M.
+  int64_t windowLeft = -1;
+  int64_t windowRight = -1;
+  bool windowed() const { return windowLeft >= 0 || windowRight >= 0; }
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg" and "_gqa" after the dtype when set): the kernel's symbol, the in-memory cache's key and part of the disk
-  // cache's.
+  // TileConfig::name; "_scalearg", "_gqa", "_wl<left>" and "_wr<right>" after the dtype when
+  // set): the kernel's symbol, the in-memory cache's key and part of the disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
 };

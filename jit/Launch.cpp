@@ -10,6 +10,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -123,6 +124,19 @@ llvm::Error validateProblem(const AttentionProblem &p) {
     return invalid("seq_q", "seq_q (N) must be positive, got " + llvm::Twine(p.seqQ));
   if (p.seqK <= 0)
     return invalid("seq_k", "seq_k (M) must be positive, got " + llvm::Twine(p.seqK));
+  for (auto [name, size] : {std::pair<const char *, int64_t>{"window_left", p.windowLeft},
+                             {"window_right", p.windowRight}}) {
+    if (size < -1)
+      return invalid(name, llvm::Twine(name) + " must be -1 (unbounded) or >= 0, got " +
+                               llvm::Twine(size));
+    // Left sizes past M - 1 and right sizes past N - 1 hide nothing; past both sequences a
+    // size is a mistake (a token count for another input, a sign lost), not a window.
+    if (size > std::max(p.seqQ, p.seqK))
+      return invalid(name, llvm::Twine(name) + " = " + llvm::Twine(size) +
+                               " is larger than the sequences (seq_q = " + llvm::Twine(p.seqQ) +
+                               ", seq_k = " + llvm::Twine(p.seqK) +
+                               "): pass -1 for no bound on that side");
+  }
   // Row positions, the mask's arithmetic, a block's end and TMA coordinates are 32-bit in the
   // kernels: a longer sequence would wrap there and compute something else without a fault.
   if (p.seqQ > kMaxSequence)
@@ -210,7 +224,11 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   if (producer && bob::hasHopperFeatures(arch) && s.tiles.stages == 2 && s.tiles.warpCols == 1)
     s.tiles.producer = *producer;
   s.dtype = p.dtype == DType::bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
-  s.causal = p.causal;
+  // The window (-1, 0) is the causal mask: the causal kernels run it. A causal problem's right
+  // side is 0 whatever the window says, as in flash-attn.
+  s.causal = p.causal || (p.windowLeft < 0 && p.windowRight == 0);
+  s.windowLeft = p.windowLeft;
+  s.windowRight = s.causal ? -1 : p.windowRight;
   s.arch = arch;
   s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
   s.grouped = p.grouped();

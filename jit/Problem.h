@@ -35,6 +35,11 @@ struct AttentionProblem {
   // attention (1: multi-query); 0 means `heads`. Last, so that aggregate initializations of
   // the fields above stay as they were.
   int64_t headsKv = 0;
+  // Sliding window (flash-attn's window_size): query i sees key j only if
+  // i + (M - N) - windowLeft <= j <= i + (M - N) + windowRight; -1 leaves a side unbounded (both
+  // -1: no window). With `causal` the right side is 0 whatever windowRight says.
+  int64_t windowLeft = -1;
+  int64_t windowRight = -1;
 
   // The softmax scale the kernels get: `scale`, or 1/sqrt(d).
   double effectiveScale() const;

@@ -481,7 +481,15 @@ static LogicalResult verifyElementwise(Operation *op, Type t) {
 LogicalResult Exp2Op::verify() { return verifyElementwise(*this, getType()); }
 LogicalResult Log2Op::verify() { return verifyElementwise(*this, getType()); }
 LogicalResult ReplaceOp::verify() { return verifyElementwise(*this, getType()); }
-LogicalResult MaskOp::verify() { return verifyElementwise(*this, getType()); }
+LogicalResult MaskOp::verify() {
+  for (IntegerAttr side : {getWindowLeftAttr(), getWindowRightAttr()})
+    if (side && side.getInt() < 0)
+      return emitOpError("window sizes must be >= 0 (leave a side out for no bound), got ")
+             << side.getInt();
+  if (getCausal() && getWindowRightAttr())
+    return emitOpError("causal already bounds the window on the right (at 0): no window_right");
+  return verifyElementwise(*this, getType());
+}
 
 LogicalResult CombineGroupsOp::verify() { return verifyRowsSplit(*this, getSource().getType()); }
 

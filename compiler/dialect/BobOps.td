@@ -298,17 +298,21 @@ def Bob_MaskOp : Bob_Op<"mask", [Pure, AllTypesMatch<["source", "result"]>]> {
     Rows are queries starting at `row`, columns keys starting at `col` (with `keys_on_rows`, the
     other way round). A position is masked when its query is at or past `queries` (N), its key
     at or past `keys` (M), or, with `causal`, key > query + M - N (bottom-right alignment).
+    A sliding window masks key > query + M - N + `window_right` and
+    key < query + M - N - `window_left` (each side only when given; flash-attn's window_size).
   }];
   let arguments = (ins Bob_RegTileType:$source, Index:$row, Index:$col, Index:$queries,
                        Index:$keys, UnitAttr:$causal, UnitAttr:$keys_on_rows,
-                       DefaultValuedAttr<F32Attr, "-std::numeric_limits<float>::infinity()">:$value);
+                       DefaultValuedAttr<F32Attr, "-std::numeric_limits<float>::infinity()">:$value,
+                       OptionalAttr<I64Attr>:$window_left, OptionalAttr<I64Attr>:$window_right);
   let results = (outs Bob_RegTileType:$result);
   let builders = [OpBuilder<(ins "::mlir::Value":$source, "::mlir::Value":$row, "::mlir::Value":$col,
                                  "::mlir::Value":$queries, "::mlir::Value":$keys, "bool":$causal,
                                  "bool":$keysOnRows), [{
     build($_builder, $_state, source.getType(), source, row, col, queries, keys,
           causal ? $_builder.getUnitAttr() : nullptr, keysOnRows ? $_builder.getUnitAttr() : nullptr,
-          $_builder.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+          $_builder.getF32FloatAttr(-std::numeric_limits<float>::infinity()),
+          /*window_left=*/nullptr, /*window_right=*/nullptr);
   }]>];
   let assemblyFormat = [{
     $source `at` `(` $row `,` $col `)` `within` `(` $queries `,` $keys `)` attr-dict `:` type($source)

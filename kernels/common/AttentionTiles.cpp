@@ -8,30 +8,71 @@ using namespace mlir;
 
 namespace flashbob::kernels {
 
+namespace {
+// Keys past the diagonal a query sees: 0 when causal, the window's right side, -1 for all.
+int64_t rightReach(const KernelBuilder &kb) {
+  return kb.spec.causal ? 0 : kb.spec.windowRight;
+}
+} // namespace
+
+Value firstKeyBlock(KernelBuilder &kb, Value row0, Value n, Value m) {
+  if (kb.spec.windowLeft < 0)
+    return kb.index(0);
+  auto &b = kb.b;
+  Value begin = arith::SubIOp::create(b, arith::AddIOp::create(b, row0, arith::SubIOp::create(b, m, n)),
+                                      kb.index(kb.spec.windowLeft));
+  begin = arith::MaxSIOp::create(b, begin, kb.index(0));
+  return arith::DivUIOp::create(b, begin, kb.index(kb.spec.tiles.blockN));
+}
+
 Value keyBlocksToVisit(KernelBuilder &kb, Value row0, Value n, Value m) {
   auto &b = kb.b;
   Value keyEnd = m;
-  if (kb.spec.causal) {
+  if (const int64_t right = rightReach(kb); right >= 0) {
     Value end = arith::AddIOp::create(b, arith::AddIOp::create(b, row0, kb.index(kb.spec.tiles.blockM)),
                                       arith::SubIOp::create(b, m, n));
+    if (right > 0)
+      end = arith::AddIOp::create(b, end, kb.index(right));
     keyEnd = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, end, kb.index(0)), m);
   }
   return arith::CeilDivUIOp::create(b, keyEnd, kb.index(kb.spec.tiles.blockN));
 }
 
 Value firstQueryBlock(KernelBuilder &kb, Value key0, Value n, Value m) {
-  if (!kb.spec.causal)
+  const int64_t right = rightReach(kb);
+  if (right < 0)
     return kb.index(0);
   auto &b = kb.b;
   Value first = arith::SubIOp::create(b, key0, arith::SubIOp::create(b, m, n));
+  if (right > 0)
+    first = arith::SubIOp::create(b, first, kb.index(right));
   first = arith::MaxSIOp::create(b, first, kb.index(0));
   return arith::DivUIOp::create(b, first, kb.index(kb.spec.tiles.blockM));
 }
 
+Value queryBlocksEnd(KernelBuilder &kb, Value key0, Value n, Value m) {
+  auto &b = kb.b;
+  Value queryEnd = n;
+  if (kb.spec.windowLeft >= 0) {
+    // Query i sees key key0 + block_n - 1 (or an earlier one) iff
+    // i <= key0 + block_n - 1 - (M - N) + left.
+    Value end = arith::SubIOp::create(b, arith::AddIOp::create(b, key0, kb.index(kb.spec.tiles.blockN)),
+                                      arith::SubIOp::create(b, m, n));
+    end = arith::AddIOp::create(b, end, kb.index(kb.spec.windowLeft));
+    queryEnd = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, end, kb.index(0)), n);
+  }
+  return arith::CeilDivUIOp::create(b, queryEnd, kb.index(kb.spec.tiles.blockM));
+}
+
 Tile maskedLog2Scores(KernelBuilder &kb, const Tile &scores, Value row0, Value col0) {
   Tile s = scores * kb.scaleLog2e();
-  return {kb, bob::MaskOp::create(kb.b, s, row0, col0, kb.n, kb.m, kb.spec.causal,
-                                  /*keysOnRows=*/kb.keyMajor())};
+  auto mask = bob::MaskOp::create(kb.b, s, row0, col0, kb.n, kb.m, kb.spec.causal,
+                                  /*keysOnRows=*/kb.keyMajor());
+  if (kb.spec.windowLeft >= 0)
+    mask.setWindowLeftAttr(kb.b.getI64IntegerAttr(kb.spec.windowLeft));
+  if (kb.spec.windowRight >= 0)
+    mask.setWindowRightAttr(kb.b.getI64IntegerAttr(kb.spec.windowRight));
+  return {kb, mask};
 }
 
 Tile lseToLog2(const Tile &lse) {

@@ -10,15 +10,21 @@ namespace flashbob::kernels {
 
 constexpr double kLn2 = 0.6931471805599453;
 
-// Key blocks a query block starting at row0 must visit: all, or with a causal mask those before
-// the bottom-right aligned diagonal (keys < row0 + block_m + M - N).
+// Loop bounds: the blocks the mask leaves something visible in (all, or with a causal mask or a
+// sliding window those around the bottom-right aligned diagonal; kernels/oracle's
+// visibleKeyBegin/End and visibleQueryBegin/End, in blocks).
+// Key blocks a query block starting at row0 visits: [firstKeyBlock, keyBlocksToVisit), i.e.
+// keys >= row0 + M - N - window_left and < row0 + block_m + M - N + right reach.
+mlir::Value firstKeyBlock(KernelBuilder &kb, mlir::Value row0, mlir::Value n, mlir::Value m);
 mlir::Value keyBlocksToVisit(KernelBuilder &kb, mlir::Value row0, mlir::Value n, mlir::Value m);
-// First query block a key block starting at key0 must visit: 0, or with a causal mask the block
-// holding query key0 - (M - N) (earlier queries see none of these keys).
+// Query blocks a key block starting at key0 visits: [firstQueryBlock, queryBlocksEnd), from the
+// block holding query key0 - (M - N) - right reach (earlier queries see none of these keys) to
+// the one holding query key0 + block_n - 1 - (M - N) + window_left.
 mlir::Value firstQueryBlock(KernelBuilder &kb, mlir::Value key0, mlir::Value n, mlir::Value m);
+mlir::Value queryBlocksEnd(KernelBuilder &kb, mlir::Value key0, mlir::Value n, mlir::Value m);
 
 // The scores s Q K^T in log2 units (scaled by s log2(e)), -inf where the mask hides a key:
-// outside the sequences, or past the causal diagonal. `scores` holds the raw products of a
+// outside the sequences, past the causal diagonal or outside the sliding window. `scores` holds the raw products of a
 // (query block, key block), or their transpose in key-major kernels (keys on rows).
 Tile maskedLog2Scores(KernelBuilder &kb, const Tile &scores, mlir::Value row0, mlir::Value col0);
 

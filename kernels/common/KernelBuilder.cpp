@@ -132,15 +132,17 @@ Value KernelBuilder::shared(Operand operand) const {
 }
 
 llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body) {
-  // Query-major: key blocks [0, keyBlocksToVisit); key-major: query blocks
-  // [firstQueryBlock, ceil(N / block_m)). Key-major with spec.grouped: the same blocks of each
+  // Query-major: key blocks [firstKeyBlock, keyBlocksToVisit); key-major: query blocks
+  // [firstQueryBlock, queryBlocksEnd) (AttentionTiles.h). Key-major with spec.grouped: the same blocks of each
   // of the group's query heads, in one loop over steps [0, group * blocks): step t visits block
   // first + t % blocks of query head ownHead * group + t / blocks.
   const bool groupSweep = keyMajor() && spec.grouped;
   Value lower, upper, first, blocks, firstHead;
   if (keyMajor()) {
-    upper = arith::CeilDivUIOp::create(b, n, index(sweptRows()));
+    upper = queryBlocksEnd(*this, ownStart, n, m);
     lower = first = firstQueryBlock(*this, ownStart, n, m);
+    if (spec.windowed()) // a window can leave a key block no query: no steps, none negative
+      upper = arith::MaxSIOp::create(b, upper, first);
     if (groupSweep) {
       blocks = arith::SubIOp::create(b, upper, first);
       lower = index(0);
@@ -149,7 +151,7 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
     }
   } else {
     upper = keyBlocksToVisit(*this, ownStart, n, m);
-    lower = index(0);
+    lower = firstKeyBlock(*this, ownStart, n, m);
   }
   Value step = index(1);
   auto loop = scf::ForOp::create(

@@ -16,20 +16,32 @@ import torch
 import flashbob.torch as fb
 
 
-def reference_attention(q, k, v, causal=False, scale=None):
+def reference_attention(q, k, v, causal=False, scale=None, window_size=(-1, -1)):
     """Plain softmax attention (what autograd can differentiate twice). Fewer key/value heads
     than query heads (grouped-query attention) are repeated to match, so autograd sums their
-    gradients over each group."""
+    gradients over each group. window_size (left, right) as flash-attn's; a row that sees no
+    key gives 0."""
     if k.shape[-3] != q.shape[-3]:
         group = q.shape[-3] // k.shape[-3]
         k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     s = scale * q @ k.transpose(-1, -2)
-    if causal:
-        n, m = s.shape[-2:]
-        keep = torch.ones(n, m, dtype=torch.bool, device=s.device).tril(diagonal=m - n)
-        s = s.masked_fill(~keep, float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+    left, right = window_size
+    right = 0 if causal else right
+    if left < 0 and right < 0:
+        return torch.softmax(s, dim=-1) @ v
+    n, m = s.shape[-2:]
+    # key - query - (M - N): where each key lies from the query's own (bottom-right diagonal)
+    offset = (torch.arange(m, device=s.device)[None, :] - torch.arange(n, device=s.device)[:, None]
+              - (m - n))
+    keep = torch.ones(n, m, dtype=torch.bool, device=s.device)
+    if right >= 0:
+        keep &= offset <= right
+    if left >= 0:
+        keep &= offset >= -left
+    seen = keep.any(dim=-1, keepdim=True)
+    s = s.masked_fill(~keep, float("-inf")).masked_fill(~seen, 0.0)
+    return (torch.softmax(s, dim=-1) * seen) @ v
 
 
 def outer_gradient(attention, x_train, y_train, x_val, y_val, weights, lr=0.1, causal=True):

@@ -37,6 +37,9 @@ class Problem(ctypes.Structure):
         ("causal", ctypes.c_int),
         ("scale", ctypes.c_double),
         ("heads_kv", ctypes.c_int64),
+        ("sliding_window", ctypes.c_int),
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
     ]
 
 

@@ -1,4 +1,4 @@
-"""`attention(q, k, v, causal=False, scale=None)` for PyTorch, differentiable twice.
+"""`attention(q, k, v, causal=False, scale=None, window_size=(-1, -1))` for PyTorch, differentiable twice.
 
     import torch, flashbob.torch as fb
     q, k, v = (torch.randn(1, 8, 4096, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -49,10 +49,11 @@ def _tensor(t):
     return _capi.Tensor(t.data_ptr(), _int64x4(*t.stride()))
 
 
-def _problem(q, k, causal, scale):
+def _problem(q, k, causal, window_left, window_right, scale):
     b, h, n, d = q.shape
+    windowed = window_left >= 0 or window_right >= 0
     return _capi.Problem(b, h, n, k.shape[2], d, _DTYPES[q.dtype], int(causal), float(scale),
-                         k.shape[1])
+                         k.shape[1], int(windowed), window_left, window_right)
 
 
 def _stream(t):
@@ -70,24 +71,27 @@ def _rows(q, *lead):
 
 @torch.library.custom_op("flashbob::forward", mutates_args=(), device_types="cuda")
 def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+             window_left: int, window_right: int,
              scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(O, L); scale 0 means 1/sqrt(head_dim)."""
     q, k, v = _readable(q), _readable(k), _readable(v)
     o, lse = _empty(q), _rows(q)
     with torch.cuda.device(q.device):
-        _capi.forward(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
-                      _tensor(o), lse.data_ptr(), _stream(q))
+        problem = _problem(q, k, causal, window_left, window_right, scale)
+        _capi.forward(problem, _tensor(q), _tensor(k), _tensor(v), _tensor(o), lse.data_ptr(),
+                      _stream(q))
     return o, lse
 
 
 @_forward.register_fake
-def _(q, k, v, causal, scale):
+def _(q, k, v, *_mask_and_scale):
     return _empty(q), _rows(q)
 
 
 @torch.library.custom_op("flashbob::backward", mutates_args=(), device_types="cuda")
 def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
               lse: torch.Tensor, do: torch.Tensor, causal: bool,
+              window_left: int, window_right: int,
               scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dQ, dK, dV) from the forward's O and L."""
     q, k, v, o, do = (_readable(t) for t in (q, k, v, o, do))
@@ -95,20 +99,22 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     dq, dk, dv = _empty(q), _empty(k), _empty(v)
     workspace = _rows(q)
     with torch.cuda.device(q.device):
-        _capi.backward(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
-                       _tensor(o), _tensor(do), lse.data_ptr(), _tensor(dq), _tensor(dk),
-                       _tensor(dv), workspace.data_ptr(), _stream(q))
+        problem = _problem(q, k, causal, window_left, window_right, scale)
+        _capi.backward(problem, _tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(do),
+                       lse.data_ptr(), _tensor(dq), _tensor(dk), _tensor(dv),
+                       workspace.data_ptr(), _stream(q))
     return dq, dk, dv
 
 
 @_backward.register_fake
-def _(q, k, v, o, lse, do, causal, scale):
+def _(q, k, v, o, lse, do, *_mask_and_scale):
     return _empty(q), _empty(k), _empty(v)
 
 
 @torch.library.custom_op("flashbob::bob", mutates_args=(), device_types="cuda")
 def _bob(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
          do: torch.Tensor, uq: torch.Tensor, uk: torch.Tensor, uv: torch.Tensor, causal: bool,
+         window_left: int, window_right: int,
          scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """BoB: the gradients of <uQ, dQ> + <uK, dK> + <uV, dV> with respect to Q, K, V and dO."""
     q, k, v, o, do, uq, uk, uv = (_readable(t) for t in (q, k, v, o, do, uq, uk, uv))
@@ -116,59 +122,65 @@ def _bob(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse
     gq, gk, gv, gdo = _empty(q), _empty(k), _empty(v), _empty(do)
     workspace = _rows(q, 3)
     with torch.cuda.device(q.device):
-        _capi.bob(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v), _tensor(o),
-                  _tensor(do), lse.data_ptr(), _tensor(uq), _tensor(uk), _tensor(uv),
-                  _tensor(gq), _tensor(gk), _tensor(gv), _tensor(gdo), workspace.data_ptr(),
+        problem = _problem(q, k, causal, window_left, window_right, scale)
+        _capi.bob(problem, _tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(do),
+                  lse.data_ptr(), _tensor(uq), _tensor(uk), _tensor(uv), _tensor(gq), _tensor(gk), _tensor(gv), _tensor(gdo), workspace.data_ptr(),
                   _stream(q))
     return gq, gk, gv, gdo
 
 
 @_bob.register_fake
-def _(q, k, v, o, lse, do, uq, uk, uv, causal, scale):
+def _(q, k, v, o, lse, do, uq, uk, uv, *_mask_and_scale):
     return _empty(q), _empty(k), _empty(v), _empty(do)
 
 
 @torch.library.custom_op("flashbob::forward_jvp", mutates_args=(), device_types="cuda")
 def _forward_jvp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                  lse: torch.Tensor, tq: torch.Tensor, tk: torch.Tensor, tv: torch.Tensor,
-                 causal: bool, scale: float) -> torch.Tensor:
+                 causal: bool, window_left: int, window_right: int,
+                 scale: float) -> torch.Tensor:
     """The forward's JVP: the change of O along tangents (tq, tk, tv) of (q, k, v), from the
     forward's O and L (one kernel: BoB's gdO at u = t, without the rest of BoB)."""
     q, k, v, o, tq, tk, tv = (_readable(t) for t in (q, k, v, o, tq, tk, tv))
     lse = lse.contiguous()
     to = _empty(o)
     with torch.cuda.device(q.device):
-        _capi.forward_jvp(_problem(q, k, causal, scale), _tensor(q), _tensor(k), _tensor(v),
-                          _tensor(o), lse.data_ptr(), _tensor(tq), _tensor(tk), _tensor(tv),
-                          _tensor(to), _stream(q))
+        problem = _problem(q, k, causal, window_left, window_right, scale)
+        _capi.forward_jvp(problem, _tensor(q), _tensor(k), _tensor(v), _tensor(o),
+                          lse.data_ptr(), _tensor(tq), _tensor(tk), _tensor(tv), _tensor(to),
+                          _stream(q))
     return to
 
 
 @_forward_jvp.register_fake
-def _(q, k, v, o, lse, tq, tk, tv, causal, scale):
+def _(q, k, v, o, lse, tq, tk, tv, *_mask_and_scale):
     return _empty(o)
 
 
 # --- autograd: forward -> backward -> BoB -------------------------------------------------------
+# Every operator ends in the same four non-tensor arguments, (causal, window_left, window_right,
+# scale): the mask and the scale, kept on ctx as `config` and passed on as they came.
+
+_CONFIG = 4
+
 
 def _forward_setup(ctx, inputs, output):
-    q, k, v, causal, scale = inputs
+    q, k, v = inputs[:3]
     o, lse = output
     ctx.mark_non_differentiable(lse)
     ctx.save_for_backward(q, k, v, o, lse)
-    ctx.causal, ctx.scale = causal, scale
+    ctx.config = inputs[3:]
 
 
 def _forward_grad(ctx, do, _dlse):
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = torch.ops.flashbob.backward(q, k, v, o, lse, do, ctx.causal, ctx.scale)
-    return dq, dk, dv, None, None
+    dq, dk, dv = torch.ops.flashbob.backward(q, k, v, o, lse, do, *ctx.config)
+    return (dq, dk, dv) + (None,) * _CONFIG
 
 
 def _backward_setup(ctx, inputs, output):
-    q, k, v, o, lse, do, causal, scale = inputs
-    ctx.save_for_backward(q, k, v, o, lse, do)
-    ctx.causal, ctx.scale = causal, scale
+    ctx.save_for_backward(*inputs[:6])
+    ctx.config = inputs[6:]
 
 
 def _backward_grad(ctx, uq, uk, uv):
@@ -176,8 +188,8 @@ def _backward_grad(ctx, uq, uk, uv):
     # their own (the gradient of the backward's outputs reaches q, k, v, dO only).
     q, k, v, o, lse, do = ctx.saved_tensors
     gq, gk, gv, gdo = torch.ops.flashbob.bob(q, k, v, o, lse, do, uq.to(q.dtype), uk.to(k.dtype),
-                                             uv.to(v.dtype), ctx.causal, ctx.scale)
-    return gq, gk, gv, None, None, gdo, None, None
+                                             uv.to(v.dtype), *ctx.config)
+    return (gq, gk, gv, None, None, gdo) + (None,) * _CONFIG
 
 
 def _bob_grad(ctx, *grads):
@@ -224,8 +236,8 @@ class _AttentionFn(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(q, k, v, causal, scale):
-        return torch.ops.flashbob.forward(q, k, v, causal, scale)
+    def forward(q, k, v, *config):
+        return torch.ops.flashbob.forward(q, k, v, *config)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -235,15 +247,15 @@ class _AttentionFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = _BackwardFn.apply(q, k, v, o, lse, do, ctx.causal, ctx.scale)
-        return dq, dk, dv, None, None
+        dq, dk, dv = _BackwardFn.apply(q, k, v, o, lse, do, *ctx.config)
+        return (dq, dk, dv) + (None,) * _CONFIG
 
     @staticmethod
-    def jvp(ctx, tq, tk, tv, _tcausal, _tscale):
+    def jvp(ctx, tq, tk, tv, *_tconfig):
         # The forward's JVP J t: BoB's gdO at cotangent u = t, which one kernel computes alone.
         q, k, v, o, lse = ctx.saved_tensors
         tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
-        to = torch.ops.flashbob.forward_jvp(q, k, v, o, lse, tq, tk, tv, ctx.causal, ctx.scale)
+        to = torch.ops.flashbob.forward_jvp(q, k, v, o, lse, tq, tk, tv, *ctx.config)
         return to, None  # L is not differentiable (mark_non_differentiable)
 
 
@@ -251,8 +263,8 @@ class _BackwardFn(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(q, k, v, o, lse, do, causal, scale):
-        return torch.ops.flashbob.backward(q, k, v, o, lse, do, causal, scale)
+    def forward(q, k, v, o, lse, do, *config):
+        return torch.ops.flashbob.backward(q, k, v, o, lse, do, *config)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -263,19 +275,18 @@ class _BackwardFn(torch.autograd.Function):
     def backward(ctx, uq, uk, uv):
         q, k, v, o, lse, do = ctx.saved_tensors
         gq, gk, gv, gdo = _BobFn.apply(q, k, v, o, lse, do, uq.to(q.dtype), uk.to(k.dtype),
-                                       uv.to(v.dtype), ctx.causal, ctx.scale)
-        return gq, gk, gv, None, None, gdo, None, None
+                                       uv.to(v.dtype), *ctx.config)
+        return (gq, gk, gv, None, None, gdo) + (None,) * _CONFIG
 
     @staticmethod
-    def jvp(ctx, tq, tk, tv, _to, _tlse, tdo, _tcausal, _tscale):
+    def jvp(ctx, tq, tk, tv, _to, _tlse, tdo, *_tconfig):
         # The backward's JVP in direction (t, w) (t on q, k, v; w on dO) is the Hessian term H t,
         # BoB's (gQ, gK, gV) at u = t, plus the backward applied to w. O and L are functions of
         # q, k, v whose change H t already contains, so their tangents add nothing.
         q, k, v, o, lse, do = ctx.saved_tensors
         tq, tk, tv, tdo = _tangents((tq, tk, tv, tdo), (q, k, v, do))
-        hq, hk, hv, _ = torch.ops.flashbob.bob(q, k, v, o, lse, do, tq, tk, tv, ctx.causal,
-                                               ctx.scale)
-        bq, bk, bv = torch.ops.flashbob.backward(q, k, v, o, lse, tdo, ctx.causal, ctx.scale)
+        hq, hk, hv, _ = torch.ops.flashbob.bob(q, k, v, o, lse, do, tq, tk, tv, *ctx.config)
+        bq, bk, bv = torch.ops.flashbob.backward(q, k, v, o, lse, tdo, *ctx.config)
         return tuple((h.float() + b.float()).to(h.dtype) for h, b in ((hq, bq), (hk, bk), (hv, bv)))
 
 
@@ -283,8 +294,8 @@ class _BobFn(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(q, k, v, o, lse, do, uq, uk, uv, causal, scale):
-        return torch.ops.flashbob.bob(q, k, v, o, lse, do, uq, uk, uv, causal, scale)
+    def forward(q, k, v, o, lse, do, uq, uk, uv, *config):
+        return torch.ops.flashbob.bob(q, k, v, o, lse, do, uq, uk, uv, *config)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -330,7 +341,20 @@ def _check_shapes(q, k, v):
         raise ValueError("q, k, v must be on the same device")
 
 
-def attention(q, k, v, causal=False, scale=None, return_lse=False):
+def _window(window_size):
+    """(left, right) as the operators take them; -1 leaves a side unbounded."""
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError(f"window_size must be a pair (left, right), got {window_size!r}") from None
+    for side, name in ((left, "left"), (right, "right")):
+        if not isinstance(side, int) or isinstance(side, bool) or side < -1:
+            raise ValueError(f"window_size's {name} side must be an int >= -1 (-1: unbounded), "
+                             f"got {side!r}")
+    return left, right
+
+
+def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(-1, -1)):
     """softmax(scale * q k^T) v with a causal mask if asked (bottom-right aligned when the
     sequence lengths differ); scale defaults to 1/sqrt(head_dim). Differentiable twice.
 
@@ -341,6 +365,11 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False):
     heads, head_dim), as flash-attn takes them, are passed as their .transpose(1, 2) views: the
     kernels read those strides directly, no copy.
 
+    window_size: (left, right), flash-attn's sliding window: query i sees key j only if
+    i + seq_k - seq_q - left <= j <= i + seq_k - seq_q + right; -1 leaves a side unbounded, and
+    causal=True makes right 0 (so (-1, 0) is the causal mask). The kernels skip the blocks
+    outside the window: the cost grows with seq_q x window.
+
     return_lse: also return L, the natural log-sum-exp of each query row of scale * q k^T
     (batch, heads, seq_q) float32, -inf for a row that sees no key; not differentiable."""
     if scale is not None and not (scale > 0):
@@ -348,13 +377,19 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False):
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         _check(t, name)
     _check_shapes(q, k, v)
-    scale = 0.0 if scale is None else float(scale)
+    left, right = _window(window_size)
+    longest = max(q.shape[2], k.shape[2])
+    for side, name in ((left, "left"), (right, "right")):
+        if side > longest:
+            raise ValueError(f"window_size's {name} side ({side}) is larger than the sequences "
+                             f"(seq_q {q.shape[2]}, seq_k {k.shape[2]}): pass -1 for no bound")
+    config = (bool(causal), left, right, 0.0 if scale is None else float(scale))
     if torch.compiler.is_compiling():
         # Dynamo cannot trace autograd.Functions with a jvp rule; the operator, whose autograd
         # formulas are registered with it, traces without a graph break.
-        o, lse = torch.ops.flashbob.forward(q, k, v, bool(causal), scale)
+        o, lse = torch.ops.flashbob.forward(q, k, v, *config)
     else:
-        o, lse = _AttentionFn.apply(q, k, v, bool(causal), scale)
+        o, lse = _AttentionFn.apply(q, k, v, *config)
     return (o, lse) if return_lse else o
 
 
@@ -363,12 +398,13 @@ _OPS = {"forward": _capi.OP_FORWARD, "backward": _capi.OP_BACKWARD, "bob": _capi
 
 
 def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causal=False,
-               scale=None, ops=("forward", "backward", "bob"), device=None, heads_kv=None):
+               scale=None, ops=("forward", "backward", "bob"), device=None, heads_kv=None,
+               window_size=(-1, -1)):
     """Compiles (or loads from the kernel cache) the kernels that `ops` run for this problem on
     `device` (default: the current CUDA device) without running them, so that the first step of
-    a training or HVP loop pays no compile time; heads_kv: the key/value heads (default heads).
-    The "flashbob" logger reports each compilation at INFO level ("flashbob: compiling bob_q
-    (1/2): <kernel>")."""
+    a training or HVP loop pays no compile time; heads_kv: the key/value heads (default heads),
+    window_size as attention()'s. The "flashbob" logger reports each compilation at INFO level
+    ("flashbob: compiling bob_q (1/2): <kernel>")."""
     if dtype not in _DTYPES:
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     unknown = [op for op in ops if op not in _OPS]
@@ -376,9 +412,11 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
         raise ValueError(f"ops must be among {sorted(_OPS)}, got {unknown}")
     if scale is not None and not (scale > 0):
         raise ValueError(f"scale must be positive, got {scale}")
+    left, right = _window(window_size)
     problem = _capi.Problem(batch, heads, seq_q, seq_k, head_dim, _DTYPES[dtype], int(bool(causal)),
                             0.0 if scale is None else float(scale),
-                            heads if heads_kv is None else heads_kv)
+                            heads if heads_kv is None else heads_kv,
+                            int(left >= 0 or right >= 0), left, right)
     with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
         for op in ops:
             _capi.precompile(problem, _OPS[op])

@@ -23,6 +23,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -159,6 +160,9 @@ Call decode(FuzzedDataProvider &in) {
   p.causal = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? in.ConsumeIntegral<int>() : 0;
   p.scale = pickScale(in);
   p.heads_kv = pickInt(in, 0); // 0: as many as heads
+  p.sliding_window = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? in.ConsumeIntegral<int>() : 0;
+  p.window_left = pickInt(in, -1);
+  p.window_right = pickInt(in, 16);
   if (c.op == 4) {
     // Only the enumerators: a C++ caller passing another value in an enum-typed argument is
     // itself undefined behaviour (UBSan flags the harness, not the library). A C caller may pass
@@ -230,6 +234,13 @@ std::string undocumentedPass(const Call &c) {
     return "a negative scale";
   if (p.heads_kv < 0 || (p.heads_kv > 0 && p.heads % p.heads_kv != 0))
     return "heads_kv " + std::to_string(p.heads_kv) + " with heads " + std::to_string(p.heads);
+  if (p.sliding_window) {
+    const int64_t longest = std::max(p.seq_q, p.seq_k);
+    for (int64_t side : {p.window_left, p.window_right})
+      if (side < -1 || side > longest)
+        return "window side " + std::to_string(side) + " with sequences " +
+               std::to_string(p.seq_q) + ", " + std::to_string(p.seq_k);
+  }
   if (c.op == 4) {
     int op;
     std::memcpy(&op, &c.precompileOp, sizeof op);

@@ -25,6 +25,8 @@ struct Case {
   // Key/value heads (grouped-query attention; 0: heads). K, V, uK, uV and dK, dV, gK, gV have
   // this many; query head h reads key/value head h / (heads / headsKv).
   int64_t headsKv = 0;
+  // Sliding window (left, right) as flash-attn's window_size; -1: unbounded.
+  int64_t windowLeft = -1, windowRight = -1;
 };
 
 struct HostTensor {
@@ -36,10 +38,13 @@ void runCase(const Case &c) {
   AttentionProblem p{c.batch, c.heads, c.n, c.m, c.d, c.bf16 ? DType::bf16 : DType::fp16,
                      c.causal};
   p.headsKv = c.headsKv;
+  p.windowLeft = c.windowLeft;
+  p.windowRight = c.windowRight;
   const int64_t kvHeads = p.keyValueHeads(), group = c.heads / kvHeads;
   const int64_t bh = c.batch * c.heads;
 
-  std::mt19937_64 rng(7 + c.n * 31 + c.m * 17 + c.d + 3 * c.causal + 5 * c.bf16);
+  std::mt19937_64 rng(7 + c.n * 31 + c.m * 17 + c.d + 3 * c.causal + 5 * c.bf16 +
+                      11 * c.windowLeft + 13 * c.windowRight);
   std::normal_distribution<double> normal(0.0, 1.0);
   // The rows and heads of the query side's tensors and of the key side's.
   struct Side {
@@ -147,6 +152,8 @@ void runCase(const Case &c) {
   // The oracle per query head (b, h), with key/value head h / group; the key side's gradients
   // summed over each group (in query-head order, as the kernels visit them).
   oracle::Problem op = oracle::makeProblem(c.n, c.m, c.d, c.causal);
+  op.windowLeft = c.windowLeft;
+  op.windowRight = c.windowRight;
   const size_t keySide = static_cast<size_t>(c.batch * kvHeads * c.m * c.d);
   std::vector<double> refO, refL, refDQ, refDK(keySide), refDV(keySide), refGQ, refGK(keySide),
       refGV(keySide), refGdO, refC, refB, refTO;
@@ -187,9 +194,10 @@ void runCase(const Case &c) {
                       .data);
   }
   const double tol = c.bf16 ? 5e-3 : 1e-3;
-  std::printf("%s d=%ld N=%ld M=%ld %s%s heads %ld:%ld:", c.bf16 ? "bf16" : "fp16", (long)c.d,
-              (long)c.n, (long)c.m, c.causal ? "causal" : "full",
-              c.seqMajor ? " (b,s,h,d) layout" : "", (long)c.heads, (long)kvHeads);
+  std::printf("%s d=%ld N=%ld M=%ld %s%s heads %ld:%ld window (%ld, %ld):",
+              c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n, (long)c.m,
+              c.causal ? "causal" : "full", c.seqMajor ? " (b,s,h,d) layout" : "", (long)c.heads,
+              (long)kvHeads, (long)c.windowLeft, (long)c.windowRight);
   const std::tuple<const char *, std::vector<double> *, std::vector<double> *> outputs[] = {
       {"O", &gotO, &refO},     {"L", &gotL, &refL},       {"dQ", &gotDQ, &refDQ},
       {"dK", &gotDK, &refDK},  {"dV", &gotDV, &refDV},    {"gQ", &gotGQ, &refGQ},
@@ -250,6 +258,32 @@ TEST_CASE("grouped-query and multi-query attention: K and V shared by groups of 
             c.seqMajor = !bf16;
             runCase(c);
           }
+}
+
+TEST_CASE("sliding windows: flash-attn's window_size through every kernel", "[gpu][api]") {
+  // Windows on either side or both, with and without causal, N != M and lengths that are no
+  // multiple of a block, windows narrower than a block and wider than several; rows the window
+  // leaves without a key (N > M, small right side) must give O = 0, L = -inf and no gradient.
+  struct Window {
+    int64_t n, m, left, right;
+    bool causal;
+  };
+  const Window windows[] = {{300, 300, 40, 17, false}, {333, 200, 100, -1, true},
+                            {200, 333, -1, 30, false}, {257, 257, 0, 0, false},
+                            {300, 130, 9, 3, false},   {400, 400, 200, 0, false}};
+  for (int64_t d : {64, 128})
+    for (bool bf16 : {true, false})
+      for (const Window &w : windows)
+        DYNAMIC_SECTION("d" << d << (bf16 ? " bf16" : " fp16") << " N" << w.n << " M" << w.m
+                            << " window (" << w.left << ", " << w.right << ")"
+                            << (w.causal ? " causal" : "")) {
+          Case c{2, 4, w.n, w.m, d, w.causal, bf16};
+          c.windowLeft = w.left;
+          c.windowRight = w.right;
+          c.headsKv = w.left == 100 ? 2 : 0; // one windowed case grouped
+          c.seqMajor = !bf16;
+          runCase(c);
+        }
 }
 
 TEST_CASE("a second context gets its own modules", "[gpu][api]") {

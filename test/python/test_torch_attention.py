@@ -47,8 +47,8 @@ def both(tensors):
     return low, high
 
 
-def second_order(attn, q, k, v, do, uq, uk, uv, causal):
-    o = attn(q, k, v, causal=causal)
+def second_order(attn, q, k, v, do, uq, uk, uv, causal, **options):
+    o = attn(q, k, v, causal=causal, **options)
     dq, dk, dv = torch.autograd.grad(o, (q, k, v), do, create_graph=True)
     gq, gk, gv, gdo = torch.autograd.grad((dq, dk, dv), (q, k, v, do), (uq, uk, uv))
     return [o, dq, dk, dv, gq, gk, gv, gdo]
@@ -93,6 +93,47 @@ def test_grouped_query_attention_first_and_second_derivatives(dtype, h, h_kv, n,
     again = second_order(fb.attention, *both(t)[0], causal)
     for name, a, b in zip(names, got, again):
         assert torch.equal(a, b), name
+
+
+WINDOW_CASES = [  # (heads, heads_kv, N, M, d, causal, window_size)
+    (2, 2, 200, 200, 64, False, (32, 16)),   # two-sided
+    (2, 1, 300, 200, 128, True, (50, -1)),   # causal with a left window, N > M, multi-query
+    (4, 2, 130, 333, 64, False, (-1, 20)),   # right side only, N < M
+    (2, 2, 256, 256, 128, False, (0, 0)),    # each query its own key only
+    (2, 2, 200, 100, 64, False, (10, 5)),    # rows 0-94 see no key at all
+    (2, 2, 160, 96, 64, False, (-1, 0)),     # the causal mask, spelled as a window
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("h,h_kv,n,m,d,causal,window", WINDOW_CASES)
+def test_sliding_window_first_and_second_derivatives(dtype, h, h_kv, n, m, d, causal, window):
+    """window_size as flash-attn's: every derivative against float64 autograd through the same
+    mask, rows the window leaves empty give 0, BoB bit-identical run to run."""
+    t = inputs(h, n, m, d, dtype, seed=h + n + m + d + window[0], h_kv=h_kv)
+    low, high = both(t)
+    got = second_order(fb.attention, *low, causal, window_size=window)
+    ref = second_order(reference_attention, *high, causal, window_size=window)
+    names = ["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"]
+    errors = {name: rel(a, b) for name, a, b in zip(names, got, ref)}
+    print(dtype, h, h_kv, n, m, d, causal, window, {k: f"{v:.2e}" for k, v in errors.items()})
+    for name, err in errors.items():
+        assert math.isfinite(err) and err <= TOL[dtype], f"{name}: {err:.2e}"
+    again = second_order(fb.attention, *both(t)[0], causal, window_size=window)
+    for name, a, b in zip(names, got, again):
+        assert torch.equal(a, b), name
+
+
+def test_sliding_window_forward_mode_hvp():
+    """jvp of grad (forward-over-reverse) through a windowed layer runs BoB with the window."""
+    q, k, v, w, tq, _, _ = inputs(2, 192, 192, 64, torch.bfloat16, seed=47)
+    window = (24, 0)
+    loss = lambda q: (fb.attention(q, k, v, window_size=window).float() * w.float()).sum()  # noqa: E731
+    loss64 = lambda q: (reference_attention(q, k.double(), v.double(), window_size=window)  # noqa: E731
+                        * w.double()).sum()
+    _, hvp = torch.func.jvp(torch.func.grad(loss), (q,), (tq,))
+    _, ref = torch.func.jvp(torch.func.grad(loss64), (q.double(),), (tq.double(),))
+    assert rel(hvp, ref) <= TOL[torch.bfloat16]
 
 
 def test_return_lse_is_the_natural_log_sum_exp():
@@ -182,6 +223,12 @@ def test_validation_names_the_argument():
         fb.attention(q4, k3, k3)
     with pytest.raises(ValueError, match="differ in batch or head_dim"):
         fb.attention(q4, torch.cat([k3, k3]), torch.cat([k3, k3]))
+    with pytest.raises(ValueError, match="window_size must be a pair"):
+        fb.attention(q, q, q, window_size=16)
+    with pytest.raises(ValueError, match=r"window_size's left side must be an int >= -1"):
+        fb.attention(q, q, q, window_size=(-2, 0))
+    with pytest.raises(ValueError, match=r"window_size's right side \(65\) is larger than the seq"):
+        fb.attention(q, q, q, window_size=(4, 65))
 
 
 # --- the operators as torch sees them -----------------------------------------------------------
@@ -190,32 +237,37 @@ def small(dtype=torch.bfloat16, seed=11, h=2, n=96, m=128, d=64):
     return inputs(h, n, m, d, dtype, seed)
 
 
+CAUSAL, FULL, WINDOW = (True, -1, -1, 0.0), (False, -1, -1, 0.0), (False, 40, 8, 0.0)
+
+
 def test_opcheck_each_operator():
-    """Schema, fake (meta) implementation, autograd registration and AOT dispatch of each op."""
+    """Schema, fake (meta) implementation, autograd registration and AOT dispatch of each op.
+    Every op ends in (causal, window_left, window_right, scale)."""
     q, k, v, do, uq, uk, uv = small()
     q, k, v = (t.requires_grad_() for t in (q, k, v))
-    torch.library.opcheck(torch.ops.flashbob.forward.default, (q, k, v, True, 0.0))
-    o, lse = torch.ops.flashbob.forward(q.detach(), k.detach(), v.detach(), True, 0.0)
+    torch.library.opcheck(torch.ops.flashbob.forward.default, (q, k, v, *CAUSAL))
+    torch.library.opcheck(torch.ops.flashbob.forward.default, (q, k, v, *WINDOW))
+    o, lse = torch.ops.flashbob.forward(q.detach(), k.detach(), v.detach(), *CAUSAL)
     do.requires_grad_()
-    torch.library.opcheck(torch.ops.flashbob.backward.default, (q, k, v, o, lse, do, True, 0.0))
+    torch.library.opcheck(torch.ops.flashbob.backward.default, (q, k, v, o, lse, do, *CAUSAL))
     # BoB's autograd formula raises (third derivatives), so its check runs without gradients.
     plain = [t.detach() for t in (q, k, v, o, lse, do, uq, uk, uv)]
-    torch.library.opcheck(torch.ops.flashbob.bob.default, (*plain, True, 0.0),
+    torch.library.opcheck(torch.ops.flashbob.bob.default, (*plain, *CAUSAL),
                           test_utils=("test_schema", "test_faketensor"))
-    torch.library.opcheck(torch.ops.flashbob.forward_jvp.default, (*plain[:5], *plain[6:], True, 0.0),
+    torch.library.opcheck(torch.ops.flashbob.forward_jvp.default, (*plain[:5], *plain[6:], *CAUSAL),
                           test_utils=("test_schema", "test_faketensor"))
     # Grouped-query shapes: the fake implementations give dK, dV (and gK, gV) k's heads.
     gq_, gk_, gv_, gdo_, guq, guk, guv = inputs(4, 64, 96, 64, torch.bfloat16, seed=15, h_kv=2)
-    go, glse = torch.ops.flashbob.forward(gq_, gk_, gv_, False, 0.0)
+    go, glse = torch.ops.flashbob.forward(gq_, gk_, gv_, *FULL)
     torch.library.opcheck(torch.ops.flashbob.backward.default,
-                          (gq_, gk_, gv_, go, glse, gdo_, False, 0.0),
+                          (gq_, gk_, gv_, go, glse, gdo_, *FULL),
                           test_utils=("test_schema", "test_faketensor"))
     torch.library.opcheck(torch.ops.flashbob.bob.default,
-                          (gq_, gk_, gv_, go, glse, gdo_, guq, guk, guv, False, 0.0),
+                          (gq_, gk_, gv_, go, glse, gdo_, guq, guk, guv, *FULL),
                           test_utils=("test_schema", "test_faketensor"))
     # Its result is BoB's gdO at the same cotangents (a different kernel, same quantity).
-    to = torch.ops.flashbob.forward_jvp(*plain[:5], *plain[6:], True, 0.0)
-    gdo = torch.ops.flashbob.bob(*plain, True, 0.0)[3]
+    to = torch.ops.flashbob.forward_jvp(*plain[:5], *plain[6:], *CAUSAL)
+    gdo = torch.ops.flashbob.bob(*plain, *CAUSAL)[3]
     assert rel(to, gdo) <= TOL[torch.bfloat16]
 
 

@@ -56,6 +56,21 @@ TEST_CASE("API validation names the bad argument", "[api]") {
              Catch::Contains("heads_kv = 4 must divide heads = 6"));
   CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, q, lse)) == "heads_kv");
 
+  // Sliding windows: each side -1 (unbounded) or a size no larger than both sequences.
+  bad = p;
+  bad.windowLeft = -2;
+  CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, q, lse)) == "window_left");
+  CHECK_THAT(forwardError(bad, q, k, k, q, lse),
+             Catch::Contains("window_left must be -1 (unbounded) or >= 0, got -2"));
+  bad = p;
+  bad.windowRight = 101; // N = 100, M = 80
+  CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, q, lse)) == "window_right");
+  CHECK_THAT(forwardError(bad, q, k, k, q, lse),
+             Catch::Contains("window_right = 101 is larger than the sequences"));
+  bad.windowRight = 100; // reaches past M - 1 but hides something when N > M: accepted
+  bad.windowLeft = 0;
+  CHECK_THAT(forwardError(bad, q, k, k, q, RowVector{0}), Catch::Contains("lse is a null pointer"));
+
   Tensor nullK = k;
   nullK.data = 0;
   CHECK_THAT(forwardError(p, q, nullK, k, q, lse), Catch::Contains("k is a null pointer"));

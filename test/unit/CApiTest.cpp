@@ -90,6 +90,17 @@ TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
   // Remembered: the same status and line on every later call.
   CHECK(flashbob_forward(&p, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
   CHECK_THAT(flashbob_last_error(), Catch::StartsWith("no CUDA driver found"));
+
+  // A window is read only with sliding_window set (zero-initialized problems have none); its
+  // sides are checked then, before the driver.
+  bad = p;
+  bad.window_left = -7;
+  bad.sliding_window = 1;
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) ==
+        "flashbob: window_left must be -1 (unbounded) or >= 0, got -7");
+  bad.sliding_window = 0; // the same sizes, ignored
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
 }
 
 TEST_CASE("flashbob_set_cache_dir overrides FLASHBOB_CACHE_DIR without touching the environment",

@@ -279,6 +279,51 @@ TEST_CASE("grouped-query kernels assemble and keep their twins' pipelining", "[c
   CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
 }
 
+TEST_CASE("sliding-window kernels assemble and keep their twins' pipelining", "[compiler][ptx]") {
+  // Each kind with a window (both sides; a left side on a causal kernel), in the table's default
+  // tiles and in the producer form: ptxas accepts it, the entry names the window, and the sweep
+  // with its window-dependent lower and upper bounds is still double-buffered (as many async
+  // copies as the unwindowed twin's); registers and spills printed beside the twin's.
+  int variants = 0;
+  for (bob::KernelKind kind : kImplementedKinds)
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        for (Arch arch : {Arch::sm_80, Arch::sm_90a})
+          for (bool producer : {false, true}) {
+            if (producer && arch != Arch::sm_90a)
+              continue;
+            compiler::KernelSpec spec = defaultSpec(kind, d, arch);
+            spec.causal = causal;
+            if (producer)
+              applyTiles(spec, kind == bob::KernelKind::bob_q ? Tiles{64, 32, 4, 2, 1, true}
+                                                               : Tiles{64, 64, 4, 2, 1, true});
+            compiler::KernelSpec windowed = spec;
+            windowed.windowLeft = 200;
+            windowed.windowRight = causal ? -1 : 37;
+            INFO(windowed.name());
+            CHECK(windowed.name().find(causal ? "_wl200_causal" : "_wl200_wr37") !=
+                  std::string::npos);
+            auto twin = jit::compileKernel(spec, /*assemble=*/true);
+            auto artifacts = jit::compileKernel(windowed, /*assemble=*/true);
+            if (!twin)
+              FAIL(llvm::toString(twin.takeError()));
+            if (!artifacts)
+              FAIL(llvm::toString(artifacts.takeError()));
+            const std::string &ptx = artifacts->ptx;
+            snapshot(windowed, ptx);
+            CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
+            CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
+            CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+            for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+              CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+            std::printf("%-60s regs %3d spill %5d B (no window: regs %3d spill %5d B)\n",
+                        windowed.name().c_str(), artifacts->registers, artifacts->spillBytes,
+                        twin->registers, twin->spillBytes);
+            ++variants;
+          }
+  CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
+}
+
 TEST_CASE("the autotuner's space offers the producer twin of each plain configuration",
           "[compiler]") {
   for (bob::KernelKind kind : kImplementedKinds) {

@@ -18,6 +18,24 @@ const char *opName(Op op) { return op == Op::fwd ? "fwd" : op == Op::bwd ? "bwd"
 double flopsPerPair(Op op) { return op == Op::fwd ? 4 : op == Op::bwd ? 10 : 36; }
 
 namespace {
+// (query, key) pairs one head computes: N M, with a causal mask N M / 2 (the convention of
+// published causal figures), with a sliding window those it lets through, counted row by row.
+double pairsPerHead(const AttentionProblem &p) {
+  const bool windowed = p.windowLeft >= 0 || (!p.causal && p.windowRight >= 0);
+  if (!windowed)
+    return static_cast<double>(p.seqQ) * p.seqK * (p.causal ? 0.5 : 1.0);
+  const int64_t right = p.causal ? 0 : p.windowRight, offset = p.seqK - p.seqQ;
+  double pairs = 0;
+  for (int64_t i = 0; i < p.seqQ; ++i) {
+    const int64_t lo = p.windowLeft < 0 ? 0 : std::max<int64_t>(0, i + offset - p.windowLeft);
+    const int64_t hi = right < 0 ? p.seqK - 1 : std::min<int64_t>(p.seqK - 1, i + offset + right);
+    pairs += static_cast<double>(std::max<int64_t>(0, hi - lo + 1));
+  }
+  return pairs;
+}
+} // namespace
+
+namespace {
 double msSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -93,12 +111,19 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
   const std::string heads =
       p.grouped() ? llvm::formatv("{0} heads_kv={1}", p.heads, p.keyValueHeads()).str()
                   : std::to_string(p.heads);
+  const bool windowed = p.windowLeft >= 0 || (!p.causal && p.windowRight >= 0);
+  const std::string mask =
+      std::string(p.causal ? " causal" : "") +
+      (windowed ? llvm::formatv(" window ({0}, {1})", p.windowLeft, p.causal ? 0 : p.windowRight).str()
+                : "");
+  const std::string count =
+      windowed ? llvm::formatv("{0:F2} d per visible pair", flopsPerPair(opt.op)).str()
+               : llvm::formatv("{0:F2} N M d{1}", flopsPerPair(opt.op), p.causal ? " / 2" : "").str();
   os << llvm::formatv("{0} batch={1} heads={2} N={3} M={4} d={5} {6}{7}: median {8:F3} ms over {9} "
-                      "runs, {10:F1} TFLOP/s ({11} N M d{12})\n",
+                      "runs, {10:F1} TFLOP/s ({11})\n",
                       opName(opt.op), p.batch, heads, p.seqQ, p.seqK, p.headDim,
-                      p.dtype == DType::bf16 ? "bf16" : "fp16", p.causal ? " causal" : "",
-                      report.medianMs, report.timesMs.size(), report.tflops, flopsPerPair(opt.op),
-                      p.causal ? " / 2" : "");
+                      p.dtype == DType::bf16 ? "bf16" : "fp16", mask, report.medianMs,
+                      report.timesMs.size(), report.tflops, count);
   os << llvm::formatv("first call (JIT compile or disk cache, then run): {0:F1} ms\n",
                       report.firstMs);
   os << llvm::formatv("device memory: tensors {0:F3} GiB, O(N) workspace (L, D, c, b) {1:F2} MiB, "
@@ -130,7 +155,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
     if (llvm::Error e = timeOp(driver, *buffers, opt, report, os))
       return std::move(e);
   }
-  double pairs = static_cast<double>(p.seqQ) * p.seqK * (p.causal ? 0.5 : 1.0) * p.batch * p.heads;
+  const double pairs = pairsPerHead(p) * p.batch * p.heads;
   report.flops = flopsPerPair(opt.op) * pairs * p.headDim;
   report.tflops = report.flops / (report.medianMs * 1e-3) / 1e12;
   FLASHBOB_CU(driver, cuMemGetInfo(&free1, &total));

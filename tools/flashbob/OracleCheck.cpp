@@ -63,6 +63,8 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
   };
   oracle::Problem sub = oracle::makeProblem(r, p.seqK, d, p.causal);
   sub.scale = p.effectiveScale(); // what the kernels got
+  sub.windowLeft = p.windowLeft;     // the last r rows keep their diagonal: M - r = row0 + M - N
+  sub.windowRight = p.windowRight;
   oracle::Matrix q = hostRows(kQ, row0, r), k = hostRows(kK, 0, p.seqK),
                  v = hostRows(kV, 0, p.seqK);
   const double tol = p.dtype == DType::bf16 ? 5e-3 : 1e-3;

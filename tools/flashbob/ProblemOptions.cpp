@@ -43,6 +43,13 @@ ProblemOptions::ProblemOptions(std::initializer_list<cl::SubCommand *> subcomman
              cl::cat(problemCategory), cl::init("bf16")),
       causal_("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(subcommands_),
               cl::cat(problemCategory)),
+      windowLeft_("window-left",
+                  cl::desc("Sliding window: keys a query sees before its diagonal (-1: all)"),
+                  cl::sub(subcommands_), cl::cat(problemCategory), cl::init(-1)),
+      windowRight_("window-right",
+                   cl::desc("Sliding window: keys a query sees after its diagonal (-1: all; "
+                            "--causal makes it 0)"),
+                   cl::sub(subcommands_), cl::cat(problemCategory), cl::init(-1)),
       scale_("scale", cl::desc("Softmax scale (default 1/sqrt(head-dim))"),
              cl::sub(subcommands_), cl::cat(problemCategory), cl::init(0.0)),
       iters_("iters", cl::desc("Timed runs (median reported)"), cl::sub(subcommands_),
@@ -86,11 +93,11 @@ std::string plain(double v) {
 llvm::Error asFlagError(llvm::Error e) {
   return llvm::handleErrors(std::move(e), [](const support::InvalidArgumentError &a) {
     const llvm::StringRef argument = a.argument();
-    const std::string flag = argument == "batch"    ? "--batch, --heads"
-                             : argument == "seq_q"  ? "--seq-q"
-                             : argument == "seq_k"  ? "--seq-k"
-                             : argument == "head_dim" ? "--head-dim"
-                                                      : "--" + argument.str();
+    // The API's argument names with dashes: seq_q is --seq-q, window_left --window-left.
+    std::string flag = "--" + argument.str();
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (argument == "batch")
+      flag = "--batch, --heads";
     const std::string whole = a.message();
     llvm::StringRef message(whole);
     message.consume_front("flashbob: ");
@@ -136,6 +143,8 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   p.headDim = headDim_;
   p.dtype = dtype_ == "bf16" ? DType::bf16 : DType::fp16;
   p.causal = causal_;
+  p.windowLeft = windowLeft_;
+  p.windowRight = windowRight_;
   if (scale_.getNumOccurrences())
     p.scale = scale_.getValue();
   // Every byte count of the run (the largest tensor is batch x heads x max(N, M) x d of 2-byte

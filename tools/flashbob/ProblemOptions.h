@@ -35,7 +35,7 @@ private:
   llvm::cl::opt<Op> op_;
   llvm::cl::opt<int64_t> batch_, heads_, headsKv_, seqQ_;
   llvm::cl::alias seq_;
-  llvm::cl::opt<int64_t> seqK_, headDim_;
+  llvm::cl::opt<int64_t> seqK_, headDim_, windowLeft_, windowRight_;
   llvm::cl::opt<std::string> dtype_;
   llvm::cl::opt<bool> causal_;
   llvm::cl::opt<double> scale_;

@@ -38,6 +38,12 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
               cl::desc("Grouped-query attention: the key/value tensors have fewer heads (a "
                        "divisor of the query heads, known at launch)"),
               cl::sub(sub), cl::cat(specCategory)),
+      windowLeft("window-left",
+                 cl::desc("Sliding window: keys a query sees before its diagonal (-1: all)"),
+                 cl::sub(sub), cl::cat(specCategory), cl::init(-1)),
+      windowRight("window-right",
+                  cl::desc("Sliding window: keys a query sees after its diagonal (-1: all)"),
+                  cl::sub(sub), cl::cat(specCategory), cl::init(-1)),
       arch("arch", cl::desc("Target: sm_80, sm_86, sm_89, sm_90, sm_90a"), cl::sub(sub),
            cl::cat(specCategory), cl::init("sm_90a")) {}
 
@@ -59,6 +65,8 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.causal = causal;
   s.scaleArgument = scaleArgument;
   s.grouped = grouped;
+  s.windowLeft = windowLeft;
+  s.windowRight = windowRight;
   auto target = compiler::parseArch(arch);
   if (!target)
     return fail("--arch: unknown target '" + arch + "' (sm_80, sm_86, sm_89, sm_90, sm_90a)");

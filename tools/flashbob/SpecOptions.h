@@ -21,6 +21,7 @@ struct SpecOptions {
   llvm::cl::opt<bool> causal;
   llvm::cl::opt<bool> scaleArgument;
   llvm::cl::opt<bool> grouped;
+  llvm::cl::opt<int64_t> windowLeft, windowRight;
   llvm::cl::opt<std::string> arch;
 
   // The spec, or an error naming the flag that is wrong.

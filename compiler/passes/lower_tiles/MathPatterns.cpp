@@ -139,11 +139,26 @@ struct MaskLowering : TilePattern<MaskOp> {
     using P = arith::CmpIPredicate;
     Value masked = arith::OrIOp::create(e.b, arith::CmpIOp::create(e.b, P::sge, queries, bcast(n)),
                                         arith::CmpIOp::create(e.b, P::sge, keys, bcast(m)));
-    if (op.getCausal()) {
-      // key > query + (M - N)  (bottom-right aligned diagonal)
-      Value diagonal = arith::AddIOp::create(e.b, queries, bcast(arith::SubIOp::create(e.b, m, n)));
-      masked = arith::OrIOp::create(e.b, masked, arith::CmpIOp::create(e.b, P::sgt, keys, diagonal));
-    }
+    // The query's own key, query + (M - N) (bottom-right aligned diagonal), and how far the
+    // mask lets it see either side of it.
+    auto sizeOf = [](IntegerAttr attr) {
+      return attr ? std::optional<int64_t>(attr.getInt()) : std::nullopt;
+    };
+    std::optional<int64_t> right =
+        op.getCausal() ? std::optional<int64_t>(0) : sizeOf(op.getWindowRightAttr());
+    std::optional<int64_t> left = sizeOf(op.getWindowLeftAttr());
+    Value diagonal;
+    if (right || left)
+      diagonal = arith::AddIOp::create(e.b, queries, bcast(arith::SubIOp::create(e.b, m, n)));
+    auto shifted = [&](int64_t by) {
+      return by == 0 ? diagonal : arith::AddIOp::create(e.b, diagonal, constVec(SmallVector<int32_t>(
+                                                                          rowOffsets.size(), static_cast<int32_t>(by))))
+                                      .getResult();
+    };
+    if (right) // key > query + (M - N) + right
+      masked = arith::OrIOp::create(e.b, masked, arith::CmpIOp::create(e.b, P::sgt, keys, shifted(*right)));
+    if (left) // key < query + (M - N) - left
+      masked = arith::OrIOp::create(e.b, masked, arith::CmpIOp::create(e.b, P::slt, keys, shifted(-*left)));
     Value fill = e.splat(vecType, op.getValue().convertToDouble());
     rw.replaceOp(op, arith::SelectOp::create(e.b, masked, fill, a.getSource()).getResult());
     return success();

@@ -746,6 +746,28 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // -----
 
+// a window side is -1 (unbounded) only by leaving it out
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.mask' op window sizes must be >= 0 (leave a side out for no bound), got -1}}
+  %x = bob.mask %t at (%c0, %c0) within (%c0, %c0) {window_left = -1} : !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// causal already sets the right side of the window
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %t = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{'bob.mask' op causal already bounds the window on the right (at 0): no window_right}}
+  %x = bob.mask %t at (%c0, %c0) within (%c0, %c0) {causal, window_right = 4} : !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// -----
+
 // exp2 on a vector that does not split across the warps
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %v = ub.poison : !bob.rowvec<32>
