@@ -40,6 +40,10 @@ struct AttentionProblem {
   // -1: no window). With `causal` the right side is 0 whatever windowRight says.
   int64_t windowLeft = -1;
   int64_t windowRight = -1;
+  // Keys past the diagonal a query sees: 0 when causal, else the window's right side (-1: all).
+  int64_t rightReach() const { return causal ? 0 : windowRight; }
+  // Whether a window bounds what the causal flag alone would not.
+  bool windowed() const { return windowLeft >= 0 || (!causal && windowRight >= 0); }
 
   // The softmax scale the kernels get: `scale`, or 1/sqrt(d).
   double effectiveScale() const;

@@ -14,7 +14,7 @@ F=.device/bin/flashbob
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 echo "== check (heads 4, bf16; rel L2 against float64)"
 for c in "bob 64 700 1000 100 30" "bob 128 1000 700 64 -1 --causal" "bwd 128 700 700 -1 40" \
-         "fwd 64 900 900 300 0" "bob 64 513 513 0 0"; do
+         "fwd 64 900 900 300 0" "bob 64 513 513 1 1"; do
   set -- $c
   op=$1 d=$2 n=$3 m=$4 left=$5 right=$6 causal=${7:-}
   out=$($F run --op "$op" --heads 4 --seq-q "$n" --seq-k "$m" --head-dim "$d" \

@@ -99,7 +99,7 @@ WINDOW_CASES = [  # (heads, heads_kv, N, M, d, causal, window_size)
     (2, 2, 200, 200, 64, False, (32, 16)),   # two-sided
     (2, 1, 300, 200, 128, True, (50, -1)),   # causal with a left window, N > M, multi-query
     (4, 2, 130, 333, 64, False, (-1, 20)),   # right side only, N < M
-    (2, 2, 256, 256, 128, False, (0, 0)),    # each query its own key only
+    (2, 2, 256, 256, 128, False, (1, 1)),    # three keys a query, narrower than a block
     (2, 2, 200, 100, 64, False, (10, 5)),    # rows 0-94 see no key at all
     (2, 2, 160, 96, 64, False, (-1, 0)),     # the causal mask, spelled as a window
 ]

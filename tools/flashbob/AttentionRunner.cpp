@@ -21,10 +21,9 @@ namespace {
 // (query, key) pairs one head computes: N M, with a causal mask N M / 2 (the convention of
 // published causal figures), with a sliding window those it lets through, counted row by row.
 double pairsPerHead(const AttentionProblem &p) {
-  const bool windowed = p.windowLeft >= 0 || (!p.causal && p.windowRight >= 0);
-  if (!windowed)
+  if (!p.windowed())
     return static_cast<double>(p.seqQ) * p.seqK * (p.causal ? 0.5 : 1.0);
-  const int64_t right = p.causal ? 0 : p.windowRight, offset = p.seqK - p.seqQ;
+  const int64_t right = p.rightReach(), offset = p.seqK - p.seqQ;
   double pairs = 0;
   for (int64_t i = 0; i < p.seqQ; ++i) {
     const int64_t lo = p.windowLeft < 0 ? 0 : std::max<int64_t>(0, i + offset - p.windowLeft);
@@ -111,13 +110,12 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
   const std::string heads =
       p.grouped() ? llvm::formatv("{0} heads_kv={1}", p.heads, p.keyValueHeads()).str()
                   : std::to_string(p.heads);
-  const bool windowed = p.windowLeft >= 0 || (!p.causal && p.windowRight >= 0);
   const std::string mask =
       std::string(p.causal ? " causal" : "") +
-      (windowed ? llvm::formatv(" window ({0}, {1})", p.windowLeft, p.causal ? 0 : p.windowRight).str()
-                : "");
+      (p.windowed() ? llvm::formatv(" window ({0}, {1})", p.windowLeft, p.rightReach()).str()
+                    : "");
   const std::string count =
-      windowed ? llvm::formatv("{0:F2} d per visible pair", flopsPerPair(opt.op)).str()
+      p.windowed() ? llvm::formatv("{0:F2} d per visible pair", flopsPerPair(opt.op)).str()
                : llvm::formatv("{0:F2} N M d{1}", flopsPerPair(opt.op), p.causal ? " / 2" : "").str();
   os << llvm::formatv("{0} batch={1} heads={2} N={3} M={4} d={5} {6}{7}: median {8:F3} ms over {9} "
                       "runs, {10:F1} TFLOP/s ({11})\n",

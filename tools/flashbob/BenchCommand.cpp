@@ -77,8 +77,8 @@ llvm::json::Object problemJson(const RunOptions &o) {
     json["scale"] = *p.scale;
   if (p.grouped())
     json["heads_kv"] = p.keyValueHeads();
-  if (p.windowLeft >= 0 || p.windowRight >= 0)
-    json["window"] = llvm::json::Array{p.windowLeft, p.causal ? 0 : p.windowRight};
+  if (p.windowed())
+    json["window"] = llvm::json::Array{p.windowLeft, p.rightReach()};
   return json;
 }
 

@@ -109,12 +109,85 @@ struct ReplaceLowering : TilePattern<ReplaceOp> {
 struct MaskLowering : TilePattern<MaskOp> {
   using TilePattern::TilePattern;
   LogicalResult lower(MaskOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    auto vecType = cast<VectorType>(a.getSource().getType());
+    // Windowed masks first test the whole tile: one that the mask hides nothing of (every
+    // query < N, key < M, every key inside every query's window) passes through, and only the
+    // tiles along the sequence ends, the diagonal and the window's edges run the element tests,
+    // which for a window are twice the plain ones. Other masks keep the element tests alone:
+    // the branch costs registers (measured: bob_kv d = 64 spills 536 bytes instead of 376 with
+    // it on its causal and sequence-end masks).
+    if (!op.getWindowLeftAttr() && !op.getWindowRightAttr()) {
+      rw.replaceOp(op, elementTests(op, a, e, rw));
+      return success();
+    }
+    rw.replaceOp(op, e.ifElse(vecType, tileIsClear(op, a, e, rw), [&] { return a.getSource(); },
+                              [&] { return elementTests(op, a, e, rw); }));
+    return success();
+  }
+
+private:
+  // The query's own key is query + (M - N) (bottom-right aligned diagonal); the mask lets it see
+  // `right` keys past it (0 when causal) and `left` before it, each side only when given.
+  static std::optional<int64_t> rightSide(MaskOp op) {
+    if (op.getCausal())
+      return 0;
+    if (IntegerAttr attr = op.getWindowRightAttr())
+      return attr.getInt();
+    return std::nullopt;
+  }
+  static std::optional<int64_t> leftSide(MaskOp op) {
+    if (IntegerAttr attr = op.getWindowLeftAttr())
+      return attr.getInt();
+    return std::nullopt;
+  }
+  static Value toI32(Emitter &e, Value v) {
+    return arith::IndexCastOp::create(e.b, e.b.getI32Type(), v).getResult();
+  }
+  static Value constantI32(Emitter &e, int64_t v) {
+    return arith::ConstantOp::create(e.b, e.b.getI32IntegerAttr(static_cast<int32_t>(v))).getResult();
+  }
+
+  // Whether the mask hides nothing of the whole tile (a uniform i1).
+  Value tileIsClear(MaskOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const {
+    using P = arith::CmpIPredicate;
+    const std::optional<int64_t> right = rightSide(op), left = leftSide(op);
+    Value n = toI32(e, a.getQueries()), m = toI32(e, a.getKeys());
+    Value offset = arith::SubIOp::create(e.b, m, n); // M - N
+    auto tileType = cast<RegTileType>(op.getSource().getType());
+    const bool keysOnRows = op.getKeysOnRows();
+    Value q0 = toI32(e, keysOnRows ? a.getCol() : a.getRow());
+    Value k0 = toI32(e, keysOnRows ? a.getRow() : a.getCol());
+    const int64_t queryExtent = keysOnRows ? tileType.getCols() : tileType.getRows();
+    const int64_t keyExtent = keysOnRows ? tileType.getRows() : tileType.getCols();
+    Value qEnd = arith::AddIOp::create(e.b, q0, constantI32(e, queryExtent)); // one past the last
+    Value kEnd = arith::AddIOp::create(e.b, k0, constantI32(e, keyExtent));
+    Value qIn = arith::CmpIOp::create(e.b, P::sle, qEnd, n);
+    Value kIn = arith::CmpIOp::create(e.b, P::sle, kEnd, m);
+    Value clear = arith::AndIOp::create(e.b, qIn, kIn);
+    if (right) { // last key <= first query's diagonal + right
+      Value reach = arith::AddIOp::create(e.b, q0, offset);
+      if (*right)
+        reach = arith::AddIOp::create(e.b, reach, constantI32(e, *right));
+      Value lastKey = arith::SubIOp::create(e.b, kEnd, constantI32(e, 1));
+      clear = arith::AndIOp::create(e.b, clear, arith::CmpIOp::create(e.b, P::sle, lastKey, reach));
+    }
+    if (left) { // first key >= last query's diagonal - left
+      Value lastQuery = arith::SubIOp::create(e.b, qEnd, constantI32(e, 1));
+      Value start = arith::AddIOp::create(e.b, lastQuery, offset);
+      if (*left)
+        start = arith::SubIOp::create(e.b, start, constantI32(e, *left));
+      clear = arith::AndIOp::create(e.b, clear, arith::CmpIOp::create(e.b, P::sge, k0, start));
+    }
+    return clear;
+  }
+
+  // The source with the fill value wherever the mask hides an element.
+  Value elementTests(MaskOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const {
     auto conv = converter();
     layout::TileShape s = conv->shape(op.getSource().getType());
     auto vecType = cast<VectorType>(a.getSource().getType());
     auto intVec = VectorType::get(vecType.getShape(), rw.getI32Type());
     ThreadCoords c = e.coords(conv);
-    auto toI32 = [&](Value v) { return arith::IndexCastOp::create(e.b, rw.getI32Type(), v).getResult(); };
     auto bcast = [&](Value v) { return vector::BroadcastOp::create(e.b, intVec, v).getResult(); };
 
     // Sequence position of every element: thread base + a constant per element.
@@ -129,39 +202,32 @@ struct MaskLowering : TilePattern<MaskOp> {
       return arith::ConstantOp::create(e.b, DenseElementsAttr::get(intVec, v)).getResult();
     };
     Value rows = arith::AddIOp::create(
-        e.b, bcast(toI32(e.add(a.getRow(), e.threadRowBase(c, s)))), constVec(rowOffsets));
+        e.b, bcast(toI32(e, e.add(a.getRow(), e.threadRowBase(c, s)))), constVec(rowOffsets));
     Value cols = arith::AddIOp::create(
-        e.b, bcast(toI32(e.add(a.getCol(), e.threadColBase(c, s)))), constVec(colOffsets));
+        e.b, bcast(toI32(e, e.add(a.getCol(), e.threadColBase(c, s)))), constVec(colOffsets));
     Value queries = op.getKeysOnRows() ? cols : rows;
     Value keys = op.getKeysOnRows() ? rows : cols;
 
-    Value n = toI32(a.getQueries()), m = toI32(a.getKeys());
+    Value n = toI32(e, a.getQueries()), m = toI32(e, a.getKeys());
     using P = arith::CmpIPredicate;
     Value masked = arith::OrIOp::create(e.b, arith::CmpIOp::create(e.b, P::sge, queries, bcast(n)),
                                         arith::CmpIOp::create(e.b, P::sge, keys, bcast(m)));
-    // The query's own key, query + (M - N) (bottom-right aligned diagonal), and how far the
-    // mask lets it see either side of it.
-    auto sizeOf = [](IntegerAttr attr) {
-      return attr ? std::optional<int64_t>(attr.getInt()) : std::nullopt;
-    };
-    std::optional<int64_t> right =
-        op.getCausal() ? std::optional<int64_t>(0) : sizeOf(op.getWindowRightAttr());
-    std::optional<int64_t> left = sizeOf(op.getWindowLeftAttr());
+    const std::optional<int64_t> right = rightSide(op), left = leftSide(op);
     Value diagonal;
     if (right || left)
       diagonal = arith::AddIOp::create(e.b, queries, bcast(arith::SubIOp::create(e.b, m, n)));
     auto shifted = [&](int64_t by) {
-      return by == 0 ? diagonal : arith::AddIOp::create(e.b, diagonal, constVec(SmallVector<int32_t>(
-                                                                          rowOffsets.size(), static_cast<int32_t>(by))))
-                                      .getResult();
+      if (by == 0)
+        return diagonal;
+      SmallVector<int32_t> splat(rowOffsets.size(), static_cast<int32_t>(by));
+      return arith::AddIOp::create(e.b, diagonal, constVec(splat)).getResult();
     };
     if (right) // key > query + (M - N) + right
       masked = arith::OrIOp::create(e.b, masked, arith::CmpIOp::create(e.b, P::sgt, keys, shifted(*right)));
     if (left) // key < query + (M - N) - left
       masked = arith::OrIOp::create(e.b, masked, arith::CmpIOp::create(e.b, P::slt, keys, shifted(-*left)));
     Value fill = e.splat(vecType, op.getValue().convertToDouble());
-    rw.replaceOp(op, arith::SelectOp::create(e.b, masked, fill, a.getSource()).getResult());
-    return success();
+    return arith::SelectOp::create(e.b, masked, fill, a.getSource()).getResult();
   }
 };
 

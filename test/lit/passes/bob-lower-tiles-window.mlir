@@ -5,12 +5,34 @@
 // RUN: flashbob-opt %s --pass-pipeline='builtin.module(bob.kernel(bob-allocate-shared),bob-lower-kernel,gpu.module(bob-lower-tiles))' | FileCheck %s
 
 // CHECK-LABEL: gpu.func @window(
-// Both sides: (query, key) positions, the sequence bounds, then the two window tests.
+// Both sides. The tile passes through when its last key is within `right` of its first query's
+// diagonal and its first key within `left` of its last query's (q0 = row0, k0 = col0, tiles of
+// 64 x 64, M - N = %MN)...
+// CHECK: %[[MN:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
+// CHECK: %[[Q0:.+]] = arith.index_cast %{{.+}} : index to i32
+// CHECK: %[[K0:.+]] = arith.index_cast %{{.+}} : index to i32
+// CHECK: %[[QEND:.+]] = arith.addi %[[Q0]], %{{.+}} : i32
+// CHECK: %[[KEND:.+]] = arith.addi %[[K0]], %{{.+}} : i32
+// CHECK: %[[IN:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
+// CHECK: %[[DIAG0:.+]] = arith.addi %[[Q0]], %[[MN]] : i32
+// CHECK: %[[R0:.+]] = arith.constant 3 : i32
+// CHECK: %[[REACH:.+]] = arith.addi %[[DIAG0]], %[[R0]] : i32
+// CHECK: %[[LASTK:.+]] = arith.subi %[[KEND]], %{{.+}} : i32
+// CHECK: %[[NEAR:.+]] = arith.cmpi sle, %[[LASTK]], %[[REACH]] : i32
+// CHECK: %[[C1:.+]] = arith.andi %[[IN]], %[[NEAR]] : i1
+// CHECK: %[[LASTQ:.+]] = arith.subi %[[QEND]], %{{.+}} : i32
+// CHECK: %[[DIAG1:.+]] = arith.addi %[[LASTQ]], %[[MN]] : i32
+// CHECK: %[[L0:.+]] = arith.constant 5 : i32
+// CHECK: %[[START:.+]] = arith.subi %[[DIAG1]], %[[L0]] : i32
+// CHECK: %[[AFTER:.+]] = arith.cmpi sge, %[[K0]], %[[START]] : i32
+// CHECK: %[[CLEAR:.+]] = arith.andi %[[C1]], %[[AFTER]] : i1
+// CHECK: scf.if %[[CLEAR]] -> (vector<32xf32>) {
+// ...else the element tests: (query, key) positions, the sequence bounds, the two window tests.
 // CHECK: %[[Q:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<32xi32>
 // CHECK: %[[K:.+]] = arith.addi %{{.+}}, %{{.+}} : vector<32xi32>
 // CHECK: %[[OUT:.+]] = arith.ori %{{.+}}, %{{.+}} : vector<32xi1>
-// CHECK: %[[MN:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
-// CHECK: %[[MNV:.+]] = vector.broadcast %[[MN]] : i32 to vector<32xi32>
+// CHECK: %[[MNE:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
+// CHECK: %[[MNV:.+]] = vector.broadcast %[[MNE]] : i32 to vector<32xi32>
 // CHECK: %[[DIAG:.+]] = arith.addi %[[Q]], %[[MNV]] : vector<32xi32>
 // CHECK: %[[R:.+]] = arith.constant dense<3> : vector<32xi32>
 // CHECK: %[[LAST:.+]] = arith.addi %[[DIAG]], %[[R]] : vector<32xi32>
