@@ -19,6 +19,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 using namespace flashbob;
 
@@ -234,12 +236,11 @@ TEST_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consum
   CHECK(variants == 4 * static_cast<int>(std::size(kImplementedKinds)));
 }
 
-TEST_CASE("grouped-query kernels assemble and keep their twins' pipelining", "[compiler][ptx]") {
-  // Each kind with spec.grouped, in the table's default tiles and in the producer form, next to
-  // its ungrouped twin: ptxas accepts it, the entry is named "_gqa", and the grouped key-major
-  // sweep (its head and block computed from one step counter, with divisions) is still
-  // double-buffered: as many async copies (TMA on sm_90a, cp.async on sm_80) as the twin's.
-  int variants = 0;
+// The plain specs a variant is checked against: each kind at d = 64 and 128, causal or not,
+// on sm_80 and sm_90a in the table's default tiles, and on sm_90a in the producer form too
+// (12 per kind).
+std::vector<compiler::KernelSpec> twinSpecs() {
+  std::vector<compiler::KernelSpec> specs;
   for (bob::KernelKind kind : kImplementedKinds)
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
@@ -252,30 +253,50 @@ TEST_CASE("grouped-query kernels assemble and keep their twins' pipelining", "[c
             if (producer)
               applyTiles(spec, kind == bob::KernelKind::bob_q ? Tiles{64, 32, 4, 2, 1, true}
                                                                : Tiles{64, 64, 4, 2, 1, true});
-            compiler::KernelSpec grouped = spec;
-            grouped.grouped = true;
-            INFO(grouped.name());
-            CHECK(grouped.name().find("_gqa") != std::string::npos);
-            auto twin = jit::compileKernel(spec, /*assemble=*/true);
-            auto artifacts = jit::compileKernel(grouped, /*assemble=*/true);
-            if (!twin)
-              FAIL(llvm::toString(twin.takeError()));
-            if (!artifacts)
-              FAIL(llvm::toString(artifacts.takeError()));
-            const std::string &ptx = artifacts->ptx;
-            snapshot(grouped, ptx);
-            CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
-            CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
-            CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
-            CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
-            for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
-              CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
-            CHECK(artifacts->tensorMaps.size() == twin->tensorMaps.size());
-            std::printf("%-60s regs %3d spill %5d B (ungrouped: regs %3d spill %5d B)\n",
-                        grouped.name().c_str(), artifacts->registers, artifacts->spillBytes,
-                        twin->registers, twin->spillBytes);
-            ++variants;
+            specs.push_back(spec);
           }
+  return specs;
+}
+
+// `variant` and its plain `twin`, each compiled and assembled (a failure ends the test case);
+// the variant's PTX snapshotted, its entry and cubin checked.
+std::pair<std::optional<compiler::KernelArtifacts>, std::optional<compiler::KernelArtifacts>>
+assembleTwins(const compiler::KernelSpec &twin, const compiler::KernelSpec &variant) {
+  auto plain = jit::compileKernel(twin, /*assemble=*/true);
+  if (!plain)
+    FAIL(llvm::toString(plain.takeError()));
+  auto artifacts = jit::compileKernel(variant, /*assemble=*/true);
+  if (!artifacts)
+    FAIL(llvm::toString(artifacts.takeError()));
+  snapshot(variant, artifacts->ptx);
+  CHECK(artifacts->ptx.find(".entry " + artifacts->entry) != std::string::npos);
+  CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
+  return {std::move(*plain), std::move(*artifacts)};
+}
+
+TEST_CASE("grouped-query kernels assemble and keep their twins' pipelining", "[compiler][ptx]") {
+  // Each kind with spec.grouped, in the table's default tiles and in the producer form, next to
+  // its ungrouped twin: ptxas accepts it, the entry is named "_gqa", and the grouped key-major
+  // sweep (its head and block computed from one step counter, with divisions) is still
+  // double-buffered: as many async copies (TMA on sm_90a, cp.async on sm_80) as the twin's.
+  int variants = 0;
+  for (const compiler::KernelSpec &spec : twinSpecs()) {
+    compiler::KernelSpec grouped = spec;
+    grouped.grouped = true;
+    INFO(grouped.name());
+    CHECK(grouped.name().find("_gqa") != std::string::npos);
+    auto [twin, artifacts] = assembleTwins(spec, grouped);
+    const std::string &ptx = artifacts->ptx;
+    CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+    for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+      CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+    CHECK(artifacts->tensorMaps.size() == twin->tensorMaps.size());
+    std::printf("%-60s regs %3d spill %5d B (ungrouped: regs %3d spill %5d B)\n",
+                grouped.name().c_str(), artifacts->registers, artifacts->spillBytes,
+                twin->registers, twin->spillBytes);
+    ++variants;
+  }
   CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
 }
 
@@ -285,42 +306,23 @@ TEST_CASE("sliding-window kernels assemble and keep their twins' pipelining", "[
   // with its window-dependent lower and upper bounds is still double-buffered (as many async
   // copies as the unwindowed twin's); registers and spills printed beside the twin's.
   int variants = 0;
-  for (bob::KernelKind kind : kImplementedKinds)
-    for (int64_t d : {64, 128})
-      for (bool causal : {false, true})
-        for (Arch arch : {Arch::sm_80, Arch::sm_90a})
-          for (bool producer : {false, true}) {
-            if (producer && arch != Arch::sm_90a)
-              continue;
-            compiler::KernelSpec spec = defaultSpec(kind, d, arch);
-            spec.causal = causal;
-            if (producer)
-              applyTiles(spec, kind == bob::KernelKind::bob_q ? Tiles{64, 32, 4, 2, 1, true}
-                                                               : Tiles{64, 64, 4, 2, 1, true});
-            compiler::KernelSpec windowed = spec;
-            windowed.windowLeft = 200;
-            windowed.windowRight = causal ? -1 : 37;
-            INFO(windowed.name());
-            CHECK(windowed.name().find(causal ? "_wl200_causal" : "_wl200_wr37") !=
-                  std::string::npos);
-            auto twin = jit::compileKernel(spec, /*assemble=*/true);
-            auto artifacts = jit::compileKernel(windowed, /*assemble=*/true);
-            if (!twin)
-              FAIL(llvm::toString(twin.takeError()));
-            if (!artifacts)
-              FAIL(llvm::toString(artifacts.takeError()));
-            const std::string &ptx = artifacts->ptx;
-            snapshot(windowed, ptx);
-            CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
-            CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
-            CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
-            for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
-              CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
-            std::printf("%-60s regs %3d spill %5d B (no window: regs %3d spill %5d B)\n",
-                        windowed.name().c_str(), artifacts->registers, artifacts->spillBytes,
-                        twin->registers, twin->spillBytes);
-            ++variants;
-          }
+  for (const compiler::KernelSpec &spec : twinSpecs()) {
+    compiler::KernelSpec windowed = spec;
+    windowed.windowLeft = 200;
+    windowed.windowRight = spec.causal ? -1 : 37;
+    INFO(windowed.name());
+    CHECK(windowed.name().find(spec.causal ? "_wl200_causal" : "_wl200_wr37") !=
+          std::string::npos);
+    auto [twin, artifacts] = assembleTwins(spec, windowed);
+    const std::string &ptx = artifacts->ptx;
+    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+    for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+      CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+    std::printf("%-60s regs %3d spill %5d B (no window: regs %3d spill %5d B)\n",
+                windowed.name().c_str(), artifacts->registers, artifacts->spillBytes,
+                twin->registers, twin->spillBytes);
+    ++variants;
+  }
   CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
 }
 
