@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -476,6 +477,149 @@ BatchedBobResult bobBatched(const Problem& p, const HeadTensor& Q, const HeadTen
     r.gdO.setHead(b, h, g.gdO);
     r.c.setHead(b, h, g.c);
     r.b.setHead(b, h, g.b);
+  });
+  return r;
+}
+
+}  // namespace dense
+
+// ---- Variable-length batches ---------------------------------------------------------------------
+
+void validate(const Packing& packing, Index totalQ, Index totalK) {
+  auto check = [](const std::vector<Index>& cu, const char* name, Index total, const char* rows) {
+    std::ostringstream os;
+    os << name;
+    if (cu.size() < 2) {
+      os << " needs batch + 1 >= 2 offsets, got " << cu.size();
+      fail(os.str());
+    }
+    if (cu.front() != 0) {
+      os << "[0] must be 0, got " << cu.front();
+      fail(os.str());
+    }
+    for (std::size_t s = 1; s < cu.size(); ++s)
+      if (cu[s] < cu[s - 1]) {
+        os << " must not decrease: [" << s - 1 << "] = " << cu[s - 1] << ", [" << s << "] = " << cu[s];
+        fail(os.str());
+      }
+    if (cu.back() != total) {
+      os << " ends at " << cu.back() << ", but the " << rows << " tensors hold " << total << " rows";
+      fail(os.str());
+    }
+  };
+  check(packing.cuQ, "cu_seqlens_q", totalQ, "query-side");
+  check(packing.cuK, "cu_seqlens_k", totalK, "key-side");
+  if (packing.cuQ.size() != packing.cuK.size())
+    fail("cu_seqlens_q and cu_seqlens_k differ in length (" + std::to_string(packing.cuQ.size()) +
+         " and " + std::to_string(packing.cuK.size()) + "): one offset per sequence boundary each");
+}
+
+namespace {
+
+// Rows [begin, begin + count) of every head of a packed (1, heads, total, cols) tensor.
+HeadTensor packedRows(const HeadTensor& t, Index begin, Index count) {
+  HeadTensor out(1, t.heads, count, t.cols);
+  for (Index h = 0; h < t.heads; ++h) {
+    const auto from = t.data.begin() + (h * t.rows + begin) * t.cols;
+    std::copy(from, from + count * t.cols, out.data.begin() + h * count * t.cols);
+  }
+  return out;
+}
+
+// The inverse: `part`'s rows written to rows [begin, ...) of every head of `t`.
+void setPackedRows(HeadTensor& t, Index begin, const HeadTensor& part) {
+  for (Index h = 0; h < t.heads; ++h)
+    std::copy(part.data.begin() + h * part.rows * part.cols,
+              part.data.begin() + (h + 1) * part.rows * part.cols,
+              t.data.begin() + (h * t.rows + begin) * t.cols);
+}
+
+// Q and K give the two sides' totals and head counts; `querySide` and `keySide` are the other
+// packed inputs of each side, which must match them (slicing trusts these shapes).
+void validatePacked(const Problem& head, const Packing& packing, const HeadTensor& Q,
+                    const HeadTensor& K,
+                    std::initializer_list<std::pair<const HeadTensor*, const char*>> querySide,
+                    std::initializer_list<std::pair<const HeadTensor*, const char*>> keySide) {
+  Problem p = head;
+  p.N = p.M = 1; // the sizes come per sequence
+  validate(p);
+  if (Q.batch != 1 || K.batch != 1)
+    fail("packed tensors are (1, heads, total, d): Q and K have batch " + std::to_string(Q.batch) +
+         " and " + std::to_string(K.batch));
+  validate(packing, Q.rows, K.rows);
+  validateHeads(Q, "Q", 1, Q.heads, Q.rows, "cu_seqlens_q's total", p.d);
+  validateHeads(K, "K", 1, K.heads, K.rows, "cu_seqlens_k's total", p.d);
+  for (auto [t, name] : querySide) validateHeads(*t, name, 1, Q.heads, Q.rows, "cu_seqlens_q's total", p.d);
+  for (auto [t, name] : keySide) validateHeads(*t, name, 1, K.heads, K.rows, "cu_seqlens_k's total", p.d);
+}
+
+// fn(s, sequence problem, query rows begin, key rows begin) for every sequence with query rows
+// and keys; the results of the others stay as initialized (zero, L = -inf).
+template <class Fn>
+void forEachSequence(const Problem& head, const Packing& packing, Fn fn) {
+  for (Index s = 0; s < packing.sequences(); ++s) {
+    Problem p = head;
+    p.N = packing.cuQ[s + 1] - packing.cuQ[s];
+    p.M = packing.cuK[s + 1] - packing.cuK[s];
+    if (p.N > 0 && p.M > 0) fn(p, packing.cuQ[s], packing.cuK[s]);
+  }
+}
+
+}  // namespace
+
+namespace dense {
+
+BatchedForwardResult forwardVarlen(const Problem& head, const Packing& packing, const HeadTensor& Q,
+                                   const HeadTensor& K, const HeadTensor& V) {
+  validatePacked(head, packing, Q, K, {}, {{&V, "V"}});
+  BatchedForwardResult r{HeadTensor(1, Q.heads, Q.rows, Q.cols),
+                         HeadTensor(1, Q.heads, Q.rows, 1, -std::numeric_limits<double>::infinity())};
+  forEachSequence(head, packing, [&](const Problem& p, Index q0, Index k0) {
+    BatchedForwardResult f = forwardBatched(p, packedRows(Q, q0, p.N), packedRows(K, k0, p.M),
+                                            packedRows(V, k0, p.M));
+    setPackedRows(r.O, q0, f.O);
+    setPackedRows(r.L, q0, f.L);
+  });
+  return r;
+}
+
+BatchedBackwardResult backwardVarlen(const Problem& head, const Packing& packing,
+                                     const HeadTensor& Q, const HeadTensor& K, const HeadTensor& V,
+                                     const HeadTensor& dO) {
+  validatePacked(head, packing, Q, K, {{&dO, "dO"}}, {{&V, "V"}});
+  BatchedBackwardResult r{HeadTensor(1, Q.heads, Q.rows, Q.cols), HeadTensor(1, K.heads, K.rows, K.cols),
+                          HeadTensor(1, K.heads, K.rows, K.cols), HeadTensor(1, Q.heads, Q.rows, 1)};
+  forEachSequence(head, packing, [&](const Problem& p, Index q0, Index k0) {
+    BatchedBackwardResult g = backwardBatched(p, packedRows(Q, q0, p.N), packedRows(K, k0, p.M),
+                                              packedRows(V, k0, p.M), packedRows(dO, q0, p.N));
+    setPackedRows(r.dQ, q0, g.dQ);
+    setPackedRows(r.dK, k0, g.dK);
+    setPackedRows(r.dV, k0, g.dV);
+    setPackedRows(r.D, q0, g.D);
+  });
+  return r;
+}
+
+BatchedBobResult bobVarlen(const Problem& head, const Packing& packing, const HeadTensor& Q,
+                           const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO,
+                           const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV) {
+  validatePacked(head, packing, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}},
+                 {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
+  const Index H = Q.heads, kv = K.heads;
+  BatchedBobResult r{HeadTensor(1, H, Q.rows, Q.cols),  HeadTensor(1, kv, K.rows, K.cols),
+                     HeadTensor(1, kv, K.rows, K.cols), HeadTensor(1, H, Q.rows, Q.cols),
+                     HeadTensor(1, H, Q.rows, 1),       HeadTensor(1, H, Q.rows, 1)};
+  forEachSequence(head, packing, [&](const Problem& p, Index q0, Index k0) {
+    BatchedBobResult g = bobBatched(p, packedRows(Q, q0, p.N), packedRows(K, k0, p.M),
+                                    packedRows(V, k0, p.M), packedRows(dO, q0, p.N),
+                                    packedRows(uQ, q0, p.N), packedRows(uK, k0, p.M),
+                                    packedRows(uV, k0, p.M));
+    setPackedRows(r.gQ, q0, g.gQ);
+    setPackedRows(r.gK, k0, g.gK);
+    setPackedRows(r.gV, k0, g.gV);
+    setPackedRows(r.gdO, q0, g.gdO);
+    setPackedRows(r.c, q0, g.c);
+    setPackedRows(r.b, q0, g.b);
   });
   return r;
 }

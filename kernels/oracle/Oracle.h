@@ -158,6 +158,34 @@ BatchedBobResult bobBatched(const Problem& head, const HeadTensor& Q, const Head
 
 }  // namespace dense
 
+// ---- Variable-length batches (dense) -----------------------------------------------------------
+// flash-attn's varlen layout: the sequences of a batch packed along the rows of one head tensor,
+// (1, heads, total, cols), sequence s holding query rows [cuQ[s], cuQ[s + 1]) and key rows
+// [cuK[s], cuK[s + 1]). Each sequence attends only to itself, as its own problem with
+// N = its query rows and M = its key rows (the mask, causal bottom-right and the window, per
+// sequence); `head` gives d, causal, the scale and the window (its N and M are not used). A
+// sequence with no query rows contributes nothing; one with no key rows gives O = 0, L = -inf
+// and zero gradients, as a fully masked row does. The key side may have fewer heads (GQA).
+// cuQ and cuK: batch + 1 offsets each, from 0, non-decreasing, ending at the tensors' rows.
+struct Packing {
+  std::vector<Index> cuQ, cuK;
+  Index sequences() const { return static_cast<Index>(cuQ.size()) - 1; }
+};
+void validate(const Packing& packing, Index totalQ, Index totalK);
+
+namespace dense {
+
+BatchedForwardResult forwardVarlen(const Problem& head, const Packing& packing, const HeadTensor& Q,
+                                   const HeadTensor& K, const HeadTensor& V);
+BatchedBackwardResult backwardVarlen(const Problem& head, const Packing& packing,
+                                     const HeadTensor& Q, const HeadTensor& K, const HeadTensor& V,
+                                     const HeadTensor& dO);
+BatchedBobResult bobVarlen(const Problem& head, const Packing& packing, const HeadTensor& Q,
+                           const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO,
+                           const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV);
+
+}  // namespace dense
+
 // ---- Generated inputs ------------------------------------------------------------------------
 // Element `index` of input tensor number `tensor` of the problems `flashbob run/bench/demo`
 // generate (tools/flashbob/ProblemBuffers.cpp) for `seed`: uniform on [-sqrt 3, sqrt 3) (unit

@@ -732,6 +732,120 @@ TEST_CASE("grouped-query attention: shared key/value heads, their gradients summ
   CHECK(egV < 1e-6);
 }
 
+TEST_CASE("variable-length batches: packed sequences attend only to themselves (finite differences)",
+          "[oracle][dense][varlen][fd]") {
+  const Index H = 2, KV = 1, d = 2;
+  std::mt19937_64 rng(950);
+  auto randomTensor = [&](Index heads, Index rows) {
+    HeadTensor t(1, heads, rows, d);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (double& x : t.data) x = u(rng);
+    return t;
+  };
+
+  SECTION("equal lengths are the dense batch, reshaped") {
+    const Problem p = windowed(makeProblem(4, 5, d, true), 2, -1);
+    const Packing packing{{0, 4, 8}, {0, 5, 10}};
+    const HeadTensor Q = randomTensor(H, 8), K = randomTensor(KV, 10), V = randomTensor(KV, 10),
+                     dO = randomTensor(H, 8), uQ = randomTensor(H, 8), uK = randomTensor(KV, 10),
+                     uV = randomTensor(KV, 10);
+    // (1, heads, 2 x rows, d) -> (2, heads, rows, d)
+    auto batched = [](const HeadTensor& t) {
+      const Index rows = t.rows / 2;
+      HeadTensor out(2, t.heads, rows, t.cols);
+      for (Index b = 0; b < 2; ++b)
+        for (Index h = 0; h < t.heads; ++h)
+          for (Index i = 0; i < rows; ++i)
+            for (Index c = 0; c < t.cols; ++c)
+              out.data[((b * t.heads + h) * rows + i) * t.cols + c] =
+                  t.data[(h * t.rows + b * rows + i) * t.cols + c];
+      return out;
+    };
+    const BatchedBobResult r = dense::bobVarlen(p, packing, Q, K, V, dO, uQ, uK, uV);
+    const BatchedBobResult rb = dense::bobBatched(p, batched(Q), batched(K), batched(V), batched(dO),
+                                                  batched(uQ), batched(uK), batched(uV));
+    CHECK(batched(r.gQ).data == rb.gQ.data);
+    CHECK(batched(r.gK).data == rb.gK.data);
+    CHECK(batched(r.gV).data == rb.gV.data);
+    CHECK(batched(r.gdO).data == rb.gdO.data);
+    CHECK(batched(r.b).data == rb.b.data);
+    CHECK(batched(dense::forwardVarlen(p, packing, Q, K, V).O).data ==
+          dense::forwardBatched(p, batched(Q), batched(K), batched(V)).O.data);
+    CHECK(batched(dense::backwardVarlen(p, packing, Q, K, V, dO).dK).data ==
+          dense::backwardBatched(p, batched(Q), batched(K), batched(V), batched(dO)).dK.data);
+  }
+
+  SECTION("mixed lengths, an empty sequence and one without keys") {
+    // Sequences: 3 queries x 4 keys, 0 x 2, 4 x 0 (no key: O = 0, L = -inf), 2 x 3.
+    const Problem p = makeProblem(1, 1, d, true);
+    const Packing packing{{0, 3, 3, 7, 9}, {0, 4, 6, 6, 9}};
+    const HeadTensor Q = randomTensor(H, 9), K = randomTensor(KV, 9), V = randomTensor(KV, 9),
+                     dO = randomTensor(H, 9), uQ = randomTensor(H, 9), uK = randomTensor(KV, 9),
+                     uV = randomTensor(KV, 9);
+    const BatchedForwardResult f = dense::forwardVarlen(p, packing, Q, K, V);
+    const BatchedBackwardResult g = dense::backwardVarlen(p, packing, Q, K, V, dO);
+    const BatchedBobResult r = dense::bobVarlen(p, packing, Q, K, V, dO, uQ, uK, uV);
+    for (Index h = 0; h < H; ++h)
+      for (Index i = 3; i < 7; ++i) {
+        CHECK(f.L.data[h * 9 + i] == -std::numeric_limits<double>::infinity());
+        for (Index c = 0; c < d; ++c) {
+          CHECK(f.O.data[(h * 9 + i) * d + c] == 0.0);
+          CHECK(r.gQ.data[(h * 9 + i) * d + c] == 0.0);
+        }
+      }
+    // Keys 4-5 belong to the sequence without queries: no gradient reaches them.
+    for (Index j = 4; j < 6; ++j)
+      for (Index c = 0; c < d; ++c) {
+        CHECK(g.dK.data[j * d + c] == 0.0);
+        CHECK(r.gV.data[j * d + c] == 0.0);
+      }
+
+    // Sequences do not see each other: changing the last one's keys leaves the others' outputs.
+    HeadTensor K2 = K;
+    for (Index j = 6; j < 9; ++j) K2.data[j * d] += 0.5;
+    const BatchedForwardResult f2 = dense::forwardVarlen(p, packing, Q, K2, V);
+    for (Index h = 0; h < H; ++h)
+      for (Index i = 0; i < 7 * d; ++i) CHECK(f2.O.data[h * 9 * d + i] == f.O.data[h * 9 * d + i]);
+    CHECK(f2.O.data != f.O.data);
+
+    // Finite differences over the packed tensors: dK of sum(O o dO), and BoB's gQ, gK as
+    // derivatives of <uQ, dQ> + <uK, dK> + <uV, dV>.
+    const HeadTensor fdK = fdGradient(K, [&](const HeadTensor& k) {
+      return dot(dense::forwardVarlen(p, packing, Q, k, V).O.data, dO.data);
+    });
+    auto pairing = [&](const HeadTensor& q, const HeadTensor& k) {
+      const BatchedBackwardResult x = dense::backwardVarlen(p, packing, q, k, V, dO);
+      return dot(uQ.data, x.dQ.data) + dot(uK.data, x.dK.data) + dot(uV.data, x.dV.data);
+    };
+    const HeadTensor fgQ = fdGradient(Q, [&](const HeadTensor& q) { return pairing(q, K); });
+    const HeadTensor fgK = fdGradient(K, [&](const HeadTensor& k) { return pairing(Q, k); });
+    const double eK = relErr(g.dK.data, fdK.data), egQ = relErr(r.gQ.data, fgQ.data),
+                 egK = relErr(r.gK.data, fgK.data);
+    report.note("FD varlen dK, gQ, gK (max abs/max)", std::max({eK, egQ, egK}));
+    CHECK(eK < 1e-6);
+    CHECK(egQ < 1e-6);
+    CHECK(egK < 1e-6);
+  }
+
+  SECTION("bad offsets are refused naming them") {
+    const Problem p = makeProblem(1, 1, d, false);
+    const HeadTensor Q = randomTensor(H, 6), K = randomTensor(KV, 6);
+    auto error = [&](const Packing& packing) {
+      try {
+        dense::forwardVarlen(p, packing, Q, K, K);
+      } catch (const std::invalid_argument& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    CHECK_THAT(error({{1, 6}, {0, 6}}), Catch::Contains("cu_seqlens_q[0] must be 0, got 1"));
+    CHECK_THAT(error({{0, 4, 3, 6}, {0, 2, 4, 6}}), Catch::Contains("cu_seqlens_q must not decrease"));
+    CHECK_THAT(error({{0, 6}, {0, 5}}), Catch::Contains("cu_seqlens_k ends at 5, but the key-side tensors hold 6 rows"));
+    CHECK_THAT(error({{0, 3, 6}, {0, 6}}), Catch::Contains("cu_seqlens_q and cu_seqlens_k differ in length"));
+    CHECK_THAT(error({{0}, {0}}), Catch::Contains("cu_seqlens_q needs batch + 1 >= 2 offsets"));
+  }
+}
+
 // The error measure every check reports (tests, `flashbob run --check`, the demo).
 #include "kernels/oracle/ErrorMeasure.h"
 
