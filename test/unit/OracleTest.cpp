@@ -116,6 +116,13 @@ double firstBackwardPairing(const Problem& p, const Inputs& in, const Matrix& Q,
   return dot(in.uQ, g.dQ) + dot(in.uK, g.dK) + dot(in.uV, g.dV);
 }
 
+// The same scalar for batched, grouped or packed tensors: the first backward's results paired
+// with the cotangents uQ, uK, uV.
+double backwardPairing(const BatchedBackwardResult& x, const HeadTensor& uQ, const HeadTensor& uK,
+                       const HeadTensor& uV) {
+  return dot(uQ.data, x.dQ.data) + dot(uK.data, x.dK.data) + dot(uV.data, x.dV.data);
+}
+
 // Per-element finite-difference gradient of `f` with respect to every entry of `x` (a Matrix or
 // a HeadTensor: anything with its values in `data`); the result has x's shape.
 template <class T, class F>
@@ -719,8 +726,7 @@ TEST_CASE("grouped-query attention: shared key/value heads, their gradients summ
   // BoB's gK, gV as derivatives of <uQ, dQ> + <uK, dK> + <uV, dV>.
   const HeadTensor fdK = fdGradient(K, [&](const HeadTensor& k) { return dot(dense::forwardBatched(p, Q, k, V).O.data, dO.data); });
   auto pairing = [&](const HeadTensor& k, const HeadTensor& v) {
-    const BatchedBackwardResult x = dense::backwardBatched(p, Q, k, v, dO);
-    return dot(uQ.data, x.dQ.data) + dot(uK.data, x.dK.data) + dot(uV.data, x.dV.data);
+    return backwardPairing(dense::backwardBatched(p, Q, k, v, dO), uQ, uK, uV);
   };
   const HeadTensor fgK = fdGradient(K, [&](const HeadTensor& k) { return pairing(k, V); });
   const HeadTensor fgV = fdGradient(V, [&](const HeadTensor& v) { return pairing(K, v); });
@@ -814,8 +820,7 @@ TEST_CASE("variable-length batches: packed sequences attend only to themselves (
       return dot(dense::forwardVarlen(p, packing, Q, k, V).O.data, dO.data);
     });
     auto pairing = [&](const HeadTensor& q, const HeadTensor& k) {
-      const BatchedBackwardResult x = dense::backwardVarlen(p, packing, q, k, V, dO);
-      return dot(uQ.data, x.dQ.data) + dot(uK.data, x.dK.data) + dot(uV.data, x.dV.data);
+      return backwardPairing(dense::backwardVarlen(p, packing, q, k, V, dO), uQ, uK, uV);
     };
     const HeadTensor fgQ = fdGradient(Q, [&](const HeadTensor& q) { return pairing(q, K); });
     const HeadTensor fgK = fdGradient(K, [&](const HeadTensor& k) { return pairing(Q, k); });
