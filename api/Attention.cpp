@@ -13,8 +13,14 @@ using Kind = bob::KernelKind;
 // Checks every operand of every kernel of the operation, then launches the kernels in order on
 // one stream (each reads what the one before wrote).
 llvm::Error run(const AttentionProblem &p, std::initializer_list<Kind> kinds,
-                const jit::Bindings &bindings, CUstream stream) {
+                jit::Bindings bindings, CUstream stream) {
+  if (p.varlen) { // the packed batch's offsets are the problem's, operands of every kernel
+    bindings.bind(Operand::cuSeqlensQ, RowVector{p.cuSeqlensQ});
+    bindings.bind(Operand::cuSeqlensK, RowVector{p.cuSeqlensK});
+  }
   if (llvm::Error e = jit::validate(p, kinds, bindings))
+    return e;
+  if (llvm::Error e = jit::validateOffsets(p, bindings, stream))
     return e;
   size_t step = 0;
   for (Kind kind : kinds) {

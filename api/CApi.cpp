@@ -104,6 +104,13 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
   out.causal = p->causal != 0;
   if (p->scale > 0)
     out.scale = p->scale;
+  if (p->varlen) {
+    out.varlen = true;
+    out.cuSeqlensQ = reinterpret_cast<CUdeviceptr>(p->cu_seqlens_q);
+    out.cuSeqlensK = reinterpret_cast<CUdeviceptr>(p->cu_seqlens_k);
+    out.maxSeqQ = p->max_seqlen_q;
+    out.maxSeqK = p->max_seqlen_k;
+  }
   // Checked here too, not only in the launch: flashbob_bob sizes the workspace from batch *
   // heads * N before that, which must not overflow.
   if (llvm::Error e = flashbob::jit::validateProblem(out))
@@ -200,7 +207,7 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
   if (!workspace)
     return fail(badArgument("workspace", "is a null pointer"));
   // D, c and b, n floats each (problem() bounded n), must end within the address space.
-  const uint64_t n = static_cast<uint64_t>(prob->batch * prob->heads * prob->seqQ);
+  const uint64_t n = static_cast<uint64_t>(prob->tensorBatch() * prob->heads * prob->seqQ);
   if (reinterpret_cast<uintptr_t>(workspace) > UINTPTR_MAX - 3 * n * sizeof(float))
     return fail(badArgument("workspace", "of 3 x batch x heads x seq_q floats runs past the end "
                                          "of the address space"));

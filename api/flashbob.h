@@ -55,7 +55,23 @@ typedef struct flashbob_problem {
                          window_size); -1 leaves a side unbounded.
                          With causal the right side is 0. Blocks outside the window are skipped:
                          the work grows with N x window. Zero: no window (the sizes are ignored) */
-  int64_t window_left, window_right; /* each -1 or >= 0, at most max(seq_q, seq_k) */
+  int64_t window_left, window_right; /* each -1 or >= 0, at most max(seq_q, seq_k) (for a
+                                        packed batch: max(max_seqlen_q, max_seqlen_k)) */
+  int varlen; /* non-zero: a packed batch of variable-length sequences (flash-attn's varlen):
+                 `batch` sequences whose rows follow one another, seq_q and seq_k the total
+                 rows of each side. Tensors are then (1, heads, total, head_dim) (stride[0]
+                 is ignored; (total, heads, head_dim) memory is stride {0, head_dim,
+                 heads * head_dim, 1}), row vectors and workspaces heads x total_q floats.
+                 Sequence s has the query rows cu_seqlens_q[s] .. cu_seqlens_q[s + 1] - 1 and
+                 the key rows cu_seqlens_k[s] .. cu_seqlens_k[s + 1] - 1, and attends only to
+                 itself, with the mask in its own rows (causal: bottom-right per sequence). No
+                 work is spent past a sequence's end */
+  const int32_t *cu_seqlens_q, *cu_seqlens_k; /* device memory, batch + 1 int32 each: 0, the
+                 running sums of the lengths, the total. Read back and checked (a
+                 synchronization of the stream) unless the stream is being captured into a CUDA
+                 graph; the kernels keep every access inside the tensors whatever they hold */
+  int64_t max_seqlen_q, max_seqlen_k; /* at least the longest sequence's rows, at most the
+                 totals: the grid covers that many rows per sequence */
 } flashbob_problem;
 
 typedef struct flashbob_tensor {
@@ -100,7 +116,8 @@ typedef void (*flashbob_log_callback)(flashbob_log_level level, const char *mess
  * Failures of API calls are not logged: they are returned as statuses with flashbob_last_error(). */
 void flashbob_set_log_callback(flashbob_log_callback callback, void *user_data);
 
-/* O and the log-sum-exp L (float32, batch x heads x N) of softmax(scale Q K^T) V. */
+/* O and the log-sum-exp L (float32, batch x heads x N; heads x total_q for a packed batch) of
+ * softmax(scale Q K^T) V. */
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
                                  flashbob_tensor v, flashbob_tensor o, float *lse, void *stream);
 

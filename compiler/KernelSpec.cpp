@@ -21,10 +21,11 @@ std::string KernelSpec::name() const {
     window += "_wl" + std::to_string(windowLeft);
   if (windowRight >= 0)
     window += "_wr" + std::to_string(windowRight);
-  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}{7}_{8}", bob::stringifyKernelKind(kind), headDim,
-                       tiles.name(), bob::stringifyElemType(dtype),
-                       scaleArgument ? "_scalearg" : "", grouped ? "_gqa" : "", window,
-                       causal ? "_causal" : "", bob::stringifyArch(arch))
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}{7}{8}_{9}", bob::stringifyKernelKind(kind),
+                       headDim, tiles.name(), bob::stringifyElemType(dtype),
+                       scaleArgument ? "_scalearg" : "", grouped ? "_gqa" : "",
+                       varlen ? "_varlen" : "", window, causal ? "_causal" : "",
+                       bob::stringifyArch(arch))
       .str();
 }
 

@@ -60,10 +60,18 @@ struct KernelSpec {
   int64_t windowLeft = -1;
   int64_t windowRight = -1;
   bool windowed() const { return windowLeft >= 0 || windowRight >= 0; }
+  // Keys past the diagonal a query sees: 0 when causal, the window's right side, -1 for all.
+  int64_t rightReach() const { return causal ? 0 : windowRight; }
+  // Variable-length batch (flash-attn's varlen): the tensors pack the rows of every sequence
+  // one after another, (1, heads, total rows, head_dim), and two offset arguments give each
+  // sequence's first row (kernels/Signature.h). A block finds its sequence's rows there; each
+  // sequence is its own problem (the mask, causal bottom-right, in its own coordinates), and
+  // blocks past their sequence's end do no work.
+  bool varlen = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg", "_gqa", "_wl<left>" and "_wr<right>" after the dtype when
-  // set): the kernel's symbol, the in-memory cache's key and part of the disk cache's.
+  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_wl<left>" and "_wr<right>" after the
+  // dtype when set): the kernel's symbol, the in-memory cache's key and part of the disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
 };

@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <tuple>
+#include <vector>
 
 namespace flashbob::jit {
 
@@ -88,7 +90,7 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::Str
   if (t.stride[2] < p.headDim)
     return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
-  if (!span(t.data, {p.batch, heads, rows, p.headDim},
+  if (!span(t.data, {p.tensorBatch(), heads, rows, p.headDim},
             {t.stride[0], t.stride[1], t.stride[2], 1}, 2))
     return outOfRange(name);
   return llvm::Error::success();
@@ -101,8 +103,31 @@ llvm::Error validateRows(const AttentionProblem &p, const Tensor &r, llvm::Strin
     return invalid(name, name + " is a null pointer");
   if (r.data % 4 != 0)
     return invalid(name, name + " is not 4-byte aligned");
-  if (!span(r.data, {p.batch, p.heads, rows}, {p.heads * rows, rows, 1}, 4))
+  if (!span(r.data, {p.tensorBatch(), p.heads, rows}, {p.heads * rows, rows, 1}, 4))
     return outOfRange(name);
+  return llvm::Error::success();
+}
+
+// Offsets are batch + 1 contiguous int32 (their contents: validateOffsets).
+llvm::Error validateOffsetsMemory(const AttentionProblem &p, const Tensor &c,
+                                  llvm::StringRef name) {
+  if (!c.data)
+    return invalid(name, name + " is a null pointer");
+  if (c.data % 4 != 0)
+    return invalid(name, name + " is not 4-byte aligned");
+  if (!span(c.data, {p.batch + 1}, {1}, 4))
+    return outOfRange(name);
+  return llvm::Error::success();
+}
+
+// A packed batch's bound on its sequences' lengths: at least 1 (the grid covers it), at most
+// the side's total rows.
+llvm::Error validateLongest(llvm::StringRef name, int64_t longest, llvm::StringRef totalName,
+                            int64_t total) {
+  if (longest <= 0 || longest > total)
+    return invalid(name, name + " = " + llvm::Twine(longest) +
+                             " must be in 1.." + totalName + " = " + llvm::Twine(total) +
+                             " (the longest sequence's rows, or more)");
   return llvm::Error::success();
 }
 
@@ -124,6 +149,12 @@ llvm::Error validateProblem(const AttentionProblem &p) {
     return invalid("seq_q", "seq_q (N) must be positive, got " + llvm::Twine(p.seqQ));
   if (p.seqK <= 0)
     return invalid("seq_k", "seq_k (M) must be positive, got " + llvm::Twine(p.seqK));
+  if (p.varlen) {
+    if (llvm::Error e = validateLongest("max_seqlen_q", p.maxSeqQ, "seq_q", p.seqQ))
+      return e;
+    if (llvm::Error e = validateLongest("max_seqlen_k", p.maxSeqK, "seq_k", p.seqK))
+      return e;
+  }
   for (auto [name, size] : {std::pair<const char *, int64_t>{"window_left", p.windowLeft},
                              {"window_right", p.windowRight}}) {
     if (size < -1)
@@ -131,11 +162,13 @@ llvm::Error validateProblem(const AttentionProblem &p) {
                                llvm::Twine(size));
     // Left sizes past M - 1 and right sizes past N - 1 hide nothing; past both sequences a
     // size is a mistake (a token count for another input, a sign lost), not a window.
-    if (size > std::max(p.seqQ, p.seqK))
+    if (size > std::max(p.longestQ(), p.longestK()))
       return invalid(name, llvm::Twine(name) + " = " + llvm::Twine(size) +
-                               " is larger than the sequences (seq_q = " + llvm::Twine(p.seqQ) +
-                               ", seq_k = " + llvm::Twine(p.seqK) +
-                               "): pass -1 for no bound on that side");
+                               " is larger than the sequences (" +
+                               (p.varlen ? "max_seqlen_q = " : "seq_q = ") +
+                               llvm::Twine(p.longestQ()) +
+                               (p.varlen ? ", max_seqlen_k = " : ", seq_k = ") +
+                               llvm::Twine(p.longestK()) + "): pass -1 for no bound on that side");
   }
   // Row positions, the mask's arithmetic, a block's end and TMA coordinates are 32-bit in the
   // kernels: a longer sequence would wrap there and compute something else without a fault.
@@ -187,7 +220,7 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
     return e;
   std::bitset<kernels::kOperandCount> checked;
   for (bob::KernelKind kind : kinds)
-    for (const kernels::Param &param : kernels::signature(kind)) {
+    for (const kernels::Param &param : kernels::signature(kind, p.varlen)) {
       if (param.isScalar) {
         if (llvm::Error e = validateScalar(p, param.scalar))
           return e;
@@ -202,13 +235,65 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
         return invalid(info.name, info.name + " is not given");
       const bool query = info.side == kernels::Side::query;
       const int64_t rows = query ? p.seqQ : p.seqK;
-      llvm::Error e = info.layout == kernels::Layout::rows
-                          ? validateRows(p, bindings[param.operand], info.name, rows)
-                          : validateTensor(p, bindings[param.operand], info.name,
-                                           query ? p.heads : p.keyValueHeads(), rows);
+      const Tensor &t = bindings[param.operand];
+      llvm::Error e = llvm::Error::success();
+      switch (info.layout) {
+      case kernels::Layout::rows: e = validateRows(p, t, info.name, rows); break;
+      case kernels::Layout::offsets: e = validateOffsetsMemory(p, t, info.name); break;
+      case kernels::Layout::tensor:
+        e = validateTensor(p, t, info.name, query ? p.heads : p.keyValueHeads(), rows);
+        break;
+      }
       if (e)
         return e;
     }
+  return llvm::Error::success();
+}
+
+llvm::Error validateOffsets(const AttentionProblem &p, const Bindings &bindings,
+                            CUstream stream) {
+  if (!p.varlen)
+    return llvm::Error::success();
+  auto driver = runtime::CudaDriver::get();
+  if (!driver)
+    return driver.takeError();
+  // A stream being captured into a CUDA graph cannot be waited on, and the graph's replays may
+  // see other offsets anyway: the kernels' clamping keeps them inside the tensors then.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (driver->api().cuStreamIsCapturing(stream, &capture) != CUDA_SUCCESS ||
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    support::log(support::LogLevel::Debug,
+                 "flashbob: cu_seqlens not checked while the stream is captured");
+    return llvm::Error::success();
+  }
+  // The offsets may come from work queued on the stream before this call.
+  FLASHBOB_CU(*driver, cuStreamSynchronize(stream));
+  std::vector<int32_t> host(static_cast<size_t>(p.batch) + 1);
+  for (auto [operand, total, longest, longestName] :
+       {std::tuple{Operand::cuSeqlensQ, p.seqQ, p.maxSeqQ, "max_seqlen_q"},
+        std::tuple{Operand::cuSeqlensK, p.seqK, p.maxSeqK, "max_seqlen_k"}}) {
+    const llvm::StringRef name = kernels::operandInfo(operand).name;
+    FLASHBOB_CU(*driver, cuMemcpyDtoH(host.data(), bindings[operand].data,
+                                      host.size() * sizeof(int32_t)));
+    if (host.front() != 0)
+      return invalid(name, name + "[0] = " + llvm::Twine(host.front()) + " must be 0");
+    for (size_t i = 1; i < host.size(); ++i) {
+      const int64_t length = int64_t(host[i]) - host[i - 1];
+      if (length < 0)
+        return invalid(name, llvm::formatv("{0} must not decrease: {0}[{1}] = {2} < {0}[{3}] = "
+                                           "{4}",
+                                           name, i, host[i], i - 1, host[i - 1]));
+      if (length > longest)
+        return invalid(longestName,
+                       llvm::formatv("sequence {0} has {1} rows ({2}[{3}] - {2}[{0}]), more than "
+                                     "{4} = {5}",
+                                     i - 1, length, name, i, longestName, longest));
+    }
+    if (host.back() != total)
+      return invalid(name, llvm::formatv("{0}[{1}] = {2} must be the total rows of the packed "
+                                         "tensors, {3}",
+                                         name, host.size() - 1, host.back(), total));
+  }
   return llvm::Error::success();
 }
 
@@ -232,12 +317,13 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.arch = arch;
   s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
   s.grouped = p.grouped();
+  s.varlen = p.varlen;
   return s;
 }
 
 void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
           runtime::KernelArgs &args) {
-  for (const kernels::Param &param : kernels::signature(kind)) {
+  for (const kernels::Param &param : kernels::signature(kind, p.varlen)) {
     if (param.isScalar) {
       args.addF32(kernels::scalarValue(param.scalar, p.effectiveScale()));
       continue;
@@ -246,17 +332,25 @@ void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindi
     const Tensor &t = bindings[param.operand];
     const bool query = info.side == kernels::Side::query;
     const int64_t rows = query ? p.seqQ : p.seqK;
-    if (info.layout == kernels::Layout::rows) // row vectors are all the queries'
-      args.addMemRef(t.data, {p.batch, p.heads, rows}, {p.heads * rows, rows, 1});
-    else
-      args.addMemRef(t.data, {p.batch, query ? p.heads : p.keyValueHeads(), rows, p.headDim},
+    switch (info.layout) {
+    case kernels::Layout::rows: // row vectors are all the queries'
+      args.addMemRef(t.data, {p.tensorBatch(), p.heads, rows}, {p.heads * rows, rows, 1});
+      break;
+    case kernels::Layout::offsets:
+      args.addMemRef(t.data, {p.batch + 1}, {1});
+      break;
+    case kernels::Layout::tensor:
+      args.addMemRef(t.data,
+                     {p.tensorBatch(), query ? p.heads : p.keyValueHeads(), rows, p.headDim},
                      {t.stride[0], t.stride[1], t.stride[2], 1});
+      break;
+    }
   }
 }
 
 runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProblem &p) {
   const bool keyMajor = bob::isKeyMajor(spec.kind);
-  const int64_t rows = keyMajor ? p.seqK : p.seqQ;
+  const int64_t rows = keyMajor ? p.longestK() : p.longestQ();
   const int64_t block = keyMajor ? spec.tiles.blockN : spec.tiles.blockM;
   runtime::GridDims g;
   // validateProblem bounds both: rows < 2^31 (so x < 2^31 - 1, the grid's x limit) and

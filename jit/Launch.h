@@ -43,6 +43,12 @@ inline constexpr int64_t kMaxGridY = 65535;
 llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds,
                      const Bindings &bindings);
 
+// For a packed batch (p.varlen), checks what the offsets hold: cu_seqlens_q/k start at 0, never
+// decrease, end at the side's total rows, and no sequence is longer than max_seqlen_q/k. Reads
+// them from the device after the stream's earlier work (a synchronization); skipped while the
+// stream is being captured into a CUDA graph. Call after validate.
+llvm::Error validateOffsets(const AttentionProblem &p, const Bindings &bindings, CUstream stream);
+
 // The spec a problem starts from: the tile table's default tiles for `arch` (warp
 // specialization as FLASHBOB_PRODUCER forces it, when set), the problem's dtype and mask.
 compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind, bob::Arch arch);
@@ -54,7 +60,7 @@ void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindi
           runtime::KernelArgs &args);
 
 // x over the blocks of the rows the kernel owns (queries for query-major kinds, keys for
-// key-major ones), y over batch * heads.
+// key-major ones; of the longest sequence, for a packed batch), y over batch * heads.
 runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProblem &p);
 
 // Launches the kernel of `kind` for `p` on `stream`: compiled or loaded on first use, its tiles

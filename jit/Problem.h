@@ -44,6 +44,21 @@ struct AttentionProblem {
   int64_t rightReach() const { return causal ? 0 : windowRight; }
   // Whether a window bounds what the causal flag alone would not.
   bool windowed() const { return windowLeft >= 0 || (!causal && windowRight >= 0); }
+  // Variable-length batch (flash-attn's varlen): `batch` sequences whose rows are packed one
+  // after another, seqQ and seqK the total rows of each side. Every tensor is then
+  // (1, heads, total rows, head_dim) (stride[0] unused), every row vector (1, heads, total
+  // rows), and cuSeqlensQ/K (device int32, batch + 1 each: 0, the running sums of the
+  // sequences' lengths, the total) say where each sequence's rows are. Each sequence is its own
+  // attention problem, its mask in its own rows (causal: bottom-right per sequence).
+  // maxSeqQ/maxSeqK bound the sequences' lengths (the grid covers that many rows).
+  bool varlen = false;
+  CUdeviceptr cuSeqlensQ = 0, cuSeqlensK = 0;
+  int64_t maxSeqQ = 0, maxSeqK = 0;
+  // The most rows one sequence has on each side: N and M, or for a packed batch its bounds.
+  int64_t longestQ() const { return varlen ? maxSeqQ : seqQ; }
+  int64_t longestK() const { return varlen ? maxSeqK : seqK; }
+  // The batch extent of the tensors: 1 when packed.
+  int64_t tensorBatch() const { return varlen ? 1 : batch; }
 
   // The softmax scale the kernels get: `scale`, or 1/sqrt(d).
   double effectiveScale() const;

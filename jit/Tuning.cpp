@@ -51,7 +51,7 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
   FLASHBOB_CU(driver, cuCtxGetDevice(&dev));
   // After the first call for a kernel, problem bucket and device, the decision comes from
   // memory: pruning builds every candidate's IR, which would cost milliseconds per launch.
-  const uint64_t bucket = llvm::PowerOf2Ceil(static_cast<uint64_t>(std::max(p.seqQ, p.seqK)));
+  const uint64_t bucket = llvm::PowerOf2Ceil(static_cast<uint64_t>(std::max(p.longestQ(), p.longestK())));
   const std::string memoKey = base.name() + " seq<=" + std::to_string(bucket) +
                               " device=" + std::to_string(dev) + " dir=" + tuningDir();
   static std::mutex memoMutex;

@@ -2,9 +2,11 @@
 
 #include "llvm/Support/ErrorHandling.h"
 
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <iterator>
+#include <vector>
 
 namespace flashbob::kernels {
 
@@ -14,8 +16,9 @@ constexpr Operand q = Operand::q, k = Operand::k, v = Operand::v, o = Operand::o
                   dV = Operand::dV, D = Operand::D, c = Operand::c, b = Operand::b,
                   uQ = Operand::uQ, uK = Operand::uK, uV = Operand::uV, gQ = Operand::gQ,
                   gK = Operand::gK, gV = Operand::gV, gdO = Operand::gdO, tQ = Operand::tQ,
-                  tK = Operand::tK, tV = Operand::tV, tO = Operand::tO;
-constexpr Layout T = Layout::tensor, R = Layout::rows;
+                  tK = Operand::tK, tV = Operand::tV, tO = Operand::tO,
+                  cuQ = Operand::cuSeqlensQ, cuK = Operand::cuSeqlensK;
+constexpr Layout T = Layout::tensor, R = Layout::rows, C = Layout::offsets;
 constexpr Side Q = Side::query, K = Side::key;
 
 constexpr OperandInfo kOperands[] = {
@@ -25,6 +28,7 @@ constexpr OperandInfo kOperands[] = {
     {uQ, "uQ", T, Q},   {uK, "uK", T, K},   {uV, "uV", T, K},   {gQ, "gQ", T, Q},
     {gK, "gK", T, K},   {gV, "gV", T, K},   {gdO, "gdO", T, Q}, {tQ, "tQ", T, Q},
     {tK, "tK", T, K},   {tV, "tV", T, K},   {tO, "tO", T, Q},
+    {cuQ, "cu_seqlens_q", C, Q}, {cuK, "cu_seqlens_k", C, K},
 };
 static_assert(std::size(kOperands) == kOperandCount);
 
@@ -94,7 +98,8 @@ const OperandInfo &operandInfo(Operand operand) {
   return info;
 }
 
-llvm::ArrayRef<Param> signature(bob::KernelKind kind) {
+namespace {
+llvm::ArrayRef<Param> denseSignature(bob::KernelKind kind) {
   switch (kind) {
   case bob::KernelKind::fwd: return kForward;
   case bob::KernelKind::bwd_q: return kBackwardQuery;
@@ -106,12 +111,38 @@ llvm::ArrayRef<Param> signature(bob::KernelKind kind) {
   llvm_unreachable("every kernel kind has a signature");
 }
 
-size_t operandCount(bob::KernelKind kind) {
-  return llvm::count_if(signature(kind), [](const Param &p) { return !p.isScalar; });
+// The dense signature with the two offsets between its operands and its scalars.
+std::vector<Param> withOffsets(llvm::ArrayRef<Param> dense) {
+  std::vector<Param> params;
+  for (const Param &p : dense) {
+    if (p.isScalar && (params.empty() || !params.back().isScalar)) {
+      params.push_back(in(cuQ));
+      params.push_back(in(cuK));
+    }
+    params.push_back(p);
+  }
+  return params;
+}
+} // namespace
+
+llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen) {
+  if (!varlen)
+    return denseSignature(kind);
+  static const auto varlenSignatures = [] {
+    std::array<std::vector<Param>, bob::getMaxEnumValForKernelKind() + 1> all;
+    for (size_t i = 0; i < all.size(); ++i)
+      all[i] = withOffsets(denseSignature(static_cast<bob::KernelKind>(i)));
+    return all;
+  }();
+  return varlenSignatures[static_cast<size_t>(kind)];
 }
 
-int argumentIndex(bob::KernelKind kind, Operand operand) {
-  llvm::ArrayRef<Param> params = signature(kind);
+size_t operandCount(bob::KernelKind kind, bool varlen) {
+  return llvm::count_if(signature(kind, varlen), [](const Param &p) { return !p.isScalar; });
+}
+
+int argumentIndex(bob::KernelKind kind, bool varlen, Operand operand) {
+  llvm::ArrayRef<Param> params = signature(kind, varlen);
   for (size_t i = 0; i < params.size(); ++i)
     if (!params[i].isScalar && params[i].operand == operand)
       return static_cast<int>(i);

@@ -23,13 +23,15 @@ enum class Operand : uint8_t {
   uQ, uK, uV,         // BoB's cotangents of dQ, dK, dV
   gQ, gK, gV, gdO,    // BoB's outputs
   tQ, tK, tV, tO,     // the forward's JVP: tangents of q, k, v and the tangent of O
+  cuSeqlensQ, cuSeqlensK, // variable-length batches: each sequence's first row, per side
 };
-inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::tO) + 1;
+inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::cuSeqlensK) + 1;
 
 // How an operand is laid out in global memory.
 enum class Layout : uint8_t {
   tensor, // (batch, heads, seq, head_dim) in the problem's dtype; unit stride along head_dim
   rows,   // (batch, heads, seq) f32, contiguous
+  offsets, // (sequences + 1) i32, contiguous: flash-attn's cu_seqlens, 0 first, total last
 };
 // Which sequence its `seq` axis runs over.
 enum class Side : uint8_t { query, key }; // N or M rows
@@ -80,7 +82,8 @@ struct Param {
   bool output;
 };
 
-// The arguments of `kind` in launch order, tensor inputs first, then outputs, then scalars
+// The arguments of `kind` in launch order, tensor inputs first, then outputs, then (for a
+// variable-length batch, `varlen`) cu_seqlens_q and cu_seqlens_k, then scalars
 // (every operand comes before every scalar: an operand's position is its memref's among the
 // kernel's memref arguments, which tensor maps refer to):
 //   fwd     q, k, v | o, lse | s log2(e)
@@ -89,12 +92,14 @@ struct Param {
 //   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | gQ, gdO, D, c, b | s, s log2(e)
 //   bob_kv  q, k, v, dO, lse, D, c, b, uQ, uK, uV | gK, gV | s, s log2(e)
 //   fwd_jvp q, k, v, o, lse, tQ, tK, tV | tO | s, s log2(e)
-llvm::ArrayRef<Param> signature(bob::KernelKind kind);
+// With `varlen` the tensors are packed (1, heads, total rows, head_dim), row vectors (1, heads,
+// total rows), and the two offsets locate each sequence's rows in them.
+llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen);
 
 // How many of the arguments of `kind` are operands (memrefs): they come first.
-size_t operandCount(bob::KernelKind kind);
+size_t operandCount(bob::KernelKind kind, bool varlen);
 
 // Position of `operand` among the arguments of `kind`; -1 when the kind does not take it.
-int argumentIndex(bob::KernelKind kind, Operand operand);
+int argumentIndex(bob::KernelKind kind, bool varlen, Operand operand);
 
 } // namespace flashbob::kernels

@@ -8,13 +8,6 @@ using namespace mlir;
 
 namespace flashbob::kernels {
 
-namespace {
-// Keys past the diagonal a query sees: 0 when causal, the window's right side, -1 for all.
-int64_t rightReach(const KernelBuilder &kb) {
-  return kb.spec.causal ? 0 : kb.spec.windowRight;
-}
-} // namespace
-
 Value firstKeyBlock(KernelBuilder &kb, Value row0, Value n, Value m) {
   if (kb.spec.windowLeft < 0)
     return kb.index(0);
@@ -28,7 +21,7 @@ Value firstKeyBlock(KernelBuilder &kb, Value row0, Value n, Value m) {
 Value keyBlocksToVisit(KernelBuilder &kb, Value row0, Value n, Value m) {
   auto &b = kb.b;
   Value keyEnd = m;
-  if (const int64_t right = rightReach(kb); right >= 0) {
+  if (const int64_t right = kb.spec.rightReach(); right >= 0) {
     Value end = arith::AddIOp::create(b, arith::AddIOp::create(b, row0, kb.index(kb.spec.tiles.blockM)),
                                       arith::SubIOp::create(b, m, n));
     if (right > 0)
@@ -39,7 +32,7 @@ Value keyBlocksToVisit(KernelBuilder &kb, Value row0, Value n, Value m) {
 }
 
 Value firstQueryBlock(KernelBuilder &kb, Value key0, Value n, Value m) {
-  const int64_t right = rightReach(kb);
+  const int64_t right = kb.spec.rightReach();
   if (right < 0)
     return kb.index(0);
   auto &b = kb.b;

@@ -27,8 +27,11 @@ Type KernelBuilder::typeOf(const Param &param) {
   if (param.isScalar)
     return b.getF32Type();
   int64_t dyn = ShapedType::kDynamic;
-  if (operandInfo(param.operand).layout == Layout::rows)
-    return MemRefType::get({dyn, dyn, dyn}, b.getF32Type());
+  switch (operandInfo(param.operand).layout) {
+  case Layout::rows: return MemRefType::get({dyn, dyn, dyn}, b.getF32Type());
+  case Layout::offsets: return MemRefType::get({dyn}, b.getI32Type());
+  case Layout::tensor: break;
+  }
   // Any strides but a unit one along head_dim (the kernels copy rows in 16-byte pieces).
   auto layout = StridedLayoutAttr::get(b.getContext(), 0, {dyn, dyn, dyn, 1});
   return MemRefType::get({dyn, dyn, dyn, spec.headDim}, elementType(), layout);
@@ -36,7 +39,7 @@ Type KernelBuilder::typeOf(const Param &param) {
 
 void KernelBuilder::beginKernel() {
   llvm::SmallVector<Type> types;
-  for (const Param &p : signature(spec.kind))
+  for (const Param &p : signature(spec.kind, spec.varlen))
     types.push_back(typeOf(p));
   auto kernel = bob::KernelOp::create(b, spec.name(), b.getFunctionType(types, {}),
                                       spec.toAttr(b.getContext()));
@@ -44,7 +47,8 @@ void KernelBuilder::beginKernel() {
   b.setInsertionPointToStart(&body);
   bob::ReturnOp::create(b);
   b.setInsertionPointToStart(&body);
-  for (auto [p, value] : llvm::zip_equal(signature(spec.kind), body.getArguments())) {
+  for (auto [p, value] :
+       llvm::zip_equal(signature(spec.kind, spec.varlen), body.getArguments())) {
     if (!p.isScalar)
       args_[static_cast<size_t>(p.operand)] = value;
     else if (spec.scaleArgument)
@@ -68,6 +72,14 @@ void KernelBuilder::beginKernel() {
   Value y = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   batch = arith::DivUIOp::create(b, y, ownHeads);
   ownHead = arith::RemUIOp::create(b, y, ownHeads);
+  if (spec.varlen) {
+    // Before the shared tiles' allocations, so that a producer warpgroup (bob-pipeline-loads)
+    // sees the sequence's rows without reloading them.
+    Value sequence = batch;
+    batch = index(0);
+    std::tie(queryBase, n) = sequenceRows(arg(Operand::cuSeqlensQ), sequence, n);
+    std::tie(keyBase, m) = sequenceRows(arg(Operand::cuSeqlensK), sequence, m);
+  }
   if (!keyMajor())
     sweptHead = spec.grouped ? Value(arith::DivUIOp::create(b, ownHead, group)) : ownHead;
   ownStart = blockStart(ownRows());
@@ -104,9 +116,38 @@ Value KernelBuilder::headOf(Operand operand) const {
   return sweptHead;
 }
 
+std::pair<Value, Value> KernelBuilder::sequenceRows(Value offsets, Value sequence, Value total) {
+  auto offset = [&](Value i) {
+    Value loaded = memref::LoadOp::create(b, offsets, ValueRange{i});
+    return arith::IndexCastOp::create(b, b.getIndexType(), loaded).getResult();
+  };
+  Value begin = offset(sequence);
+  Value end = offset(arith::AddIOp::create(b, sequence, index(1)));
+  // The host checks the offsets when it can read them (not while a CUDA graph is captured):
+  // clamped here too, offsets out of order or past the tensors give a sequence rows inside
+  // them, never a negative length or an access outside the tensors.
+  begin = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, begin, index(0)), total);
+  end = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, end, begin), total);
+  return {begin, arith::SubIOp::create(b, end, begin)};
+}
+
+Value KernelBuilder::rowOf(Side side, Value local) {
+  if (!spec.varlen)
+    return local;
+  return arith::AddIOp::create(b, side == Side::query ? queryBase : keyBase, local);
+}
+
+Value KernelBuilder::sharedBound(Operand operand) {
+  const Side side = operandInfo(operand).side;
+  if (spec.varlen)
+    return dim(arg(operand), 2);
+  return side == Side::query ? n : m;
+}
+
 std::pair<Value, Value> KernelBuilder::ownRange(Operand operand) {
-  assert((operandInfo(operand).side == Side::key) == keyMajor() && "not this block's own side");
-  return {ownStart, keyMajor() ? m : n};
+  const Side side = operandInfo(operand).side;
+  assert((side == Side::key) == keyMajor() && "not this block's own side");
+  return {rowOf(side, ownStart), rowOf(side, keyMajor() ? m : n)};
 }
 
 void KernelBuilder::stage(std::initializer_list<Operand> own,
@@ -118,11 +159,9 @@ void KernelBuilder::stage(std::initializer_list<Operand> own,
     shared_[static_cast<size_t>(o)] =
         bob::AllocSharedOp::create(b, smem(sweptRows(), spec.headDim), nullptr);
   swept_.assign(swept.begin(), swept.end());
-  for (Operand o : own) {
-    auto [start, bound] = ownRange(o);
-    bob::LoadSharedOp::create(b, arg(o), batch, ownHead, start, bound, shared(o),
-                              /*tensor_map=*/Value(), /*async=*/false);
-  }
+  for (Operand o : own)
+    bob::LoadSharedOp::create(b, arg(o), batch, ownHead, ownRange(o).first, sharedBound(o),
+                              shared(o), /*tensor_map=*/Value(), /*async=*/false);
 }
 
 Value KernelBuilder::shared(Operand operand) const {
@@ -153,6 +192,16 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
     upper = keyBlocksToVisit(*this, ownStart, n, m);
     lower = firstKeyBlock(*this, ownStart, n, m);
   }
+  if (spec.varlen) {
+    // The grid covers the longest sequence: a block past the end of its own has no steps.
+    Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, ownStart,
+                                         keyMajor() ? m : n);
+    upper = arith::SelectOp::create(b, inside, upper, lower);
+  }
+  const Side sweptSide = keyMajor() ? Side::query : Side::key;
+  llvm::SmallVector<Value> bounds; // of each swept tile's loads, outside the loop
+  for (Operand o : swept_)
+    bounds.push_back(sharedBound(o));
   Value step = index(1);
   auto loop = scf::ForOp::create(
       b, lower, upper, step, initial,
@@ -168,9 +217,9 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
           sweptHead = ownHead;
         }
         Value start = arith::MulIOp::create(b, blockIndex, index(sweptRows()));
-        Value bound = keyMajor() ? n : m;
-        for (Operand o : swept_)
-          bob::LoadSharedOp::create(b, arg(o), batch, headOf(o), start, bound, shared(o),
+        Value row = rowOf(sweptSide, start);
+        for (auto [o, bound] : llvm::zip_equal(swept_, bounds))
+          bob::LoadSharedOp::create(b, arg(o), batch, headOf(o), row, bound, shared(o),
                                     /*tensor_map=*/Value(), /*async=*/false);
         scf::YieldOp::create(b, body(start, carried));
       });
@@ -193,8 +242,9 @@ Tile KernelBuilder::loadOwnRows(Operand operand) {
 
 Tile KernelBuilder::loadSweptRows(Operand operand, Value start) {
   assert(keyMajor() && operandInfo(operand).side == Side::query);
-  return {*this, bob::LoadVecOp::create(b, colvec(sweptRows()), arg(operand), batch, headOf(operand), start,
-                                        n, b.getF32FloatAttr(0))};
+  return {*this, bob::LoadVecOp::create(b, colvec(sweptRows()), arg(operand), batch,
+                                        headOf(operand), rowOf(Side::query, start),
+                                        rowOf(Side::query, n), b.getF32FloatAttr(0))};
 }
 
 void KernelBuilder::storeOwn(Value tile, Operand operand) {

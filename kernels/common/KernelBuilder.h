@@ -41,6 +41,11 @@ public:
   // and the first of the rows this block owns. With spec.grouped, group = query heads /
   // key/value heads, and query head h reads key/value head h / group.
   mlir::Value n, m, batch, ownHead, ownStart, group;
+  // With spec.varlen, `batch` is 0 (the tensors are packed) and n and m are the lengths of the
+  // block's sequence (blockIdx.y / heads), whose rows start at queryBase and keyBase in the
+  // packed tensors; the block's coordinates (ownStart, the sweep's starts) and the mask stay in
+  // the sequence's own rows, and the loads and stores below add the base.
+  mlir::Value queryBase, keyBase;
   // The head of the swept side's tensors: the key/value head ownHead / group for query-major
   // kinds (ownHead without grouping); for key-major ones, set inside `sweep` to the query head
   // of the step.
@@ -96,6 +101,17 @@ private:
   mlir::Value blockStart(int64_t rowsPerBlock);
   // Start and bound (sequence length) of the rows of `operand` this block owns.
   std::pair<mlir::Value, mlir::Value> ownRange(Operand operand);
+  // Row `local` of the block's sequence on `side` in its tensors: `local` itself for a dense
+  // batch, base + local for a packed one.
+  mlir::Value rowOf(Side side, mlir::Value local);
+  // The bound of a shared tile's load: the sequence's length for a dense batch, where TMA and
+  // cp.async zero rows past it; for a packed one the tensor's rows, for TMA's sake (a tensor map
+  // bounds a tensor, not a sequence), so a block's tile may hold the next sequence's first rows,
+  // which the mask hides as it hides zeros (both sides' masks use the sequence's lengths).
+  mlir::Value sharedBound(Operand operand);
+  // [base, length) of sequence `sequence`'s rows from its offsets, clamped to [0, total).
+  std::pair<mlir::Value, mlir::Value> sequenceRows(mlir::Value offsets, mlir::Value sequence,
+                                                   mlir::Value total);
   // The head index of `operand`'s tensor: ownHead for the block's own side, else sweptHead.
   mlir::Value headOf(Operand operand) const;
 

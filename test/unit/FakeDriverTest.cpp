@@ -107,7 +107,7 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
   auto kernel = (*cache)->kernel(spec);
   REQUIRE(static_cast<bool>(kernel));
   unsigned expected = 0, scalars = 0;
-  for (const kernels::Param &param : kernels::signature(kind)) {
+  for (const kernels::Param &param : kernels::signature(kind, false)) {
     if (param.isScalar) {
       ++expected;
       REQUIRE(scalars < 4);

@@ -151,7 +151,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
               // scale; the default scale's are immediates), then on sm_90a each tensor map by
               // value, 128 bytes aligned to 64, whose generic address the TMA copies take
               // (cvta.param).
-              const auto scalars = llvm::count_if(kernels::signature(kind),
+              const auto scalars = llvm::count_if(kernels::signature(kind, false),
                                                   [](const kernels::Param &p) { return p.isScalar; });
               CHECK(occurrences(ptx, ".param .f32 ") == size_t(scalars));
               if (spec.scaleArgument)
@@ -165,7 +165,7 @@ TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[c
                                std::to_string(i) + "[128]") != std::string::npos);
               CHECK(occurrences(ptx, "cvta.param.u64") == maps);
               // Pointer parameters are the memrefs' two each, none a tensor map's.
-              CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(kind));
+              CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(kind, false));
               CHECK(ptx.find(".target " + bob::stringifyArch(arch).str()) != std::string::npos);
               CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
               CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
@@ -321,6 +321,44 @@ TEST_CASE("sliding-window kernels assemble and keep their twins' pipelining", "[
     std::printf("%-60s regs %3d spill %5d B (no window: regs %3d spill %5d B)\n",
                 windowed.name().c_str(), artifacts->registers, artifacts->spillBytes,
                 twin->registers, twin->spillBytes);
+    ++variants;
+  }
+  CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
+}
+
+TEST_CASE("variable-length kernels assemble, keep TMA and their twins' pipelining",
+          "[compiler][ptx]") {
+  // Each kind for a packed batch (spec.varlen; a grouped and windowed one among them, as a
+  // Llama layer on packed sequences runs), in the table's default tiles and in the producer
+  // form: ptxas accepts it, the entry is named "_varlen", it takes the two offsets as memrefs
+  // (two pointers more than its twin), and its loads are the twin's: the same tensor maps and as
+  // many async copies (the sequence's rows, loaded from the offsets before the tiles are
+  // allocated, reach the producer warpgroup without reloading them).
+  int variants = 0;
+  for (const compiler::KernelSpec &spec : twinSpecs()) {
+    compiler::KernelSpec packed = spec;
+    packed.varlen = true;
+    const bool combined = spec.headDim == 128 && spec.arch == Arch::sm_90a;
+    if (combined) {
+      packed.grouped = true;
+      packed.windowLeft = 200;
+    }
+    compiler::KernelSpec twin = packed;
+    twin.varlen = false;
+    INFO(packed.name());
+    CHECK(packed.name().find("_varlen") != std::string::npos);
+    auto [plain, artifacts] = assembleTwins(twin, packed);
+    const std::string &ptx = artifacts->ptx;
+    CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+    CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(spec.kind, true));
+    CHECK(kernels::operandCount(spec.kind, true) == kernels::operandCount(spec.kind, false) + 2);
+    for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+      CHECK(occurrences(ptx, copy) == occurrences(plain->ptx, copy));
+    CHECK(artifacts->tensorMaps.size() == plain->tensorMaps.size());
+    std::printf("%-60s regs %3d spill %5d B (dense: regs %3d spill %5d B)\n",
+                packed.name().c_str(), artifacts->registers, artifacts->spillBytes,
+                plain->registers, plain->spillBytes);
     ++variants;
   }
   CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));

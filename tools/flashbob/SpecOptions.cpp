@@ -38,6 +38,10 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
               cl::desc("Grouped-query attention: the key/value tensors have fewer heads (a "
                        "divisor of the query heads, known at launch)"),
               cl::sub(sub), cl::cat(specCategory)),
+      varlen("varlen",
+             cl::desc("Variable-length batch: tensors pack the sequences' rows, two offset "
+                      "arguments (cu_seqlens) say where each sequence is"),
+             cl::sub(sub), cl::cat(specCategory)),
       windowLeft("window-left",
                  cl::desc("Sliding window: keys a query sees before its diagonal (-1: all)"),
                  cl::sub(sub), cl::cat(specCategory), cl::init(-1)),
@@ -65,6 +69,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.causal = causal;
   s.scaleArgument = scaleArgument;
   s.grouped = grouped;
+  s.varlen = varlen;
   s.windowLeft = windowLeft;
   s.windowRight = windowRight;
   auto target = compiler::parseArch(arch);
