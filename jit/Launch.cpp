@@ -73,6 +73,13 @@ llvm::Error outOfRange(llvm::StringRef name) {
                               "overflow 64-bit byte offsets or wrap past the end of memory");
 }
 
+// The batch stride the kernels get: a packed batch's tensors have one batch and any stride[0]
+// (flash-attn's (total, heads, d) tensors have none), so the one of a tensor holding them, which
+// a tensor map accepts as any other (a positive multiple of 16 bytes) and no index reaches.
+int64_t batchStride(const AttentionProblem &p, const Tensor &t, int64_t heads, int64_t rows) {
+  return p.varlen ? std::max(t.stride[1] * heads, t.stride[2] * rows) : t.stride[0];
+}
+
 // The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
 llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name,
                            int64_t heads, int64_t rows) {
@@ -82,7 +89,7 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::Str
     return invalid(name, name + " must have unit stride along head_dim, got " + llvm::Twine(t.stride[3]));
   if (t.data % 16 != 0)
     return invalid(name, name + " is not 16-byte aligned");
-  for (int i = 0; i < 3; ++i)
+  for (int i = p.varlen ? 1 : 0; i < 3; ++i) // a packed batch's stride[0] is never used
     if (t.stride[i] <= 0 || t.stride[i] % 8 != 0)
       return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be a positive multiple of 8 "
                                    "elements (16-byte aligned rows)",
@@ -91,7 +98,7 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::Str
     return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
   if (!span(t.data, {p.tensorBatch(), heads, rows, p.headDim},
-            {t.stride[0], t.stride[1], t.stride[2], 1}, 2))
+            {batchStride(p, t, heads, rows), t.stride[1], t.stride[2], 1}, 2))
     return outOfRange(name);
   return llvm::Error::success();
 }
@@ -339,11 +346,13 @@ void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindi
     case kernels::Layout::offsets:
       args.addMemRef(t.data, {p.batch + 1}, {1});
       break;
-    case kernels::Layout::tensor:
+    case kernels::Layout::tensor: {
+      const int64_t heads = query ? p.heads : p.keyValueHeads();
       args.addMemRef(t.data,
-                     {p.tensorBatch(), query ? p.heads : p.keyValueHeads(), rows, p.headDim},
-                     {t.stride[0], t.stride[1], t.stride[2], 1});
+                     {p.tensorBatch(), heads, rows, p.headDim},
+                     {batchStride(p, t, heads, rows), t.stride[1], t.stride[2], 1});
       break;
+    }
     }
   }
 }

@@ -7,6 +7,7 @@
 #include "api/Attention.h"
 #include "kernels/oracle/Oracle.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -213,6 +214,192 @@ void runCase(const Case &c) {
   std::printf("\n");
 }
 
+// A packed batch (flash-attn's varlen): sequence s has lenQ[s] query rows and lenK[s] key rows,
+// packed one after another in (total, heads, d) memory (flash-attn's layout) or (1, heads, total,
+// d). Every output of every kernel against the oracle's varlen reference, each sequence its
+// own problem; the tiles of one sequence's blocks hold the next sequence's rows (real data, not
+// zeros), which the masks must hide.
+struct VarlenCase {
+  std::vector<int64_t> lenQ, lenK;
+  int64_t heads, headsKv, d;
+  bool causal, bf16;
+  int64_t windowLeft = -1, windowRight = -1;
+  bool seqMajor = true;
+};
+
+void runVarlenCase(const VarlenCase &c) {
+  const int64_t sequences = static_cast<int64_t>(c.lenQ.size());
+  std::vector<int32_t> cuQ{0}, cuK{0};
+  for (int64_t s = 0; s < sequences; ++s) {
+    cuQ.push_back(cuQ.back() + static_cast<int32_t>(c.lenQ[s]));
+    cuK.push_back(cuK.back() + static_cast<int32_t>(c.lenK[s]));
+  }
+  const int64_t totalQ = cuQ.back(), totalK = cuK.back();
+  AttentionProblem p{sequences, c.heads, totalQ, totalK, c.d,
+                     c.bf16 ? DType::bf16 : DType::fp16, c.causal};
+  p.headsKv = c.headsKv;
+  p.windowLeft = c.windowLeft;
+  p.windowRight = c.windowRight;
+  p.varlen = true;
+  p.maxSeqQ = *std::max_element(c.lenQ.begin(), c.lenQ.end());
+  p.maxSeqK = *std::max_element(c.lenK.begin(), c.lenK.end());
+  const int64_t kvHeads = p.keyValueHeads();
+
+  DeviceBuffer offsetsQ(cuQ.size() * 4), offsetsK(cuK.size() * 4);
+  offsetsQ.upload(cuQ.data());
+  offsetsK.upload(cuK.data());
+  p.cuSeqlensQ = offsetsQ.get();
+  p.cuSeqlensK = offsetsK.get();
+
+  std::mt19937_64 rng(11 + totalQ * 31 + totalK * 17 + c.d + 3 * c.causal + 5 * c.bf16);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  struct Side {
+    int64_t rows, heads;
+  };
+  const Side qs{totalQ, c.heads}, ks{totalK, kvHeads};
+  // Logical (1, heads, rows, d) order, as the oracle's HeadTensor; `place` maps it to memory.
+  auto make = [&](Side side) {
+    oracle::HeadTensor t(1, side.heads, side.rows, c.d);
+    for (double &x : t.data)
+      x = normal(rng);
+    std::vector<uint16_t> bits = test::toHalf(t.data, c.bf16);
+    return std::pair{t, bits};
+  };
+  auto place = [&](int64_t h, int64_t row, int64_t col, Side side) {
+    return c.seqMajor ? (row * side.heads + h) * c.d + col : (h * side.rows + row) * c.d + col;
+  };
+  auto upload = [&](const std::vector<uint16_t> &bits, Side side) {
+    std::vector<uint16_t> memory(bits.size());
+    for (int64_t h = 0, i = 0; h < side.heads; ++h)
+      for (int64_t row = 0; row < side.rows; ++row)
+        for (int64_t col = 0; col < c.d; ++col, ++i)
+          memory[place(h, row, col, side)] = bits[i];
+    auto buf = std::make_unique<DeviceBuffer>(bits.size() * 2);
+    buf->upload(memory.data());
+    return buf;
+  };
+  auto [q, qBits] = make(qs);
+  auto [k, kBits] = make(ks);
+  auto [v, vBits] = make(ks);
+  auto [dO, dOBits] = make(qs);
+  auto [uQ, uQBits] = make(qs);
+  auto [uK, uKBits] = make(ks);
+  auto [uV, uVBits] = make(ks);
+  auto dq = upload(qBits, qs), dk = upload(kBits, ks), dv = upload(vBits, ks),
+       ddO = upload(dOBits, qs), duQ = upload(uQBits, qs), duK = upload(uKBits, ks),
+       duV = upload(uVBits, ks);
+  auto output = [&](Side side) {
+    auto buf = std::make_unique<DeviceBuffer>(static_cast<size_t>(side.heads * side.rows * c.d) * 2);
+    buf->poison();
+    return buf;
+  };
+  auto rowsBuf = [&]() {
+    auto buf = std::make_unique<DeviceBuffer>(static_cast<size_t>(c.heads * totalQ) * 4);
+    buf->poison();
+    return buf;
+  };
+  auto dOut = output(qs), dLse = rowsBuf(), dD = rowsBuf(), dC = rowsBuf(), dB = rowsBuf();
+  auto dQg = output(qs), dKg = output(ks), dVg = output(ks);
+  auto gQ = output(qs), gK = output(ks), gV = output(ks), gdO = output(qs), tO = output(qs);
+  auto T = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
+    Tensor t = p.contiguous(b->get(), side.rows, side.heads);
+    if (c.seqMajor) { // (total, heads, d): stride[0] unused
+      t.stride[0] = 0;
+      t.stride[1] = c.d;
+      t.stride[2] = side.heads * c.d;
+    }
+    return t;
+  };
+  GPU_CHECK(attentionForward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), {dLse->get()}));
+  GPU_CHECK(attentionBackward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs),
+                              {dLse->get()}, T(dQg, qs), T(dKg, ks), T(dVg, ks), {dD->get()}));
+  BobInputs in{T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs), {dLse->get()},
+               T(duQ, qs), T(duK, ks), T(duV, ks)};
+  BobOutputs out{T(gQ, qs), T(gK, ks), T(gV, ks), T(gdO, qs), {dD->get()}, {dC->get()},
+                 {dB->get()}};
+  GPU_CHECK(attentionBob(p, in, out));
+  GPU_CHECK(attentionForwardJvp(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs),
+                                {dLse->get()}, T(duQ, qs), T(duK, ks), T(duV, ks), T(tO, qs)));
+  REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
+
+  auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
+    std::vector<uint16_t> memory(static_cast<size_t>(side.heads * side.rows * c.d)),
+        bits(memory.size());
+    b->download(memory.data());
+    for (int64_t h = 0, i = 0; h < side.heads; ++h)
+      for (int64_t row = 0; row < side.rows; ++row)
+        for (int64_t col = 0; col < c.d; ++col, ++i)
+          bits[i] = memory[place(h, row, col, side)];
+    return test::fromHalf(bits, c.bf16);
+  };
+  auto fetchRows = [&](const std::unique_ptr<DeviceBuffer> &b) {
+    std::vector<float> f(static_cast<size_t>(c.heads * totalQ));
+    b->download(f.data());
+    return std::vector<double>(f.begin(), f.end());
+  };
+  std::vector<double> gotGQ = fetch(gQ, qs), gotGK = fetch(gK, ks), gotGV = fetch(gV, ks);
+  GPU_CHECK(attentionBob(p, in, out)); // determinism: bit-identical again
+  REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(fetch(gQ, qs) == gotGQ);
+  CHECK(fetch(gK, ks) == gotGK);
+  CHECK(fetch(gV, ks) == gotGV);
+
+  oracle::Problem head = oracle::makeProblem(1, 1, c.d, c.causal);
+  head.windowLeft = c.windowLeft;
+  head.windowRight = c.windowRight;
+  oracle::Packing packing;
+  packing.cuQ.assign(cuQ.begin(), cuQ.end());
+  packing.cuK.assign(cuK.begin(), cuK.end());
+  oracle::BatchedForwardResult f = oracle::dense::forwardVarlen(head, packing, q, k, v);
+  oracle::BatchedBackwardResult bw = oracle::dense::backwardVarlen(head, packing, q, k, v, dO);
+  oracle::BatchedBobResult bb =
+      oracle::dense::bobVarlen(head, packing, q, k, v, dO, uQ, uK, uV);
+  // The forward's JVP per sequence and query head (the oracle's dense one on its rows).
+  std::vector<double> refTO(q.data.size(), 0.0);
+  const int64_t group = c.heads / kvHeads;
+  for (int64_t s = 0; s < sequences; ++s) {
+    if (c.lenQ[s] == 0 || c.lenK[s] == 0)
+      continue;
+    oracle::Problem op = head;
+    op.N = c.lenQ[s];
+    op.M = c.lenK[s];
+    for (int64_t h = 0; h < c.heads; ++h) {
+      auto rows = [&](const oracle::HeadTensor &t, int64_t th, int64_t begin, int64_t count) {
+        oracle::Matrix mat(count, c.d);
+        std::copy_n(t.data.begin() + (th * t.rows + begin) * c.d, count * c.d, mat.data.begin());
+        return mat;
+      };
+      const int64_t kh = h / group;
+      oracle::Matrix t = oracle::dense::forwardJvp(
+          op, rows(q, h, cuQ[s], op.N), rows(k, kh, cuK[s], op.M), rows(v, kh, cuK[s], op.M),
+          rows(uQ, h, cuQ[s], op.N), rows(uK, kh, cuK[s], op.M), rows(uV, kh, cuK[s], op.M));
+      std::copy(t.data.begin(), t.data.end(), refTO.begin() + (h * totalQ + cuQ[s]) * c.d);
+    }
+  }
+
+  const double tol = c.bf16 ? 5e-3 : 1e-3;
+  std::printf("varlen %s d=%ld %zu sequences (N %ld, M %ld in all) %s heads %ld:%ld window "
+              "(%ld, %ld)%s:",
+              c.bf16 ? "bf16" : "fp16", (long)c.d, c.lenQ.size(), (long)totalQ, (long)totalK,
+              c.causal ? "causal" : "full", (long)c.heads, (long)kvHeads, (long)c.windowLeft,
+              (long)c.windowRight, c.seqMajor ? " (total, heads, d) layout" : "");
+  const std::pair<const char *, std::pair<std::vector<double>, const std::vector<double> *>>
+      outputs[] = {{"O", {fetch(dOut, qs), &f.O.data}},   {"L", {fetchRows(dLse), &f.L.data}},
+                   {"dQ", {fetch(dQg, qs), &bw.dQ.data}}, {"dK", {fetch(dKg, ks), &bw.dK.data}},
+                   {"dV", {fetch(dVg, ks), &bw.dV.data}}, {"gQ", {gotGQ, &bb.gQ.data}},
+                   {"gK", {gotGK, &bb.gK.data}},          {"gV", {gotGV, &bb.gV.data}},
+                   {"gdO", {fetch(gdO, qs), &bb.gdO.data}}, {"c", {fetchRows(dC), &bb.c.data}},
+                   {"b", {fetchRows(dB), &bb.b.data}},    {"tO", {fetch(tO, qs), &refTO}}};
+  for (const auto &[name, pair] : outputs) {
+    test::ErrorStats e = test::relativeError(pair.first, *pair.second);
+    std::printf(" %s %.2e", name, e.relL2);
+    INFO(name << " rel L2 " << e.relL2 << ", non-finite " << e.nonFinite);
+    CHECK(e.nonFinite == 0);
+    CHECK(e.relL2 <= tol);
+  }
+  std::printf("\n");
+}
+
 } // namespace
 
 TEST_CASE("forward, backward and BoB through the API match the float64 oracle", "[gpu][api]") {
@@ -286,6 +473,31 @@ TEST_CASE("sliding windows: flash-attn's window_size through every kernel", "[gp
           c.seqMajor = !bf16;
           runCase(c);
         }
+}
+
+TEST_CASE("variable-length batches: packed sequences through every kernel", "[gpu][api]") {
+  // Mixed lengths, none a multiple of a block, N != M per sequence, a sequence without queries
+  // and one without keys (O = 0, L = -inf, no gradient), a one-row sequence; causal per
+  // sequence (bottom-right), grouped heads and a window in some cases; both layouts.
+  struct Lengths {
+    std::vector<int64_t> q, k;
+  };
+  const Lengths batches[] = {{{300, 1, 130, 0, 257}, {200, 1, 333, 64, 257}},
+                             {{77, 190, 64, 45}, {77, 190, 0, 101}}};
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (bool bf16 : {true, false})
+        for (size_t i = 0; i < std::size(batches); ++i)
+          DYNAMIC_SECTION("d" << d << (causal ? " causal" : "") << (bf16 ? " bf16" : " fp16")
+                              << " batch " << i) {
+            VarlenCase c{batches[i].q, batches[i].k, 4, i == 1 ? 2 : 4, d, causal, bf16};
+            if (i == 1) {
+              c.windowLeft = 50;
+              c.windowRight = causal ? -1 : 20;
+            }
+            c.seqMajor = bf16;
+            runVarlenCase(c);
+          }
 }
 
 TEST_CASE("a second context gets its own modules", "[gpu][api]") {
