@@ -163,6 +163,14 @@ Call decode(FuzzedDataProvider &in) {
   p.sliding_window = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? in.ConsumeIntegral<int>() : 0;
   p.window_left = pickInt(in, -1);
   p.window_right = pickInt(in, 16);
+  // A packed batch, now and then: its bounds and offsets, valid for the default sizes at 0.
+  p.varlen = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? in.ConsumeIntegral<int>() : 0;
+  if (p.varlen) {
+    p.max_seqlen_q = pickInt(in, 128);
+    p.max_seqlen_k = pickInt(in, 96);
+    p.cu_seqlens_q = static_cast<const int32_t *>(pickPointer(in, 0x7f2000000000));
+    p.cu_seqlens_k = static_cast<const int32_t *>(pickPointer(in, 0x7f2000100000));
+  }
   if (c.op == 4) {
     // Only the enumerators: a C++ caller passing another value in an enum-typed argument is
     // itself undefined behaviour (UBSan flags the harness, not the library). A C caller may pass
@@ -234,8 +242,21 @@ std::string undocumentedPass(const Call &c) {
     return "a negative scale";
   if (p.heads_kv < 0 || (p.heads_kv > 0 && p.heads % p.heads_kv != 0))
     return "heads_kv " + std::to_string(p.heads_kv) + " with heads " + std::to_string(p.heads);
+  if (p.varlen) {
+    if (p.max_seqlen_q < 1 || p.max_seqlen_q > p.seq_q || p.max_seqlen_k < 1 ||
+        p.max_seqlen_k > p.seq_k)
+      return "max_seqlen " + std::to_string(p.max_seqlen_q) + ", " +
+             std::to_string(p.max_seqlen_k) + " with totals " + std::to_string(p.seq_q) + ", " +
+             std::to_string(p.seq_k);
+    // Precompiling needs no memory; a call needs its offsets.
+    if (c.op != 4)
+      for (const int32_t *offsets : {p.cu_seqlens_q, p.cu_seqlens_k})
+        if (!offsets || reinterpret_cast<uintptr_t>(offsets) % 4 != 0)
+          return "cu_seqlens null or not 4-byte aligned";
+  }
   if (p.sliding_window) {
-    const int64_t longest = std::max(p.seq_q, p.seq_k);
+    const int64_t longest =
+        p.varlen ? std::max(p.max_seqlen_q, p.max_seqlen_k) : std::max(p.seq_q, p.seq_k);
     for (int64_t side : {p.window_left, p.window_right})
       if (side < -1 || side > longest)
         return "window side " + std::to_string(side) + " with sequences " +
@@ -255,7 +276,7 @@ std::string undocumentedPass(const Call &c) {
       return name + " null or not 16-byte aligned";
     if (t.stride[3] != 1)
       return name + " with stride[3] = " + std::to_string(t.stride[3]);
-    for (int k = 0; k < 3; ++k)
+    for (int k = p.varlen ? 1 : 0; k < 3; ++k) // a packed batch's stride[0] is never read
       if (t.stride[k] <= 0 || t.stride[k] % 8 != 0)
         return name + " with stride[" + std::to_string(k) + "] = " + std::to_string(t.stride[k]);
   }

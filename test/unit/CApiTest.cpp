@@ -101,6 +101,37 @@ TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
         "flashbob: window_left must be -1 (unbounded) or >= 0, got -7");
   bad.sliding_window = 0; // the same sizes, ignored
   CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+
+  // A packed batch: its bounds and offsets are read only with varlen set, and checked before
+  // the driver (the offsets' contents need it: tested with the fake driver).
+  bad = p;
+  bad.max_seqlen_q = 129; // seq_q = 128 packed rows
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  bad.varlen = 1;
+  bad.max_seqlen_k = 64;
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) ==
+        "flashbob: max_seqlen_q = 129 must be in 1..seq_q = 128 (the longest sequence's rows, or "
+        "more)");
+  bad.max_seqlen_q = 128;
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) == "flashbob: cu_seqlens_q is a null pointer");
+  const int32_t *misaligned = reinterpret_cast<const int32_t *>(uintptr_t(0x300002));
+  bad.cu_seqlens_q = reinterpret_cast<const int32_t *>(uintptr_t(0x300000));
+  bad.cu_seqlens_k = misaligned;
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) == "flashbob: cu_seqlens_k is not 4-byte aligned");
+  // The window's bound is the longest sequence, not the packed rows.
+  bad.cu_seqlens_k = bad.cu_seqlens_q;
+  bad.sliding_window = 1;
+  bad.window_left = 129;
+  bad.window_right = -1;
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(),
+             Catch::Contains("window_left = 129 is larger than the sequences (max_seqlen_q = 128, "
+                             "max_seqlen_k = 64)"));
+  bad.window_left = 100;
+  CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
 }
 
 TEST_CASE("flashbob_set_cache_dir overrides FLASHBOB_CACHE_DIR without touching the environment",

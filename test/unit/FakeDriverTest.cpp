@@ -80,7 +80,8 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
   INFO(spec.name());
   CHECK(std::string(r.entry) == spec.name());
   const bool keyMajor = bob::isKeyMajor(kind);
-  const int64_t rows = keyMajor ? p.seqK : p.seqQ;
+  // A packed batch's grid covers its longest sequence (max_seqlen), not the packed rows.
+  const int64_t rows = keyMajor ? p.longestK() : p.longestQ();
   const int64_t block = keyMajor ? spec.tiles.blockN : spec.tiles.blockM;
   CHECK(r.grid[0] == unsigned((rows + block - 1) / block));
   // Key-major kinds: one block row per key/value head, summing over its group of query heads.
@@ -107,14 +108,18 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
   auto kernel = (*cache)->kernel(spec);
   REQUIRE(static_cast<bool>(kernel));
   unsigned expected = 0, scalars = 0;
-  for (const kernels::Param &param : kernels::signature(kind, false)) {
+  for (const kernels::Param &param : kernels::signature(kind, p.varlen)) {
     if (param.isScalar) {
       ++expected;
       REQUIRE(scalars < 4);
       CHECK(r.scalars[scalars++] ==
             llvm::bit_cast<unsigned>(kernels::scalarValue(param.scalar, p.effectiveScale())));
     } else {
-      expected += kernels::operandInfo(param.operand).layout == kernels::Layout::rows ? 9 : 11;
+      switch (kernels::operandInfo(param.operand).layout) { // 3 + 2 x rank words
+      case kernels::Layout::offsets: expected += 5; break;
+      case kernels::Layout::rows: expected += 9; break;
+      case kernels::Layout::tensor: expected += 11; break;
+      }
     }
   }
   const unsigned maps = unsigned((*kernel)->loaded->tensorMaps().size());
@@ -226,6 +231,101 @@ TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value 
   std::vector<fake_cuda_launch_record> plain = launches();
   REQUIRE(plain.size() == 1);
   CHECK(std::string(plain[0].entry).find("_gqa") == std::string::npos);
+}
+
+TEST_CASE("a packed batch launches the _varlen kernels over its longest sequence; bad offsets "
+          "are refused naming them, nothing launched",
+          "[fake]") {
+  // The fake's device memory is the host's: the offsets are read back from plain vectors.
+  useFakeDriver();
+  std::vector<int32_t> cuQ{0, 300, 300, 1000}, cuK{0, 200, 650, 700};
+  AttentionProblem p = problem(); // 3 heads, d 64
+  p.batch = 3;
+  p.seqQ = 1000;
+  p.seqK = 700;
+  p.varlen = true;
+  p.maxSeqQ = 700;
+  p.maxSeqK = 450;
+  p.cuSeqlensQ = reinterpret_cast<CUdeviceptr>(cuQ.data());
+  p.cuSeqlensK = reinterpret_cast<CUdeviceptr>(cuK.data());
+  // flash-attn's (total, heads, d) memory: stride[0] is never read.
+  auto packed = [&](int i, int64_t) {
+    Tensor t;
+    t.data = address(i);
+    t.stride[0] = 0;
+    t.stride[1] = p.headDim;
+    t.stride[2] = p.heads * p.headDim;
+    return t;
+  };
+  Tensor q = packed(0, p.seqQ), k = packed(1, p.seqK), v = packed(2, p.seqK),
+         o = packed(3, p.seqQ), dO = packed(4, p.seqQ);
+  RowVector lse{address(8)}, d{address(9)}, c{address(10)}, b{address(11)};
+  REQUIRE(messageOf(attentionForward(p, q, k, v, o, lse)) == "no error");
+  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, packed(5, p.seqQ),
+                                      packed(6, p.seqK), packed(7, p.seqK), d)) == "no error");
+  BobInputs in{q, k, v, o, dO, lse, packed(5, p.seqQ), packed(6, p.seqK), packed(7, p.seqK)};
+  BobOutputs out{packed(12, p.seqQ), packed(13, p.seqK), packed(14, p.seqK), packed(15, p.seqQ),
+                 d, c, b};
+  REQUIRE(messageOf(attentionBob(p, in, out)) == "no error");
+  std::vector<fake_cuda_launch_record> all = launches();
+  REQUIRE(all.size() == 5);
+  const Kind kinds[] = {Kind::fwd, Kind::bwd_q, Kind::bwd_kv, Kind::bob_q, Kind::bob_kv};
+  for (size_t i = 0; i < all.size(); ++i) {
+    checkLaunch(all[i], p, kinds[i]);
+    CHECK(std::string(all[i].entry).find("_varlen_") != std::string::npos);
+  }
+
+  // Offsets that do not describe the tensors: each refused naming its argument, nothing launched.
+  struct Bad {
+    std::vector<int32_t> cuQ, cuK;
+    int64_t maxQ, maxK;
+    const char *argument, *message;
+  };
+  const Bad bad[] = {
+      {{1, 300, 300, 1000}, cuK, 700, 450, "cu_seqlens_q", "cu_seqlens_q[0] = 1 must be 0"},
+      {{0, 300, 200, 1000}, cuK, 800, 450, "cu_seqlens_q",
+       "cu_seqlens_q must not decrease: cu_seqlens_q[2] = 200 < cu_seqlens_q[1] = 300"},
+      {cuQ, {0, 200, 650, 690}, 700, 450, "cu_seqlens_k",
+       "cu_seqlens_k[3] = 690 must be the total rows of the packed tensors, 700"},
+      {cuQ, cuK, 699, 450, "max_seqlen_q",
+       "sequence 2 has 700 rows (cu_seqlens_q[3] - cu_seqlens_q[2]), more than max_seqlen_q = 699"},
+      {cuQ, cuK, 700, 0, "max_seqlen_k", "max_seqlen_k = 0 must be in 1..seq_k = 700"},
+      {cuQ, cuK, 1001, 450, "max_seqlen_q", "max_seqlen_q = 1001 must be in 1..seq_q = 1000"},
+  };
+  for (const Bad &x : bad) {
+    INFO(x.message);
+    AttentionProblem wrong = p;
+    std::vector<int32_t> offsetsQ = x.cuQ, offsetsK = x.cuK;
+    wrong.cuSeqlensQ = reinterpret_cast<CUdeviceptr>(offsetsQ.data());
+    wrong.cuSeqlensK = reinterpret_cast<CUdeviceptr>(offsetsK.data());
+    wrong.maxSeqQ = x.maxQ;
+    wrong.maxSeqK = x.maxK;
+    llvm::Error e = attentionForward(wrong, q, k, v, o, lse);
+    const std::string message = messageOf(std::move(e));
+    CHECK_THAT(message, Catch::Contains(x.message));
+    e = attentionForward(wrong, q, k, v, o, lse);
+    std::string argument = "none";
+    llvm::consumeError(llvm::handleErrors(std::move(e), [&](const support::InvalidArgumentError &a) {
+      argument = a.argument();
+    }));
+    CHECK(argument == x.argument);
+  }
+  AttentionProblem nullOffsets = p;
+  nullOffsets.cuSeqlensK = 0;
+  CHECK_THAT(messageOf(attentionForward(nullOffsets, q, k, v, o, lse)),
+             Catch::Contains("cu_seqlens_k is a null pointer"));
+  CHECK(launches().empty());
+
+  // While a stream is captured the offsets cannot be read back (the kernels clamp them to the
+  // tensors instead): the call is its launch.
+  ::setenv("FAKE_CUDA_CAPTURING", "1", 1);
+  std::vector<int32_t> garbage{5, 3, 9999, -1};
+  AttentionProblem captured = p;
+  captured.cuSeqlensQ = reinterpret_cast<CUdeviceptr>(garbage.data());
+  const std::string result = messageOf(attentionForward(captured, q, k, v, o, lse));
+  ::unsetenv("FAKE_CUDA_CAPTURING");
+  CHECK(result == "no error");
+  CHECK(launches().size() == 1);
 }
 
 TEST_CASE("the largest valid sizes launch their whole grid, untruncated", "[fake]") {
