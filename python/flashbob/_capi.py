@@ -40,6 +40,11 @@ class Problem(ctypes.Structure):
         ("sliding_window", ctypes.c_int),
         ("window_left", ctypes.c_int64),
         ("window_right", ctypes.c_int64),
+        ("varlen", ctypes.c_int),
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
     ]
 
 

@@ -115,11 +115,14 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
       (p.windowed() ? llvm::formatv(" window ({0}, {1})", p.windowLeft, p.rightReach()).str()
                     : "");
   const std::string count =
-      p.windowed() ? llvm::formatv("{0:F2} d per visible pair", flopsPerPair(opt.op)).str()
+      p.windowed() || p.varlen ? llvm::formatv("{0:F2} d per visible pair", flopsPerPair(opt.op)).str()
                : llvm::formatv("{0:F2} N M d{1}", flopsPerPair(opt.op), p.causal ? " / 2" : "").str();
+  const std::string batch =
+      p.varlen ? llvm::formatv("{0} packed (longest {1}, {2})", p.batch, p.maxSeqQ, p.maxSeqK).str()
+               : std::to_string(p.batch);
   os << llvm::formatv("{0} batch={1} heads={2} N={3} M={4} d={5} {6}{7}: median {8:F3} ms over {9} "
                       "runs, {10:F1} TFLOP/s ({11})\n",
-                      opName(opt.op), p.batch, heads, p.seqQ, p.seqK, p.headDim,
+                      opName(opt.op), batch, heads, p.seqQ, p.seqK, p.headDim,
                       p.dtype == DType::bf16 ? "bf16" : "fp16", mask, report.medianMs,
                       report.timesMs.size(), report.tflops, count);
   os << llvm::formatv("first call (JIT compile or disk cache, then run): {0:F1} ms\n",
@@ -142,7 +145,8 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
   size_t free0 = 0, free1 = 0, total = 0;
   FLASHBOB_CU(driver, cuMemGetInfo(&free0, &total));
 
-  auto buffers = ProblemBuffers::allocate(driver, opt.op, p, opt.seed);
+  auto buffers =
+      ProblemBuffers::allocate(driver, opt.op, p, opt.seed, opt.cuSeqlensQ, opt.cuSeqlensK);
   if (!buffers)
     return buffers.takeError();
   RunReport report;
@@ -153,7 +157,17 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
     if (llvm::Error e = timeOp(driver, *buffers, opt, report, os))
       return std::move(e);
   }
-  const double pairs = pairsPerHead(p) * p.batch * p.heads;
+  double pairs = pairsPerHead(p) * p.batch * p.heads;
+  if (p.varlen) { // each sequence its own problem
+    pairs = 0;
+    for (size_t s = 0; s + 1 < opt.cuSeqlensQ.size(); ++s) {
+      AttentionProblem one = p;
+      one.varlen = false;
+      one.seqQ = opt.cuSeqlensQ[s + 1] - opt.cuSeqlensQ[s];
+      one.seqK = opt.cuSeqlensK[s + 1] - opt.cuSeqlensK[s];
+      pairs += pairsPerHead(one) * p.heads;
+    }
+  }
   report.flops = flopsPerPair(opt.op) * pairs * p.headDim;
   report.tflops = report.flops / (report.medianMs * 1e-3) / 1e12;
   FLASHBOB_CU(driver, cuMemGetInfo(&free1, &total));

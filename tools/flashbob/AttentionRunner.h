@@ -26,6 +26,9 @@ double flopsPerPair(Op op);
 struct RunOptions {
   Op op = Op::bob;
   AttentionProblem problem;
+  // A packed batch (problem.varlen): each sequence's first row, batch + 1 per side, on the host
+  // (ProblemBuffers puts them on the device and points the problem at them). Empty otherwise.
+  std::vector<int32_t> cuSeqlensQ, cuSeqlensK;
   bool check = false;
   int iters = 5;          // timed runs (median reported)
   uint64_t seed = 1;

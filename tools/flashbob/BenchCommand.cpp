@@ -79,6 +79,10 @@ llvm::json::Object problemJson(const RunOptions &o) {
     json["heads_kv"] = p.keyValueHeads();
   if (p.windowed())
     json["window"] = llvm::json::Array{p.windowLeft, p.rightReach()};
+  if (p.varlen) { // seq_q and seq_k are then the packed totals
+    json["cu_seqlens_q"] = llvm::json::Array(o.cuSeqlensQ);
+    json["cu_seqlens_k"] = llvm::json::Array(o.cuSeqlensK);
+  }
   return json;
 }
 

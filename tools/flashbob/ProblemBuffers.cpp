@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace flashbob::tool {
@@ -41,13 +42,15 @@ double fromBits(uint16_t bits, DType dtype) {
 }
 
 llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op op,
-                                                        const AttentionProblem &p,
-                                                        uint64_t seed) {
+                                                        const AttentionProblem &p, uint64_t seed,
+                                                        llvm::ArrayRef<int32_t> cuSeqlensQ,
+                                                        llvm::ArrayRef<int32_t> cuSeqlensK) {
   ProblemBuffers b;
   b.op = op;
   b.problem = p;
-  const size_t bh = static_cast<size_t>(p.batch * p.heads), d = static_cast<size_t>(p.headDim);
-  const size_t bhKv = static_cast<size_t>(p.batch * p.keyValueHeads());
+  // A packed batch's tensors are (1, heads, total rows, d).
+  const size_t batch = static_cast<size_t>(p.tensorBatch()), d = static_cast<size_t>(p.headDim);
+  const size_t bh = batch * p.heads, bhKv = batch * p.keyValueHeads();
   const size_t qElems = bh * p.seqQ * d, kElems = bhKv * p.seqK * d;
   const size_t rowBytes = bh * p.seqQ * 4;
   const bool grad = op != Op::fwd, bob = op == Op::bob;
@@ -59,6 +62,21 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
     total += bytes;
     return std::move(buffer);
   };
+
+  if (p.varlen) {
+    for (auto [offsets, slot, pointer] :
+         {std::tuple{cuSeqlensQ, &b.offsetsQ, &b.problem.cuSeqlensQ},
+          std::tuple{cuSeqlensK, &b.offsetsK, &b.problem.cuSeqlensK}}) {
+      double ignored = 0;
+      auto buffer = newBuffer(offsets.size() * sizeof(int32_t), ignored);
+      if (!buffer)
+        return buffer.takeError();
+      FLASHBOB_CU(driver, cuMemcpyHtoD((*buffer)->get(), offsets.data(),
+                                       offsets.size() * sizeof(int32_t)));
+      *pointer = (*buffer)->get();
+      *slot = std::move(*buffer);
+    }
+  }
 
   for (unsigned t = 0; t < kInputs; ++t) {
     if ((t == kdO && !grad) || (t >= kuQ && !bob))

@@ -9,6 +9,7 @@
 
 #include "runtime/driver/CudaDriver.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 #include <array>
@@ -29,9 +30,12 @@ struct ProblemBuffers {
   using Buffer = std::unique_ptr<DeviceBuffer>;
 
   // Allocates what `op` reads and writes on `problem` (a valid one: ProblemOptions or the
-  // caller checked it) and uploads the inputs generated from `seed`.
+  // caller checked it) and uploads the inputs generated from `seed`; for a packed batch also
+  // its offsets cuSeqlensQ/K (RunOptions'), which the stored problem then points to.
   static llvm::Expected<ProblemBuffers> allocate(runtime::CudaDriver &driver, Op op,
-                                                 const AttentionProblem &problem, uint64_t seed);
+                                                 const AttentionProblem &problem, uint64_t seed,
+                                                 llvm::ArrayRef<int32_t> cuSeqlensQ = {},
+                                                 llvm::ArrayRef<int32_t> cuSeqlensK = {});
 
   // O and L, which the backward ops consume: run once before timing bwd or bob.
   llvm::Error forward() const;
@@ -47,6 +51,7 @@ struct ProblemBuffers {
   Buffer dq, dk, dv;                  // bwd
   Buffer gq, gk, gv, gdo;             // bob
   Buffer dRow, cRow, bRow;            // workspaces: D (bwd, bob), c and b (bob)
+  Buffer offsetsQ, offsetsK;          // a packed batch's cu_seqlens
 };
 
 } // namespace flashbob::tool

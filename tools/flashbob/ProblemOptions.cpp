@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
+#include <vector>
 
 namespace flashbob::tool {
 namespace cl = llvm::cl;
@@ -39,6 +41,13 @@ ProblemOptions::ProblemOptions(std::initializer_list<cl::SubCommand *> subcomman
             cl::cat(problemCategory), cl::init(0)),
       headDim_("head-dim", cl::desc("Head dimension d"), cl::sub(subcommands_),
                cl::cat(problemCategory), cl::init(64)),
+      seqlensQ_("seqlens-q",
+                cl::desc("Variable-length batch: each sequence's query rows, packed one after "
+                         "another (flash-attn's varlen; instead of --batch and --seq-q)"),
+                cl::CommaSeparated, cl::sub(subcommands_), cl::cat(problemCategory)),
+      seqlensK_("seqlens-k",
+                cl::desc("Each sequence's key rows (default --seqlens-q), as many as it has"),
+                cl::CommaSeparated, cl::sub(subcommands_), cl::cat(problemCategory)),
       dtype_("dtype", cl::desc("Input type: bf16 or fp16"), cl::sub(subcommands_),
              cl::cat(problemCategory), cl::init("bf16")),
       causal_("causal", cl::desc("Causal mask (bottom-right aligned)"), cl::sub(subcommands_),
@@ -112,6 +121,44 @@ llvm::Error positive(llvm::StringRef flag, int64_t v) {
 }
 } // namespace
 
+llvm::Error ProblemOptions::packBatch(RunOptions &o) const {
+  if (batch_.getNumOccurrences() || seqQ_.getNumOccurrences() || seqK_.getNumOccurrences())
+    return bad("--seqlens-q: gives the batch and its lengths; leave out --batch, --seq-q and "
+               "--seq-k");
+  std::vector<int64_t> lengthsK(seqlensK_.begin(), seqlensK_.end());
+  if (lengthsK.empty())
+    lengthsK.assign(seqlensQ_.begin(), seqlensQ_.end());
+  if (lengthsK.size() != seqlensQ_.size())
+    return bad(llvm::formatv("--seqlens-k: {0} sequences, but --seqlens-q has {1}",
+                             lengthsK.size(), seqlensQ_.size()));
+  AttentionProblem &p = o.problem;
+  o.cuSeqlensQ = {0};
+  o.cuSeqlensK = {0};
+  for (auto [flag, lengths, offsets, longest] :
+       {std::tuple{"seqlens-q", std::vector<int64_t>(seqlensQ_.begin(), seqlensQ_.end()),
+                   &o.cuSeqlensQ, &p.maxSeqQ},
+        std::tuple{"seqlens-k", lengthsK, &o.cuSeqlensK, &p.maxSeqK}}) {
+    *longest = 0;
+    for (int64_t length : lengths) {
+      // Each sum below 2^31 (validateProblem's bound on the packed rows): the offsets are int32.
+      if (length < 0 || offsets->back() + length > jit::kMaxSequence)
+        return bad(llvm::formatv("--{0}: a length must be 0 or more and the sum at most {1}, "
+                                 "got {2}",
+                                 flag, jit::kMaxSequence, length));
+      offsets->push_back(static_cast<int32_t>(offsets->back() + length));
+      *longest = std::max(*longest, length);
+    }
+  }
+  p.varlen = true;
+  p.batch = static_cast<int64_t>(seqlensQ_.size());
+  p.seqQ = o.cuSeqlensQ.back();
+  p.seqK = o.cuSeqlensK.back();
+  if (check_)
+    return bad("--check: not for a packed batch (the GPU tests check packed sequences against "
+               "the float64 oracle); run one sequence with --seq-q to check it");
+  return llvm::Error::success();
+}
+
 llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   // (--seq is an alias: its values are --seq-q's, and so are the messages about them.)
   for (auto [flag, value] : {std::pair<llvm::StringRef, int64_t>{"batch", batch_},
@@ -147,10 +194,16 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   p.windowRight = windowRight_;
   if (scale_.getNumOccurrences())
     p.scale = scale_.getValue();
+  if (!seqlensQ_.empty()) {
+    if (llvm::Error e = packBatch(o))
+      return std::move(e);
+  } else if (!seqlensK_.empty()) {
+    return bad("--seqlens-k: needs --seqlens-q (the sequences' query rows)");
+  }
   // Every byte count of the run (the largest tensor is batch x heads x max(N, M) x d of 2-byte
   // elements) must fit in 64 bits: beyond that the sizes would wrap before any allocation.
   int64_t bytes = 2;
-  for (int64_t factor : {p.batch, p.heads, std::max(p.seqQ, p.seqK), p.headDim})
+  for (int64_t factor : {p.tensorBatch(), p.heads, std::max(p.seqQ, p.seqK), p.headDim})
     if (__builtin_mul_overflow(bytes, factor, &bytes))
       return bad(llvm::formatv("--batch {0} --heads {1} --seq-q {2} --seq-k {3} --head-dim {4}: "
                                "too large (a tensor's byte count overflows 64 bits)",

@@ -31,11 +31,15 @@ public:
   llvm::Expected<RunOptions> runOptions() const;
 
 private:
+  // --seqlens-q/k: the packed batch, its offsets and bounds, into `o`.
+  llvm::Error packBatch(RunOptions &o) const;
+
   llvm::cl::SubCommandGroup subcommands_; // first: the options below register on it
   llvm::cl::opt<Op> op_;
   llvm::cl::opt<int64_t> batch_, heads_, headsKv_, seqQ_;
   llvm::cl::alias seq_;
   llvm::cl::opt<int64_t> seqK_, headDim_, windowLeft_, windowRight_;
+  llvm::cl::list<int64_t> seqlensQ_, seqlensK_;
   llvm::cl::opt<std::string> dtype_;
   llvm::cl::opt<bool> causal_;
   llvm::cl::opt<double> scale_;
