@@ -25,6 +25,8 @@ cu_seqlens_k, max_seqlen_q, max_seqlen_k); the offsets are None (and the lengths
 batch. A packed batch's (total, heads, head_dim) tensors enter the operators as their
 (1, heads, total, head_dim) views .unsqueeze(0).transpose(1, 2), which the C API reads in place,
 and its outputs are allocated in (total, heads, head_dim) memory, so the views back are contiguous.
+attention_varlen() runs the same operators and autograd.Functions; vmap over its q, k, v folds the
+mapped axis into the heads (the slices share the offsets, which cannot be mapped over).
 
 The forward saves L (one float per row), never P. Tensors: (batch, heads, seq, head_dim) bf16 or
 fp16 on a CUDA device, any strides (a layout the kernels cannot read is copied inside the
@@ -566,7 +568,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     config = (bool(causal), left, right, 0.0 if scale is None else float(scale), cu_seqlens_q,
               cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     # (1, heads, total, head_dim) views of the packed memory: the C API reads their strides.
-    o, lse = _run(*(t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)), config)
+    o, lse = _run(q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2),
+                  v.unsqueeze(0).transpose(1, 2), config)
     o, lse = o.transpose(1, 2).squeeze(0), lse.squeeze(0)
     return (o, lse) if return_lse else o
 

@@ -22,7 +22,7 @@ while read -r name program vars; do
   if (($# > 0)) && [[ " $* " != *" $name "* ]]; then continue; fi
   exe=$program; [[ "$program" == bin/* ]] && exe=.device/$program
   # shellcheck disable=SC2086  # vars holds VAR=value words
-  timeout "${GPU_TEST_TIMEOUT_S:-300}" env $vars "$exe" < /dev/null > "$LOGS/$name.log" 2>&1
+  timeout "${GPU_TEST_TIMEOUT_S:-540}" env $vars "$exe" < /dev/null > "$LOGS/$name.log" 2>&1
   rc=$?
   case $rc in
     0) verdict=passed ;;

@@ -1,8 +1,10 @@
-"""flashbob.torch.attention against a float64 reference on the same bf16/fp16-rounded inputs:
-forward, first derivatives, second derivatives (grad of grad), a Hessian-vector product and a
-meta-learning outer gradient; plus argument validation. Needs a CUDA GPU and torch."""
+"""flashbob.torch.attention (and attention_varlen, packed batches of variable-length sequences)
+against a float64 reference on the same bf16/fp16-rounded inputs: forward, first derivatives,
+second derivatives (grad of grad), a Hessian-vector product and a meta-learning outer gradient;
+plus argument validation. Needs a CUDA GPU and torch."""
 
 import ast
+import itertools
 import math
 import os
 import subprocess
@@ -237,12 +239,15 @@ def small(dtype=torch.bfloat16, seed=11, h=2, n=96, m=128, d=64):
     return inputs(h, n, m, d, dtype, seed)
 
 
-CAUSAL, FULL, WINDOW = (True, -1, -1, 0.0), (False, -1, -1, 0.0), (False, 40, 8, 0.0)
+DENSE = (None, None, 0, 0)  # (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k): no packing
+CAUSAL, FULL, WINDOW = ((True, -1, -1, 0.0, *DENSE), (False, -1, -1, 0.0, *DENSE),
+                        (False, 40, 8, 0.0, *DENSE))
 
 
 def test_opcheck_each_operator():
     """Schema, fake (meta) implementation, autograd registration and AOT dispatch of each op.
-    Every op ends in (causal, window_left, window_right, scale)."""
+    Every op ends in (causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k,
+    max_seqlen_q, max_seqlen_k)."""
     q, k, v, do, uq, uk, uv = small()
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     torch.library.opcheck(torch.ops.flashbob.forward.default, (q, k, v, *CAUSAL))
@@ -363,6 +368,9 @@ records.clear()
 fb.precompile(1, 2, 96, 128, 64, causal=True, heads_kv=1, ops=("forward", "backward", "bob"))
 print("PRECOMPILED_GQA", records)
 records.clear()
+fb.precompile(3, 2, 96, 128, 64, causal=True, varlen=True, ops=("forward", "backward", "bob"))
+print("PRECOMPILED_VARLEN", records)
+records.clear()
 g = torch.Generator(device="cuda").manual_seed(31)
 q, k, v, do, uq = (torch.randn(1, 2, n, 64, device="cuda", generator=g, dtype=torch.bfloat16)
                    for n in (96, 128, 128, 96, 96))
@@ -374,6 +382,14 @@ for scale in (None, 0.05 + random.random() * 0.01):  # a scale never seen: 0.07'
 o = fb.attention(q, k[:, :1], v[:, :1], causal=True)  # multi-query: the _gqa kernels
 dq, = torch.autograd.grad(o, q, do, create_graph=True)
 torch.autograd.grad(dq, q, uq)
+# A packed batch of three sequences (query lengths 40, 0, 56; key lengths 60, 40, 28).
+cu_q = torch.tensor([0, 40, 40, 96], dtype=torch.int32, device="cuda")
+cu_k = torch.tensor([0, 60, 100, 128], dtype=torch.int32, device="cuda")
+qp = q[0].transpose(0, 1).detach().contiguous().requires_grad_()
+kp, vp, dop, uqp = (t[0].transpose(0, 1).contiguous() for t in (k, v, do, uq))
+o = fb.attention_varlen(qp, kp, vp, cu_q, cu_k, 56, 60, causal=True)
+dq, = torch.autograd.grad(o, qp, dop, create_graph=True)
+torch.autograd.grad(dq, qp, uqp)
 torch.cuda.synchronize()
 print("CALLS", records)
 """
@@ -385,16 +401,17 @@ def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
     that follow compile nothing more. The default scale has kernels of its own (its values
     compiled in); every other scale runs one set, which reads it from its arguments: after a
     precompile at one such scale, a call at a scale never seen compiles nothing; grouped-query
-    problems (heads_kv) have kernels of their own, precompiled alike. A process of
-    its own with an empty cache directory, so every kernel is new to it."""
+    problems (heads_kv) and packed batches (varlen=True) have kernels of their own, precompiled
+    alike. A process of its own with an empty cache directory, so every kernel is new to it."""
     env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", PRECOMPILE_SCRIPT], env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("PRECOMPILED", "CALLS")))
-    for key, scale_argument, grouped in (("PRECOMPILED", False, False),
-                                         ("PRECOMPILED_SCALE", True, False),
-                                         ("PRECOMPILED_GQA", False, True)):
+    for key, scale_argument, grouped, varlen in (("PRECOMPILED", False, False, False),
+                                                 ("PRECOMPILED_SCALE", True, False, False),
+                                                 ("PRECOMPILED_GQA", False, True, False),
+                                                 ("PRECOMPILED_VARLEN", False, False, True)):
         precompiled = [m for level, m in ast.literal_eval(lines[key]) if level == "INFO"]
         steps = sorted(m.split(":")[1].strip() for m in precompiled if m.startswith("flashbob: compiling "))
         assert steps == ["compiling bob_kv (2/2)", "compiling bob_q (1/2)", "compiling bwd_kv (2/2)",
@@ -404,6 +421,7 @@ def test_precompile_compiles_what_the_calls_run_and_logs_it(tmp_path):
             assert kernel.startswith(kind + "_d64_"), m  # names the kernel compiled
             assert ("_scalearg_" in kernel) == scale_argument, m
             assert ("_gqa_" in kernel) == grouped, m
+            assert ("_varlen_" in kernel) == varlen, m
     assert not [m for _, m in ast.literal_eval(lines["CALLS"]) if "compiling" in m]
     with pytest.raises(ValueError, match="ops must be among"):
         fb.precompile(1, 1, 64, 64, 64, ops=("sideways",))
@@ -496,3 +514,344 @@ def test_cuda_graph_capture_compiles_and_loads_kernels_the_process_never_had(tmp
     run = subprocess.run([sys.executable, "-c", _COLD_CAPTURE_SCRIPT], env=env,
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr
+
+
+# --- packed batches of variable-length sequences (attention_varlen) ----------------------------
+
+def offsets(lengths):
+    """flash-attn's cu_seqlens: 0, then the running sums of the lengths (int32, on the GPU)."""
+    return torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device="cuda")
+
+
+def packed_inputs(h, h_kv, lens_q, lens_k, d, dtype, seed):
+    """q k v dO uQ uK uV packed as flash-attn's (total, heads, head_dim), the key side with h_kv
+    heads."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    def r(rows, heads):
+        return torch.randn(rows, heads, d, device="cuda", generator=g).to(dtype)
+    n, m = sum(lens_q), sum(lens_k)
+    return [r(n, h), r(m, h_kv), r(m, h_kv), r(n, h), r(n, h), r(m, h_kv), r(m, h_kv)]
+
+
+def sequences(cu_seqlens_q, cu_seqlens_k):
+    """Each sequence's (query rows, key rows) as slices of the packed tensors."""
+    bq, bk = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    return [(slice(bq[s], bq[s + 1]), slice(bk[s], bk[s + 1])) for s in range(len(bq) - 1)]
+
+
+def reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
+                     causal=False, scale=None, window_size=(-1, -1)):
+    """Each sequence on its own through reference_attention (float64 autograd, the mask in its
+    own rows), concatenated; a sequence without keys gives 0 (so does reference_attention, but
+    softmax over an empty axis is not something to rely on)."""
+    outs = []
+    for rq, rk in sequences(cu_seqlens_q, cu_seqlens_k):
+        if rq.stop == rq.start or rk.stop == rk.start:
+            outs.append(torch.zeros_like(q[rq]))
+            continue
+        o = reference_attention(q[rq].transpose(0, 1), k[rk].transpose(0, 1), v[rk].transpose(0, 1),
+                                causal, scale, window_size)
+        outs.append(o.transpose(0, 1))
+    return torch.cat(outs)
+
+
+def reference_varlen_lse(q, k, cu_seqlens_q, cu_seqlens_k, causal=False, scale=None,
+                         window_size=(-1, -1)):
+    """(heads, total_q) float64 log-sum-exp of each query row over the keys it sees."""
+    group = q.shape[1] // k.shape[1]
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    left, right = window_size
+    right = 0 if causal else right
+    rows = []
+    for rq, rk in sequences(cu_seqlens_q, cu_seqlens_k):
+        n, m = rq.stop - rq.start, rk.stop - rk.start
+        if n == 0 or m == 0:
+            rows.append(torch.full((q.shape[1], n), float("-inf"), dtype=torch.float64, device="cuda"))
+            continue
+        s = scale * (q[rq].double().transpose(0, 1)
+                     @ k[rk].double().repeat_interleave(group, dim=1).permute(1, 2, 0))
+        offset = (torch.arange(m, device="cuda")[None, :] - torch.arange(n, device="cuda")[:, None]
+                  - (m - n))
+        keep = torch.ones(n, m, dtype=torch.bool, device="cuda")
+        if right >= 0:
+            keep &= offset <= right
+        if left >= 0:
+            keep &= offset >= -left
+        rows.append(torch.logsumexp(s.masked_fill(~keep, float("-inf")), dim=-1))
+    return torch.cat(rows, dim=-1)
+
+
+def packed(attn, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """attn (attention_varlen or reference_varlen) with the batch bound, called as attention."""
+    return lambda q, k, v, **options: attn(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                           max_seqlen_k, **options)
+
+
+VARLEN_CASES = [  # (heads, heads_kv, query lengths, key lengths, d, causal, window_size)
+    (2, 2, [37, 0, 128, 5], [64, 17, 128, 0], 64, False, (-1, -1)),  # an empty, a keyless sequence
+    (4, 2, [100, 1, 0, 77, 130], [130, 1, 40, 20, 130], 64, True, (-1, -1)),  # GQA, causal, N > M
+    (6, 2, [200, 64, 33], [150, 64, 90], 128, False, (24, 8)),  # a two-sided window
+    (2, 1, [96, 0, 150, 3], [0, 50, 160, 70], 64, True, (30, -1)),  # multi-query, causal + left
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("h,h_kv,lens_q,lens_k,d,causal,window", VARLEN_CASES)
+def test_varlen_first_and_second_derivatives(dtype, h, h_kv, lens_q, lens_k, d, causal, window):
+    """attention_varlen against each sequence's own float64 attention: O, dQ, dK, dV and BoB's
+    gQ, gK, gV, gdO; the rows of a sequence without keys (O, dQ, gQ, gdO) or without queries
+    (dK, dV, gK, gV) exactly 0; BoB bit-identical run to run."""
+    t = packed_inputs(h, h_kv, lens_q, lens_k, d, dtype, seed=h + d + sum(lens_q) + sum(lens_k))
+    cu_q, cu_k = offsets(lens_q), offsets(lens_k)
+    longest = (max(lens_q), max(lens_k))
+    attn = packed(fb.attention_varlen, cu_q, cu_k, *longest)
+    low, high = both(t)
+    got = second_order(attn, *low, causal, window_size=window)
+    ref = second_order(packed(reference_varlen, cu_q, cu_k, *longest), *high, causal,
+                       window_size=window)
+    names = ["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"]
+    for name, a, b in zip(names, got, ref):
+        assert a.shape == b.shape, name
+    errors = {name: rel(a, b) for name, a, b in zip(names, got, ref)}
+    print(dtype, h, h_kv, lens_q, lens_k, d, causal, window, {k: f"{v:.2e}" for k, v in errors.items()})
+    for name, err in errors.items():
+        assert math.isfinite(err) and err <= TOL[dtype], f"{name}: {err:.2e}"
+    o, dq, dk, dv, gq, gk, gv, gdo = got
+    for (rq, rk), n, m in zip(sequences(cu_q, cu_k), lens_q, lens_k):
+        if m == 0:
+            for name, x in (("O", o), ("dQ", dq), ("gQ", gq), ("gdO", gdo)):
+                assert bool((x[rq] == 0).all()), f"{name} of a keyless sequence"
+        if n == 0:
+            for name, x in (("dK", dk), ("dV", dv), ("gK", gk), ("gV", gv)):
+                assert bool((x[rk] == 0).all()), f"{name} of a sequence without queries"
+    again = second_order(attn, *both(t)[0], causal, window_size=window)
+    for name, a, b in zip(names, got, again):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("causal,window", [(False, (-1, -1)), (True, (-1, -1)), (False, (24, 8))])
+def test_varlen_of_equal_lengths_matches_the_dense_batch(causal, window):
+    """A packed batch of equal-length sequences is the dense batch laid out (batch, seq, heads,
+    d): attention_varlen and attention() on its (batch, heads, seq, d) views agree in O, L and
+    every derivative (the same tiles in the same order: expected bit-identical, held to rounding)."""
+    b, h, h_kv, n, m, d = 3, 4, 2, 96, 160, 64
+    t = packed_inputs(h, h_kv, [n] * b, [m] * b, d, torch.bfloat16, seed=51 + int(causal) + window[0])
+    cu_q, cu_k = offsets([n] * b), offsets([m] * b)
+    attn = packed(fb.attention_varlen, cu_q, cu_k, n, m)
+
+    def dense(x):  # (b * rows, heads, d) memory as (b, heads, rows, d): no copy
+        return x.view(b, x.shape[0] // b, x.shape[1], d).transpose(1, 2)
+
+    def unpack(x):  # back to (b * rows, heads, d)
+        return x.transpose(1, 2).reshape(-1, x.shape[1], d)
+
+    got = second_order(attn, *both(t)[0], causal, window_size=window)
+    low = [dense(x).detach().requires_grad_() if i < 4 else dense(x) for i, x in enumerate(t)]
+    ref = [unpack(x) for x in second_order(fb.attention, *low, causal, window_size=window)]
+    o, lse = fb.attention_varlen(*t[:3], cu_q, cu_k, n, m, causal=causal, window_size=window,
+                                 return_lse=True)
+    o_dense, lse_dense = fb.attention(*(dense(x) for x in t[:3]), causal=causal,
+                                      window_size=window, return_lse=True)
+    lse_dense = lse_dense.transpose(0, 1).reshape(h, b * n)
+    names = ["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"]
+    print(causal, window, "bitwise:", {name: torch.equal(a, r) for name, a, r in zip(names, got, ref)},
+          "L bitwise:", torch.equal(lse, lse_dense))
+    for name, a, r in zip(names, got, ref):
+        assert a.shape == r.shape and rel(a, r) <= 1e-3, f"{name}: {rel(a, r):.2e}"
+    assert torch.equal(o, got[0])
+    seen = torch.isfinite(lse_dense)
+    assert torch.equal(torch.isfinite(lse), seen)
+    assert (lse[seen] - lse_dense[seen]).abs().max().item() <= 1e-5
+
+
+def test_varlen_return_lse_is_the_natural_log_sum_exp():
+    """L is (heads, total_q) float32, each row's log-sum-exp over its own sequence's keys
+    (float64 reference), -inf for rows that see no key (a keyless sequence, causal with N > M);
+    O is the same as without it, contiguous in q's layout, 0 on a keyless sequence's rows."""
+    lens_q, lens_k = [70, 0, 33, 96, 4], [40, 12, 33, 0, 100]
+    q, k, v = packed_inputs(4, 2, lens_q, lens_k, 64, torch.bfloat16, seed=53)[:3]
+    cu_q, cu_k = offsets(lens_q), offsets(lens_k)
+    for causal in (False, True):
+        o, lse = fb.attention_varlen(q, k, v, cu_q, cu_k, 96, 100, causal=causal, scale=0.3,
+                                     return_lse=True)
+        assert o.shape == q.shape and o.is_contiguous()
+        assert lse.shape == (4, sum(lens_q)) and lse.dtype == torch.float32 and not lse.requires_grad
+        assert torch.equal(o, fb.attention_varlen(q, k, v, cu_q, cu_k, 96, 100, causal=causal, scale=0.3))
+        ref = reference_varlen_lse(q, k, cu_q, cu_k, causal, 0.3)
+        seen = torch.isfinite(ref)
+        assert torch.equal(torch.isfinite(lse), seen)
+        assert (lse.double()[seen] - ref[seen]).abs().max().item() <= 1e-4
+        assert bool((lse[~seen] == float("-inf")).all())
+        assert bool((o[103:199] == 0).all())  # sequence 3 has no keys
+
+
+def test_varlen_forward_mode_jvp_and_forward_over_reverse_hvp():
+    """torch.func.jvp through attention_varlen (forward_jvp on the packed batch), jvp of grad
+    (BoB's Hessian term) and grad of grad, against float64 per-sequence references."""
+    lens_q, lens_k = [64, 0, 150, 9], [80, 30, 150, 0]
+    q, k, v, w, tq, tk, tv = packed_inputs(4, 2, lens_q, lens_k, 64, torch.bfloat16, seed=55)
+    cu_q, cu_k = offsets(lens_q), offsets(lens_k)
+    attn = packed(fb.attention_varlen, cu_q, cu_k, 150, 150)
+    ref = packed(reference_varlen, cu_q, cu_k, 150, 150)
+    _, to = torch.func.jvp(lambda q, k, v: attn(q, k, v, causal=True), (q, k, v), (tq, tk, tv))
+    _, to64 = torch.func.jvp(lambda q, k, v: ref(q, k, v, causal=True),
+                             tuple(t.double() for t in (q, k, v)), tuple(t.double() for t in (tq, tk, tv)))
+    assert rel(to, to64) <= 5e-3, rel(to, to64)
+
+    loss = lambda q: (attn(q, k, v, causal=True).float() * w.float()).sum()  # noqa: E731
+    loss64 = lambda q: (ref(q, k.double(), v.double(), causal=True) * w.double()).sum()  # noqa: E731
+    _, hvp = torch.func.jvp(torch.func.grad(loss), (q,), (tq,))
+    _, hvp64 = torch.func.jvp(torch.func.grad(loss64), (q.double(),), (tq.double(),))
+    assert rel(hvp, hvp64) <= 5e-3, rel(hvp, hvp64)
+    rr = torch.func.grad(lambda q: (torch.func.grad(loss)(q).float() * tq.float()).sum())(q)
+    assert rel(rr, hvp64) <= 5e-3, rel(rr, hvp64)
+
+
+def test_varlen_torch_func_grad_vjp_and_vmap():
+    """torch.func.grad and vjp equal autograd's; vmap over q, k, v (the slices share the batch's
+    sequences, the mapped axis joins the heads) equals each slice on its own; vmap over the
+    offsets is refused, naming them."""
+    lens_q, lens_k = [40, 0, 72], [56, 20, 72]
+    q, k, v, w, _, _, _ = packed_inputs(4, 2, lens_q, lens_k, 64, torch.bfloat16, seed=57)
+    cu_q, cu_k = offsets(lens_q), offsets(lens_k)
+    attn = packed(fb.attention_varlen, cu_q, cu_k, 72, 72)
+    loss = lambda q, k, v: (attn(q, k, v).float() * w.float()).sum()  # noqa: E731
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(loss(*leaves), leaves)
+    got = torch.func.grad(loss, argnums=(0, 1, 2))(q, k, v)
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)
+    _, pullback = torch.func.vjp(lambda q: attn(q, k, v), q)
+    assert torch.equal(pullback(w)[0], torch.autograd.grad(attn(leaves[0], k, v), leaves[0], w)[0])
+    stacked = [torch.stack([t, t.flip(0)]) for t in (q, k, v)]
+    mapped = torch.func.vmap(attn)(*stacked)
+    for i in range(2):
+        assert torch.equal(mapped[i], attn(*(s[i] for s in stacked)))
+    with pytest.raises((ValueError, RuntimeError), match="vmap over cu_seqlens"):
+        torch.func.vmap(lambda cu: fb.attention_varlen(q, k, v, cu, cu_k, 72, 72))(torch.stack([cu_q, cu_q]))
+
+
+def test_varlen_torch_compile_has_no_graph_breaks_and_matches_eager():
+    lens_q, lens_k = [40, 0, 72, 9], [56, 20, 72, 0]
+    q, k, v, w, _, _, _ = packed_inputs(4, 2, lens_q, lens_k, 64, torch.bfloat16, seed=59)
+    cu_q, cu_k = offsets(lens_q), offsets(lens_k)
+
+    def step(q, k, v, w):
+        o = fb.attention_varlen(q, k, v, cu_q, cu_k, 72, 72, causal=True, window_size=(32, -1))
+        return (o.float() * w.float()).sum()
+    explanation = torch._dynamo.explain(step)(q, k, v, w)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    leaves = lambda: [t.clone().requires_grad_() for t in (q, k, v)]  # noqa: E731
+    eager_in, compiled_in = leaves(), leaves()
+    eager = step(*eager_in, w)
+    compiled = torch.compile(step, fullgraph=True)(*compiled_in, w)
+    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
+    for a, b in zip(torch.autograd.grad(compiled, compiled_in), torch.autograd.grad(eager, eager_in)):
+        assert a.shape == b.shape and torch.equal(a, b)  # the same kernels on the same dO
+
+
+def test_opcheck_each_operator_on_a_packed_batch():
+    """The ops with a packed config, on the (1, heads, total, d) views attention_varlen passes
+    (read in place, no copy): schema, fake implementation (its outputs in (total, heads, d)
+    memory, as the real ones), autograd registration, AOT dispatch."""
+    lens_q, lens_k = [40, 0, 56], [48, 16, 64]
+    t = packed_inputs(4, 2, lens_q, lens_k, 64, torch.bfloat16, seed=61)
+    views = [x.unsqueeze(0).transpose(1, 2) for x in t]
+    from flashbob.torch import _readable
+    assert all(_readable(x, packed=True) is x for x in views)
+    config = (True, -1, -1, 0.0, offsets(lens_q), offsets(lens_k), 56, 64)
+    q, k, v, do = (x.detach().requires_grad_() for x in views[:4])
+    torch.library.opcheck(torch.ops.flashbob.forward.default, (q, k, v, *config))
+    window = (False, 20, 4, 0.0, *config[4:])
+    torch.library.opcheck(torch.ops.flashbob.forward.default, (q, k, v, *window))
+    o, lse = torch.ops.flashbob.forward(q.detach(), k.detach(), v.detach(), *config)
+    assert o.shape == q.shape and o.transpose(1, 2).is_contiguous() and lse.shape == (1, 4, 96)
+    torch.library.opcheck(torch.ops.flashbob.backward.default, (q, k, v, o, lse, do, *config))
+    plain = [x.detach() for x in (q, k, v, o, lse, do)] + views[4:]
+    torch.library.opcheck(torch.ops.flashbob.bob.default, (*plain, *config),
+                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.flashbob.forward_jvp.default, (*plain[:5], *plain[6:], *config),
+                          test_utils=("test_schema", "test_faketensor"))
+    to = torch.ops.flashbob.forward_jvp(*plain[:5], *plain[6:], *config)
+    gdo = torch.ops.flashbob.bob(*plain, *config)[3]
+    assert rel(to, gdo) <= TOL[torch.bfloat16]
+
+
+def test_varlen_cuda_graph_capture_replays_like_eager():
+    """A packed grad-of-grad step captured in a CUDA graph: the offsets are not read back while
+    capturing (no synchronization), and the replay equals eager."""
+    lens_q, lens_k = [48, 0, 80], [64, 32, 80]
+    q, k, v, do, uq, _, _ = packed_inputs(2, 2, lens_q, lens_k, 64, torch.bfloat16, seed=63)
+    cu_q, cu_k = offsets(lens_q), offsets(lens_k)
+    q.requires_grad_()
+
+    def step(q):
+        o = fb.attention_varlen(q, k, v, cu_q, cu_k, 80, 80, causal=True)
+        dq, = torch.autograd.grad(o, q, do, create_graph=True)
+        hvp, = torch.autograd.grad(dq, q, uq)
+        return o, dq, hvp
+    step(q)  # the kernels compiled and loaded before the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step(q)
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = step(q.detach().clone().requires_grad_())
+    for name, a, b in zip(["O", "dQ", "HVP"], captured, eager):
+        assert torch.equal(a, b), f"{name}: replay differs from eager by {rel(a, b):.2e}"
+
+
+def test_varlen_validation_names_the_argument():
+    q = torch.randn(64, 2, 64, device="cuda", dtype=torch.bfloat16)
+    cu = offsets([30, 34])
+    call = lambda *args, **kw: fb.attention_varlen(*args, **kw)  # noqa: E731
+    with pytest.raises(ValueError, match=r"q must be \(total, heads, head_dim\)"):
+        call(q[None], q, q, cu, cu, 34, 34)
+    with pytest.raises(TypeError, match="k must be bfloat16 or float16"):
+        call(q, q.float(), q.float(), cu, cu, 34, 34)
+    with pytest.raises(TypeError, match="q, k, v must share a dtype"):
+        call(q, q.half(), q.half(), cu, cu, 34, 34)
+    with pytest.raises(ValueError, match="differ in head_dim"):
+        x = torch.randn(64, 2, 32, device="cuda", dtype=torch.bfloat16)
+        call(q, x, x, cu, cu, 34, 34)
+    with pytest.raises(ValueError, match=r"k's heads \(3\) must divide q's \(2\)"):
+        x = torch.randn(64, 3, 64, device="cuda", dtype=torch.bfloat16)
+        call(q, x, x, cu, cu, 34, 34)
+    with pytest.raises(TypeError, match="cu_seqlens_q must be int32"):
+        call(q, q, q, cu.long(), cu, 34, 34)
+    with pytest.raises(TypeError, match="cu_seqlens_k must be int32"):
+        call(q, q, q, cu, cu.long(), 34, 34)
+    with pytest.raises(TypeError, match="cu_seqlens_q must be a torch.Tensor"):
+        call(q, q, q, [0, 30, 64], cu, 34, 34)
+    with pytest.raises(ValueError, match="cu_seqlens_k must be 1-D"):
+        call(q, q, q, cu, cu[None], 34, 34)
+    with pytest.raises(ValueError, match="cu_seqlens_q must be on q's device"):
+        call(q, q, q, cu.cpu(), cu, 34, 34)
+    with pytest.raises(ValueError, match="cu_seqlens_q and cu_seqlens_k must have the same length"):
+        call(q, q, q, cu, offsets([30, 30, 4]), 34, 34)
+    with pytest.raises(ValueError, match=r"batch \+ 1 >= 2 offsets"):
+        call(q, q, q, cu[:1], cu[:1], 34, 34)
+    with pytest.raises(TypeError, match="max_seqlen_q must be an int"):
+        call(q, q, q, cu, cu, 34.0, 34)
+    with pytest.raises(TypeError, match="max_seqlen_k must be an int"):
+        call(q, q, q, cu, cu, 34, torch.tensor(34))
+    with pytest.raises(ValueError, match="max_seqlen_q must be positive"):
+        call(q, q, q, cu, cu, 0, 34)
+    with pytest.raises(ValueError, match=r"window_size's left side \(65\) is larger"):
+        call(q, q, q, cu, cu, 34, 34, window_size=(65, 0))
+    with pytest.raises(ValueError, match="q holds no rows"):
+        call(q[:0], q, q, offsets([0, 0]), cu, 1, 34)
+    # The offsets' contents are the C API's to check (it reads them back); its errors name them.
+    with pytest.raises(ValueError, match="cu_seqlens_q must not decrease"):
+        call(q, q, q, torch.tensor([0, 40, 30, 64], dtype=torch.int32, device="cuda"),
+             offsets([20, 20, 24]), 64, 64)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q\[2\] = 60 must be the total rows"):
+        call(q, q, q, offsets([30, 30]), cu, 34, 34)
+    with pytest.raises(ValueError, match=r"cu_seqlens_k\[2\] = 60 must be the total rows"):
+        call(q, q, q, cu, offsets([30, 30]), 34, 34)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q\[0\] = 4 must be 0"):
+        call(q, q, q, torch.tensor([4, 30, 64], dtype=torch.int32, device="cuda"), cu, 34, 34)
+    with pytest.raises(ValueError, match="more than max_seqlen_q = 20"):
+        call(q, q, q, cu, cu, 20, 34)
+    # A bound past the totals (flash-attn takes any bound) is clamped to them: the same result.
+    assert torch.equal(call(q, q, q, cu, cu, 10_000, 10_000), call(q, q, q, cu, cu, 34, 34))
