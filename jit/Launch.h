@@ -46,7 +46,8 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
 // For a packed batch (p.varlen), checks what the offsets hold: cu_seqlens_q/k start at 0, never
 // decrease, end at the side's total rows, and no sequence is longer than max_seqlen_q/k. Reads
 // them from the device after the stream's earlier work (a synchronization); skipped while the
-// stream is being captured into a CUDA graph. Call after validate.
+// stream is being captured into a CUDA graph, or with FLASHBOB_CHECK_OFFSETS=0. Call after
+// validate.
 llvm::Error validateOffsets(const AttentionProblem &p, const Bindings &bindings, CUstream stream);
 
 // The spec a problem starts from: the tile table's default tiles for `arch` (warp

@@ -54,6 +54,10 @@ const KnobInfo kKnobs[] = {
     {Knob::Cublas, "FLASHBOB_CUBLAS", KnobType::Path, "",
      "The cuBLAS library `flashbob bench` measures its matmul ceiling with; unset: "
      "libcublas.so.13, .so.12, .so."},
+    {Knob::CheckOffsets, "FLASHBOB_CHECK_OFFSETS", KnobType::Bool, "1",
+     "Read a packed batch's cu_seqlens back and check them before each call (a wait for the "
+     "stream's earlier work); 0 skips it for training loops that must not wait, the kernels "
+     "then only keep every access inside the tensors."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

@@ -34,6 +34,7 @@ enum class Knob {
   NvJitLink,
   DumpDir,
   Cublas,
+  CheckOffsets,
   Library,
   PtxSnapshotDir,
   OracleReport,
@@ -99,6 +100,7 @@ inline std::string assembler() { return getString(Knob::Assembler); }
 inline std::string nvJitLink() { return getString(Knob::NvJitLink); }
 inline std::string dumpDir() { return getString(Knob::DumpDir); }
 inline std::string cublas() { return getString(Knob::Cublas); }
+inline bool checkOffsets() { return getBool(Knob::CheckOffsets); }
 } // namespace knobs
 
 } // namespace flashbob::support
