@@ -2,6 +2,7 @@
 backward is itself differentiable (BoB), so Hessian-vector products, second-order optimizers and
 meta-learning run through a transformers model without materializing the attention matrix.
 
+    import torch
     import flashbob.hf  # registers "flashbob" (flashbob.hf.register() again is harmless)
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -25,8 +26,9 @@ What registering does:
   real tokens, or None when nothing is padded; causality and the sliding window are this module's.
 - transformers takes every implementation whose name contains "flash" for a flavour of
   flash-attention (is_flash_attention_requested) and tries to preload a flash-attn package or hub
-  kernel of that name when a model is built; the call that does so (lazy_import_flash_attention as
-  transformers.modeling_utils sees it) is wrapped to skip "flashbob", and nothing else is changed.
+  kernel of that name when a model is built; the call that does so (lazy_import_flash_attention,
+  as transformers.modeling_utils and modeling_flash_attention_utils bind it) is wrapped to return
+  None for "flashbob" and to do as before for every other name; nothing else is changed.
 
 Semantics, the same as transformers' flash-attention path (and so as eager at the real tokens):
 - query (batch, heads, seq_q, d), key/value (batch, heads_kv, seq_k, d): grouped-query attention
@@ -55,8 +57,11 @@ model with model.eval() or set config.attention_dropout = 0), softcap, attention
 autocast (under autocast they run in the autocast dtype, as flash-attention's path casts them).
 
 Each padded call finds the real tokens with nonzero() (a device synchronization, as flash-attn's
-unpadding); sequence bounds are the padded lengths, so no other length is read back. The function
-runs under torch.compile (graph breaks at the data-dependent packing) but not under vmap.
+unpadding; the sequence bounds are the padded lengths, so no length is read back, and
+attention_varlen's own check of the offsets is skipped with FLASHBOB_CHECK_OFFSETS=0), and an
+unmasked batch of one with position_ids reads back whether they restart (as flash-attn's path
+does). The function runs under torch.compile (graph breaks at the data-dependent packing), not
+under vmap.
 """
 
 import functools
@@ -261,15 +266,23 @@ def _padding_mask(*args, attention_mask=None, kv_length=None, **kwargs):
 
 def _skip_flash_preload():
     """Keep model construction from preloading a flash-attn package or hub kernel for "flashbob"
-    (transformers takes any name containing "flash" for flash-attention); other names unchanged."""
-    try:
-        from transformers import modeling_utils
-    except ImportError:
-        return
-    original = getattr(modeling_utils, "lazy_import_flash_attention", None)
-    if original is None or getattr(original, "_flashbob_skips", False):
-        return
+    (transformers takes any name containing "flash" for flash-attention): lazy_import_flash_attention,
+    where modeling_utils and modeling_flash_attention_utils bind it, returns None for "flashbob" and
+    does what it did for every other name."""
+    import importlib
 
+    for module_name in ("transformers.modeling_utils", "transformers.modeling_flash_attention_utils"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        original = getattr(module, "lazy_import_flash_attention", None)
+        if original is None or getattr(original, "_flashbob_skips", False):
+            continue
+        setattr(module, "lazy_import_flash_attention", _skipping(original))
+
+
+def _skipping(original):
     @functools.wraps(original)
     def lazy_import_flash_attention(*args, **kwargs):
         implementation = args[0] if args else kwargs.get("implementation")
@@ -278,7 +291,7 @@ def _skip_flash_preload():
         return original(*args, **kwargs)
 
     lazy_import_flash_attention._flashbob_skips = True
-    modeling_utils.lazy_import_flash_attention = lazy_import_flash_attention
+    return lazy_import_flash_attention
 
 
 def register():
