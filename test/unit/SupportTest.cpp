@@ -76,7 +76,14 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 15);
+  CHECK(names.size() == 16);
+  {
+    // A packed batch's offsets are checked unless told not to.
+    ScopedOverride unset(Knob::CheckOffsets, "");
+    CHECK(knobs::checkOffsets());
+    ScopedOverride off(Knob::CheckOffsets, "0");
+    CHECK(!knobs::checkOffsets());
+  }
   CHECK(knobInfo(Knob::Library).reader == KnobReader::Python);
   CHECK(knobInfo(Knob::PtxSnapshotDir).reader == KnobReader::Tests);
   CHECK(knobInfo(Knob::CacheDir).reader == KnobReader::Library);
