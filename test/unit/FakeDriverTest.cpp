@@ -18,6 +18,7 @@
 #include "support/Knobs.h"
 #include "test/fake_driver/FakeCudaDriver.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/bit.h"
 
 #include <catch2/catch.hpp>
@@ -129,6 +130,31 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
   CHECK(r.scalarCount == scalars);
 }
 
+// fwd, bwd and BoB on the tensors querySide(i) and keySide(i) at address(i) (q, k, v, o, dO at
+// 0-4, the gradients at 5-7 and 12-15, the row vectors at 8-11); returns their five launches,
+// each checked against its spec and its entry naming `variant` ("_gqa_", "_varlen_").
+std::vector<fake_cuda_launch_record> launchEveryKind(const AttentionProblem &p,
+                                                     llvm::function_ref<Tensor(int)> querySide,
+                                                     llvm::function_ref<Tensor(int)> keySide,
+                                                     const std::string &variant) {
+  Tensor q = querySide(0), k = keySide(1), v = keySide(2), o = querySide(3), dO = querySide(4);
+  RowVector lse{address(8)}, d{address(9)}, c{address(10)}, b{address(11)};
+  REQUIRE(messageOf(attentionForward(p, q, k, v, o, lse)) == "no error");
+  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, querySide(5), keySide(6),
+                                      keySide(7), d)) == "no error");
+  BobInputs in{q, k, v, o, dO, lse, querySide(5), keySide(6), keySide(7)};
+  BobOutputs out{querySide(12), keySide(13), keySide(14), querySide(15), d, c, b};
+  REQUIRE(messageOf(attentionBob(p, in, out)) == "no error");
+  std::vector<fake_cuda_launch_record> all = launches();
+  REQUIRE(all.size() == 5);
+  const Kind kinds[] = {Kind::fwd, Kind::bwd_q, Kind::bwd_kv, Kind::bob_q, Kind::bob_kv};
+  for (size_t i = 0; i < all.size(); ++i) {
+    checkLaunch(all[i], p, kinds[i]);
+    CHECK(std::string(all[i].entry).find(variant) != std::string::npos);
+  }
+  return all;
+}
+
 // The bits of the f32 the kernels get for scalar `s` at softmax scale `scale`.
 unsigned scalarBits(kernels::Scalar s, double scale) {
   return llvm::bit_cast<unsigned>(kernels::scalarValue(s, scale));
@@ -188,23 +214,9 @@ TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value 
     p.heads = 6;
     p.headsKv = headsKv;
     INFO("heads_kv " << headsKv);
-    auto qSide = [&](int i) { return p.contiguous(address(i), p.seqQ); };
-    auto kSide = [&](int i) { return p.contiguous(address(i), p.seqK, headsKv); };
-    Tensor q = qSide(0), k = kSide(1), v = kSide(2), o = qSide(3), dO = qSide(4);
-    RowVector lse{address(8)}, d{address(9)}, c{address(10)}, b{address(11)};
-    REQUIRE(messageOf(attentionForward(p, q, k, v, o, lse)) == "no error");
-    REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, qSide(5), kSide(6), kSide(7), d)) ==
-            "no error");
-    BobInputs in{q, k, v, o, dO, lse, qSide(5), kSide(6), kSide(7)};
-    BobOutputs out{qSide(12), kSide(13), kSide(14), qSide(15), d, c, b};
-    REQUIRE(messageOf(attentionBob(p, in, out)) == "no error");
-    std::vector<fake_cuda_launch_record> all = launches();
-    REQUIRE(all.size() == 5);
-    const Kind kinds[] = {Kind::fwd, Kind::bwd_q, Kind::bwd_kv, Kind::bob_q, Kind::bob_kv};
-    for (size_t i = 0; i < all.size(); ++i) {
-      checkLaunch(all[i], p, kinds[i]);
-      CHECK(std::string(all[i].entry).find("_gqa_") != std::string::npos);
-    }
+    std::vector<fake_cuda_launch_record> all = launchEveryKind(
+        p, [&](int i) { return p.contiguous(address(i), p.seqQ); },
+        [&](int i) { return p.contiguous(address(i), p.seqK, headsKv); }, "_gqa_");
     CHECK(all[2].grid[1] == unsigned(p.batch * headsKv)); // bwd_kv
     CHECK(all[1].grid[1] == unsigned(p.batch * p.heads)); // bwd_q
   }
@@ -249,7 +261,8 @@ TEST_CASE("a packed batch launches the _varlen kernels over its longest sequence
   p.cuSeqlensQ = reinterpret_cast<CUdeviceptr>(cuQ.data());
   p.cuSeqlensK = reinterpret_cast<CUdeviceptr>(cuK.data());
   // flash-attn's (total, heads, d) memory: stride[0] is never read.
-  auto packed = [&](int i, int64_t) {
+  // (equal head counts: both sides' strides are the same).
+  auto packed = [&](int i) {
     Tensor t;
     t.data = address(i);
     t.stride[0] = 0;
@@ -257,23 +270,9 @@ TEST_CASE("a packed batch launches the _varlen kernels over its longest sequence
     t.stride[2] = p.heads * p.headDim;
     return t;
   };
-  Tensor q = packed(0, p.seqQ), k = packed(1, p.seqK), v = packed(2, p.seqK),
-         o = packed(3, p.seqQ), dO = packed(4, p.seqQ);
-  RowVector lse{address(8)}, d{address(9)}, c{address(10)}, b{address(11)};
-  REQUIRE(messageOf(attentionForward(p, q, k, v, o, lse)) == "no error");
-  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, packed(5, p.seqQ),
-                                      packed(6, p.seqK), packed(7, p.seqK), d)) == "no error");
-  BobInputs in{q, k, v, o, dO, lse, packed(5, p.seqQ), packed(6, p.seqK), packed(7, p.seqK)};
-  BobOutputs out{packed(12, p.seqQ), packed(13, p.seqK), packed(14, p.seqK), packed(15, p.seqQ),
-                 d, c, b};
-  REQUIRE(messageOf(attentionBob(p, in, out)) == "no error");
-  std::vector<fake_cuda_launch_record> all = launches();
-  REQUIRE(all.size() == 5);
-  const Kind kinds[] = {Kind::fwd, Kind::bwd_q, Kind::bwd_kv, Kind::bob_q, Kind::bob_kv};
-  for (size_t i = 0; i < all.size(); ++i) {
-    checkLaunch(all[i], p, kinds[i]);
-    CHECK(std::string(all[i].entry).find("_varlen_") != std::string::npos);
-  }
+  launchEveryKind(p, packed, packed, "_varlen_");
+  Tensor q = packed(0), k = packed(1), v = packed(2), o = packed(3);
+  RowVector lse{address(8)};
 
   // Offsets that do not describe the tensors: each refused naming its argument, nothing launched.
   struct Bad {
