@@ -276,10 +276,9 @@ def test_opcheck_each_operator():
     assert rel(to, gdo) <= TOL[torch.bfloat16]
 
 
-def test_torch_compile_has_no_graph_breaks_and_matches_eager():
-    q, k, v, w, _, _, _ = small(seed=12)
-    def step(q, k, v, w):
-        return (fb.attention(q, k, v, causal=True).float() * w.float()).sum()
+def check_compiles_like_eager(step, q, k, v, w):
+    """`step(q, k, v, w)` under torch.compile(fullgraph=True): no graph break, the value of the
+    eager call and bit-identical gradients (the same kernels on the same dO)."""
     explanation = torch._dynamo.explain(step)(q, k, v, w)
     assert explanation.graph_break_count == 0, explanation.break_reasons
     leaves = lambda: [t.clone().requires_grad_() for t in (q, k, v)]  # noqa: E731
@@ -288,7 +287,14 @@ def test_torch_compile_has_no_graph_breaks_and_matches_eager():
     compiled = torch.compile(step, fullgraph=True)(*compiled_in, w)
     torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
     for a, b in zip(torch.autograd.grad(compiled, compiled_in), torch.autograd.grad(eager, eager_in)):
-        assert torch.equal(a, b)  # the same kernels on the same dO
+        assert a.shape == b.shape and torch.equal(a, b)
+
+
+def test_torch_compile_has_no_graph_breaks_and_matches_eager():
+    q, k, v, w, _, _, _ = small(seed=12)
+    def step(q, k, v, w):
+        return (fb.attention(q, k, v, causal=True).float() * w.float()).sum()
+    check_compiles_like_eager(step, q, k, v, w)
 
 
 def test_torch_func_grad_vjp_and_vmap():
@@ -739,15 +745,7 @@ def test_varlen_torch_compile_has_no_graph_breaks_and_matches_eager():
     def step(q, k, v, w):
         o = fb.attention_varlen(q, k, v, cu_q, cu_k, 72, 72, causal=True, window_size=(32, -1))
         return (o.float() * w.float()).sum()
-    explanation = torch._dynamo.explain(step)(q, k, v, w)
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    leaves = lambda: [t.clone().requires_grad_() for t in (q, k, v)]  # noqa: E731
-    eager_in, compiled_in = leaves(), leaves()
-    eager = step(*eager_in, w)
-    compiled = torch.compile(step, fullgraph=True)(*compiled_in, w)
-    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
-    for a, b in zip(torch.autograd.grad(compiled, compiled_in), torch.autograd.grad(eager, eager_in)):
-        assert a.shape == b.shape and torch.equal(a, b)  # the same kernels on the same dO
+    check_compiles_like_eager(step, q, k, v, w)
 
 
 def test_opcheck_each_operator_on_a_packed_batch():
