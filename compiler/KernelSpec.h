@@ -68,13 +68,23 @@ struct KernelSpec {
   // sequence is its own problem (the mask, causal bottom-right, in its own coordinates), and
   // blocks past their sequence's end do no work.
   bool varlen = false;
+  // A long sweep (kernels::sweepsLong): the backward's and BoB's accumulators flush into
+  // reserves every few blocks, so that the tensor cores' truncation does not add up over a
+  // million rows (docs/numerics.md, "Long sequences"). Only those kernels are long; the
+  // forward and its JVP never are. Shorter sweeps do not pay for the branch.
+  bool longSweep = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_wl<left>" and "_wr<right>" after the
-  // dtype when set): the kernel's symbol, the in-memory cache's key and part of the disk cache's.
+  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_wl<left>" and "_wr<right>"
+  // after the dtype when set): the kernel's symbol, the in-memory cache's key and part of the
+  // disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
+  bool operator==(const KernelSpec &o) const;
 };
+
+// For the kernel caches' hash maps; equal specs hash equal.
+llvm::hash_code hash_value(const KernelSpec &spec);
 
 // Checks the spec with the dialect's verifier; the error is one line naming the field.
 llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx);

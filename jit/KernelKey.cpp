@@ -24,18 +24,4 @@ std::string KernelKey::text() const {
       .str();
 }
 
-bool sameSpec(const compiler::KernelSpec &a, const compiler::KernelSpec &b) {
-  return a.kind == b.kind && a.headDim == b.headDim && a.tiles == b.tiles && a.dtype == b.dtype &&
-         a.causal == b.causal && a.arch == b.arch && a.scaleArgument == b.scaleArgument &&
-         a.grouped == b.grouped && a.windowLeft == b.windowLeft && a.windowRight == b.windowRight &&
-         a.varlen == b.varlen;
-}
-
-size_t SpecHash::operator()(const compiler::KernelSpec &s) const {
-  const compiler::TileConfig &t = s.tiles;
-  return llvm::hash_combine(s.kind, s.headDim, t.blockM, t.blockN, t.warps, t.stages, t.warpCols,
-                            t.producer, s.dtype, s.causal, s.arch, s.scaleArgument,
-                            s.grouped, s.windowLeft, s.windowRight, s.varlen);
-}
-
 } // namespace flashbob::jit

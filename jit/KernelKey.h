@@ -25,14 +25,13 @@ struct KernelKey {
   std::string text() const;
 };
 
-// Specs as keys of the in-process caches: equal when every field is.
-bool sameSpec(const compiler::KernelSpec &a, const compiler::KernelSpec &b);
+// Specs as keys of the in-process caches: KernelSpec's own equality and hash.
 struct SpecHash {
-  size_t operator()(const compiler::KernelSpec &s) const;
+  size_t operator()(const compiler::KernelSpec &s) const { return hash_value(s); }
 };
 struct SpecEqual {
   bool operator()(const compiler::KernelSpec &a, const compiler::KernelSpec &b) const {
-    return sameSpec(a, b);
+    return a == b;
   }
 };
 

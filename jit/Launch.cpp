@@ -3,6 +3,7 @@
 #include "compiler/dialect/Target.h"
 #include "jit/KernelCache.h"
 #include "jit/Tuning.h"
+#include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
@@ -306,6 +307,18 @@ llvm::Error validateOffsets(const AttentionProblem &p, const Bindings &bindings,
   return llvm::Error::success();
 }
 
+// The most rows one block's sweep visits: the other side's sequence (over every query head of
+// the group for a grouped key-major kernel, whose accumulators sum over them), at most the
+// window's span when both sides are bounded.
+static int64_t sweptRows(const AttentionProblem &p, bob::KernelKind kind) {
+  const bool keyMajor = bob::isKeyMajor(kind);
+  int64_t rows = keyMajor ? p.longestQ() : p.longestK();
+  const int64_t right = p.rightReach();
+  if (p.windowLeft >= 0 && right >= 0)
+    rows = std::min(rows, p.windowLeft + right + 1);
+  return keyMajor ? rows * (p.heads / p.keyValueHeads()) : rows;
+}
+
 compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind, bob::Arch arch) {
   compiler::KernelSpec s;
   s.kind = kind;
@@ -327,6 +340,7 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
   s.grouped = p.grouped();
   s.varlen = p.varlen;
+  s.longSweep = bob::isLongSweepKind(kind) && sweptRows(p, kind) >= kernels::kLongSweepRows;
   return s;
 }
 

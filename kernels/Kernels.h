@@ -15,6 +15,11 @@ namespace flashbob::kernels {
 
 class KernelBuilder;
 
+// Sweeps over at least this many rows run long-sweep kernels (KernelSpec::longSweep): without
+// flushes their accumulators' truncation drift reaches bf16's level from here on (at 2^17 rows
+// it adds 3e-5 to BoB's 2.4e-3; at 2^18, 1.2e-4; at 2^20, 1.1e-3: docs/numerics.md).
+inline constexpr int64_t kLongSweepRows = int64_t{1} << 17;
+
 // Builds the module holding the one bob.kernel for `spec`; errors name an unsupported field.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext &ctx,
                                                              const compiler::KernelSpec &spec);

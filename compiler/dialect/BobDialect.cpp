@@ -209,6 +209,13 @@ LogicalResult RegTileType::verify(function_ref<InFlightDiagnostic()> emitError, 
   return success();
 }
 
+LogicalResult LocalTileType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
+                                    int64_t cols, Type elementType) {
+  if (!elementType.isF32())
+    return emitError() << "local tiles hold f32 (reserves of accumulators), not " << elementType;
+  return RegTileType::verify(emitError, rows, cols, elementType);
+}
+
 //===-- Kernel ------------------------------------------------------------------------------===//
 
 void KernelOp::build(OpBuilder &builder, OperationState &state, StringRef name, FunctionType type,
@@ -348,6 +355,23 @@ LogicalResult StoreSharedOp::verify() {
   if (!value.getElementType().isF32())
     return emitOpError("stores f32 register tiles, got ") << value;
   return verifyRowsSplit(*this, value);
+}
+
+// A reserve and the register tiles moved into and out of it: the same shape, f32.
+static LogicalResult verifyReserve(Operation *op, RegTileType tile, LocalTileType reserve) {
+  if (tile.getRows() != reserve.getRows() || tile.getCols() != reserve.getCols() ||
+      !tile.getElementType().isF32())
+    return op->emitOpError("register tile ")
+           << tile << " must be f32 and of the reserve " << reserve << "'s shape";
+  return verifyRowsSplit(op, tile);
+}
+
+LogicalResult FlushOp::verify() {
+  return verifyReserve(*this, getAcc().getType(), getReserve().getType());
+}
+
+LogicalResult LoadLocalOp::verify() {
+  return verifyReserve(*this, getResult().getType(), getReserve().getType());
 }
 
 // Global tensors that register tiles move to and from hold the input types or f32.

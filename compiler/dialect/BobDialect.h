@@ -48,4 +48,12 @@ inline bool isKeyMajor(KernelKind kind) {
   return kind == KernelKind::bwd_kv || kind == KernelKind::bob_kv;
 }
 
+// Kinds whose accumulators flush into reserves on long sweeps (KernelSpec::longSweep): the
+// backward's and BoB's. The forward's O is rescaled by the online softmax at every step, and
+// its JVP's with it: they keep plain accumulators.
+inline bool isLongSweepKind(KernelKind kind) {
+  return kind == KernelKind::bwd_q || kind == KernelKind::bwd_kv || kind == KernelKind::bob_q ||
+         kind == KernelKind::bob_kv;
+}
+
 } // namespace flashbob::bob

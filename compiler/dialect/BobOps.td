@@ -199,6 +199,44 @@ def Bob_StoreVecOp : Bob_Op<"store_vec"> {
   let hasVerifier = 1;
 }
 
+//===-- Local memory: reserves of long sweeps' accumulators --------------------------------===//
+
+def Bob_AllocLocalOp : Bob_Op<"alloc_local", [MemoryEffects<[MemAlloc, MemWrite]>]> {
+  let summary = "A zero-filled reserve in each thread's local memory";
+  let results = (outs Bob_LocalTileType:$reserve);
+  let assemblyFormat = "attr-dict `:` qualified(type($reserve))";
+}
+
+def Bob_FlushOp : Bob_Op<"flush", [AllTypesMatch<["acc", "result"]>]> {
+  let summary = "If `cond`: reserve += acc (f32, rounded to nearest) and the result is zero; else acc";
+  let description = [{
+    The tensor cores add each product into the f32 accumulator and truncate the sum, so over a
+    sweep of many blocks the accumulator drifts toward zero by an amount that grows with its
+    magnitude and the number of steps (docs/numerics.md). Moving it into the reserve every few
+    blocks and restarting it from zero keeps each truncation small; the sum
+    acc + `bob.load_local` of the reserve is the same value in exact arithmetic.
+  }];
+  let arguments = (ins Bob_RegTileType:$acc, Arg<Bob_LocalTileType, "", [MemRead, MemWrite]>:$reserve,
+                       I1:$cond);
+  let results = (outs Bob_RegTileType:$result);
+  let builders = [OpBuilder<(ins "::mlir::Value":$acc, "::mlir::Value":$reserve, "::mlir::Value":$cond),
+                            [{ build($_builder, $_state, acc.getType(), acc, reserve, cond); }]>];
+  let assemblyFormat = [{
+    $acc `into` $reserve `if` $cond attr-dict `:` qualified(type($acc)) `,` qualified(type($reserve))
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_LoadLocalOp : Bob_Op<"load_local"> {
+  let summary = "The reserve's contents as a register tile of its shape";
+  let arguments = (ins Arg<Bob_LocalTileType, "", [MemRead]>:$reserve);
+  let results = (outs Bob_RegTileType:$result);
+  let assemblyFormat = [{
+    $reserve attr-dict `:` qualified(type($reserve)) `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
 //===-- Register tile arithmetic ------------------------------------------------------------===//
 
 def Bob_MmaOp : Bob_Op<"mma", [AllTypesMatch<["acc", "result"]>]> {

@@ -36,6 +36,19 @@ def Bob_RegTileType : Bob_Type<"RegTile", "rtile"> {
   let genVerifyDecl = 1;
 }
 
+def Bob_LocalTileType : Bob_Type<"LocalTile", "ltile"> {
+  let summary = "An f32 register tile's copy in each thread's local memory";
+  let description = [{
+    Each thread keeps its own elements of a register tile of the same shape (same ownership),
+    out of the register file: a reserve that a long sweep's accumulator is flushed into now and
+    then (`bob.flush`), so that the accumulator restarts small. Allocated zero-filled by
+    `bob.alloc_local`. Example: `!bob.ltile<64x128xf32>`.
+  }];
+  let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);
+  let assemblyFormat = "`<` custom<TileShape>($rows, $cols, $elementType) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Bob_RowVecType : Bob_Type<"RowVec", "rowvec"> {
   let summary = "One f32 per row of a register tile, held by the threads owning the row";
   let parameters = (ins "int64_t":$size);

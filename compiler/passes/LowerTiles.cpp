@@ -89,6 +89,7 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::populateMathPatterns(converter, patterns);
       lowering::populateWarpSpecializationPatterns(converter, patterns);
       lowering::populateMmaPatterns(converter, patterns);
+      lowering::populateLocalPatterns(converter, patterns);
       lowering::ProductRuns productRuns = lowering::findProductRuns(func);
       lowering::populateWgmmaPatterns(converter, productRuns, patterns);
       scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);

@@ -2,7 +2,9 @@
 // reloading the row scalars L, D, c, b of pass 1, and accumulates (docs/bob-math.md)
 //   gK = s (dS^T uQ + Sbar^T Q)          gV = dPbar^T dO
 // with dPbar = P o (G - c) and Sbar = G o dS + P o W - c o (P o dP) - b o P, all formed
-// transposed (keys on rows) so the two accumulators stay in registers.
+// transposed (keys on rows) so the two accumulators stay in registers. In the long-sweep kernels
+// they flush into reserves every 64 blocks (KernelBuilder::flush): a sweep over a million
+// queries drifts otherwise.
 #include "kernels/Kernels.h"
 #include "kernels/common/AttentionTiles.h"
 
@@ -20,6 +22,7 @@ void buildBobKeyValue(KernelBuilder &kb) {
   Value qs = kb.shared(Operand::q), dOs = kb.shared(Operand::dO), uQs = kb.shared(Operand::uQ);
 
   Tile zero = kb.splat(kb.rtile(bn, d), 0);
+  Value gKReserve = kb.reserve(zero), gVReserve = kb.reserve(zero);
   auto final = tiles(kb, kb.sweep({zero, zero}, [&](Value query0, ValueRange carried) {
     auto in = tiles(kb, carried);
     Tile gK = in[0], gV = in[1];
@@ -49,10 +52,14 @@ void buildBobKeyValue(KernelBuilder &kb) {
     gK = accumulate(gK, dST, uQs);
     gV = accumulate(gV, dPbarT, dOs);
     gK = accumulate(gK, sbarT, qs);
+    gK = kb.flush(gK, gKReserve);
+    gV = kb.flush(gV, gVReserve);
     return values({gK, gV});
   }));
-  kb.storeOwn(final[0] * kb.scale(), Operand::gK);
-  kb.storeOwn(final[1], Operand::gV);
+  Tile gK = kb.withReserve(final[0], gKReserve);
+  Tile gV = kb.withReserve(final[1], gVReserve);
+  kb.storeOwn(gK * kb.scale(), Operand::gK);
+  kb.storeOwn(gV, Operand::gV);
 }
 
 } // namespace flashbob::kernels

@@ -6,6 +6,9 @@
 // then finishes gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O in the same sweep.
 // X2 is accumulated here (the oracle's X2Source::Accumulate) rather than formed from a saved dQ,
 // so the result does not inherit dQ's rounding to bf16/fp16.
+// In the long-sweep kernels X1 and X4 flush into reserves every 64 blocks (KernelBuilder::flush):
+// their truncation drift over a million keys is what raises gQ and gdO there; X2 and X3 do not
+// move them (docs/numerics.md).
 #include "kernels/Kernels.h"
 #include "kernels/common/AttentionTiles.h"
 
@@ -29,6 +32,7 @@ void buildBobQuery(KernelBuilder &kb) {
 
   Tile zeroAcc = kb.splat(kb.rtile(bm, d), 0);
   Tile zeroRow = kb.splat(kb.rowvec(bm), 0);
+  Value x1Reserve = kb.reserve(zeroAcc), x4Reserve = kb.reserve(zeroAcc);
   auto initial = values({zeroAcc, zeroAcc, zeroAcc, zeroAcc, zeroRow, zeroRow});
   auto final = tiles(kb, kb.sweep(initial, [&](Value col0, ValueRange carried) {
     auto in = tiles(kb, carried);
@@ -62,9 +66,13 @@ void buildBobQuery(KernelBuilder &kb) {
     x4 = accumulate(x4, p, uVs);
     x1 = accumulate(x1, sbarPart, ks);
     x4 = accumulate(x4, gP, vs);
+    x1 = kb.flush(x1, x1Reserve);
+    x4 = kb.flush(x4, x4Reserve);
     return values({x1, x2, x3, x4, c, b});
   }));
-  Tile x1 = final[0], x2 = final[1], x3 = final[2], x4 = final[3];
+  Tile x1 = kb.withReserve(final[0], x1Reserve);
+  Tile x2 = final[1], x3 = final[2];
+  Tile x4 = kb.withReserve(final[3], x4Reserve);
   Tile c = combineGroups(final[4]);
   Tile bSum = combineGroups(final[5]);
   Tile b = bSum - c * D;

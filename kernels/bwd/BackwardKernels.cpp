@@ -2,6 +2,8 @@
 //   bwd_q  (query-major): D = rowsum(dO o O), then dQ = s dS K over the key blocks;
 //   bwd_kv (key-major):   dV = P^T dO and dK = s dS^T Q over the query blocks, reading D.
 // dS = P o (dP - D), dP = dO V^T. bwd_q runs first (it writes D).
+// In the long-sweep kernels every accumulator flushes into a reserve every 64 blocks
+// (KernelBuilder::flush), so that a sweep over a million rows does not drift (docs/numerics.md).
 #include "kernels/Kernels.h"
 #include "kernels/common/AttentionTiles.h"
 
@@ -21,6 +23,7 @@ void buildBackwardQuery(KernelBuilder &kb) {
   Value ks = kb.shared(Operand::k), vs = kb.shared(Operand::v);
 
   Tile acc0 = kb.splat(kb.rtile(bm, d), 0);
+  Value dQReserve = kb.reserve(acc0);
   auto final = tiles(kb, kb.sweep({acc0}, [&](Value col0, ValueRange carried) {
     Tile acc = tiles(kb, carried)[0];
     // Both products first: bob-lower-tiles keeps independent adjacent products in flight.
@@ -28,9 +31,11 @@ void buildBackwardQuery(KernelBuilder &kb) {
     Tile dP = productT(kb, dOs, vs);
     Tile p = probabilities(kb, scores, lseLog2, kb.ownStart, col0);
     Tile dS = p * (dP - dRow);
-    return values({accumulate(acc, dS, ks)});
+    acc = accumulate(acc, dS, ks);
+    return values({kb.flush(acc, dQReserve)});
   }));
-  kb.storeOwn(final[0] * kb.scale(), Operand::dQ);
+  Tile dQ = kb.withReserve(final[0], dQReserve);
+  kb.storeOwn(dQ * kb.scale(), Operand::dQ);
 }
 
 void buildBackwardKeyValue(KernelBuilder &kb) {
@@ -41,6 +46,7 @@ void buildBackwardKeyValue(KernelBuilder &kb) {
   Value qs = kb.shared(Operand::q), dOs = kb.shared(Operand::dO);
 
   Tile zero = kb.splat(kb.rtile(bn, d), 0);
+  Value dKReserve = kb.reserve(zero), dVReserve = kb.reserve(zero);
   auto final = tiles(kb, kb.sweep({zero, zero}, [&](Value query0, ValueRange carried) {
     auto in = tiles(kb, carried);
     Tile dK = in[0], dV = in[1];
@@ -52,10 +58,14 @@ void buildBackwardKeyValue(KernelBuilder &kb) {
     Tile dST = pT * (dPT - dCol);
     dV = accumulate(dV, pT, dOs);
     dK = accumulate(dK, dST, qs);
+    dK = kb.flush(dK, dKReserve);
+    dV = kb.flush(dV, dVReserve);
     return values({dK, dV});
   }));
-  kb.storeOwn(final[0] * kb.scale(), Operand::dK);
-  kb.storeOwn(final[1], Operand::dV);
+  Tile dK = kb.withReserve(final[0], dKReserve);
+  Tile dV = kb.withReserve(final[1], dVReserve);
+  kb.storeOwn(dK * kb.scale(), Operand::dK);
+  kb.storeOwn(dV, Operand::dV);
 }
 
 } // namespace flashbob::kernels

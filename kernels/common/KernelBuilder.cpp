@@ -208,6 +208,8 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
       [&](OpBuilder &nested, Location, Value blockIndex, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        sweepStep_ = blockIndex;
+        flushDue_ = Value();
         if (groupSweep) {
           sweptHead = arith::AddIOp::create(b, firstHead,
                                             arith::DivUIOp::create(b, blockIndex, blocks));
@@ -225,7 +227,37 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
       });
   if (keyMajor())
     sweptHead = Value();
+  sweepStep_ = flushDue_ = Value();
   return llvm::SmallVector<Value>(loop.getResults());
+}
+
+Value KernelBuilder::reserve(const Tile &like) {
+  if (!spec.longSweep)
+    return Value();
+  auto type = llvm::cast<bob::RegTileType>(like.value().getType());
+  return bob::AllocLocalOp::create(
+      b, bob::LocalTileType::get(b.getContext(), type.getRows(), type.getCols(), b.getF32Type()));
+}
+
+Tile KernelBuilder::flush(const Tile &acc, Value reserve) {
+  assert(sweepStep_ && "flush is for accumulators inside a sweep");
+  if (!reserve)
+    return acc;
+  // Every kFlushBlocks-th step of the loop (by its induction variable, so a sweep that starts
+  // past block 0 flushes at most kFlushBlocks steps apart too); one test per step.
+  if (!flushDue_) {
+    Value next = arith::AddIOp::create(b, sweepStep_, index(1));
+    Value phase = arith::RemUIOp::create(b, next, index(kFlushBlocks));
+    flushDue_ = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, phase, index(0));
+  }
+  return {*this, bob::FlushOp::create(b, acc, reserve, flushDue_)};
+}
+
+Tile KernelBuilder::withReserve(const Tile &acc, Value reserve) {
+  if (!reserve)
+    return acc;
+  Tile kept{*this, bob::LoadLocalOp::create(b, acc.value().getType(), reserve)};
+  return acc + kept;
 }
 
 Tile KernelBuilder::loadOwn(Operand operand) {

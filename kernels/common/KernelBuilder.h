@@ -73,6 +73,19 @@ public:
       llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value start, mlir::ValueRange carried)>;
   llvm::SmallVector<mlir::Value> sweep(mlir::ValueRange initial, SweepBody body);
 
+  // Long sweeps stay exact (docs/numerics.md, "Long sequences"): the tensor cores truncate
+  // each sum into an accumulator, so an accumulator that takes many steps drifts toward zero in
+  // proportion to their number. With spec.longSweep, one that `flush`es into a reserve every
+  // kFlushBlocks steps restarts from zero there (the reserve adds it in f32, rounded to
+  // nearest), and `withReserve` after the sweep gives the sum of both. The reserve lives in
+  // each thread's local memory: no registers, no shared memory, touched once per kFlushBlocks
+  // steps. Without spec.longSweep the three are no-ops (no reserve, acc as it is): a short
+  // sweep does not pay for the branch (bench/results/2026-12-02-h200-long-sweeps.md).
+  static constexpr int64_t kFlushBlocks = 64;
+  mlir::Value reserve(const Tile &like); // zero-filled, of the tile's shape
+  Tile flush(const Tile &acc, mlir::Value reserve); // inside `sweep`
+  Tile withReserve(const Tile &acc, mlir::Value reserve);
+
   // Tiles from global memory, zero past the sequence: the block's own rows of a tensor operand
   // as an f32 register tile, of a row operand as a row vector; the swept rows (inside `sweep`,
   // starting at `start`) of a row operand as a column vector.
@@ -119,6 +132,8 @@ private:
   std::array<mlir::Value, kScalarCount> scalars_{};
   std::array<mlir::Value, kOperandCount> shared_{};
   llvm::SmallVector<Operand> swept_;
+  mlir::Value sweepStep_; // the sweep's induction variable, inside its body
+  mlir::Value flushDue_;  // whether this step flushes, once a flush asked
 };
 
 } // namespace flashbob::kernels

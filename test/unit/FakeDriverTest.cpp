@@ -13,6 +13,7 @@
 #include "jit/KernelCache.h"
 #include "jit/Launch.h"
 #include "jit/Tuning.h"
+#include "kernels/Kernels.h"
 #include "kernels/Signature.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
@@ -243,6 +244,47 @@ TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value 
   std::vector<fake_cuda_launch_record> plain = launches();
   REQUIRE(plain.size() == 1);
   CHECK(std::string(plain[0].entry).find("_gqa") == std::string::npos);
+}
+
+TEST_CASE("sweeps of 2^17 rows or more launch the backward's and BoB's _long kernels",
+          "[fake]") {
+  // The rows a block's sweep visits decide (kernels::kLongSweepRows): the keys for bwd_q and
+  // bob_q, the queries (times the group) for bwd_kv and bob_kv, at most a window's span. The
+  // forward and its JVP never flush.
+  useFakeDriver();
+  struct Sweep {
+    int64_t n, m, heads, headsKv, windowLeft, windowRight;
+    bool queryMajorLong, keyMajorLong;
+  };
+  const int64_t longRows = kernels::kLongSweepRows;
+  const Sweep sweeps[] = {
+      {64, longRows, 2, 0, -1, -1, true, false},          // a million keys: bwd_q, bob_q
+      {64, longRows - 1, 2, 0, -1, -1, false, false},     // one key short of it
+      {longRows, 64, 2, 0, -1, -1, false, true},          // a million queries: bwd_kv, bob_kv
+      {longRows / 8, 64, 16, 2, -1, -1, false, true},     // 8 query heads per key/value head
+      {longRows, longRows, 2, 0, 1000, 1000, false, false}, // a window bounds both sweeps
+  };
+  for (const Sweep &w : sweeps) {
+    INFO("N " << w.n << " M " << w.m << " heads " << w.heads << ":" << w.headsKv << " window ("
+              << w.windowLeft << ", " << w.windowRight << ")");
+    AttentionProblem p = problem();
+    p.batch = 1;
+    p.seqQ = w.n;
+    p.seqK = w.m;
+    p.heads = w.heads;
+    p.headsKv = w.headsKv;
+    p.windowLeft = w.windowLeft;
+    p.windowRight = w.windowRight;
+    std::vector<fake_cuda_launch_record> all = launchEveryKind(
+        p, [&](int i) { return p.contiguous(address(i), p.seqQ); },
+        [&](int i) { return p.contiguous(address(i), p.seqK, p.keyValueHeads()); }, "_");
+    auto isLong = [&](size_t i) { return std::string(all[i].entry).find("_long_") != std::string::npos; };
+    CHECK_FALSE(isLong(0)); // fwd
+    CHECK(isLong(1) == w.queryMajorLong); // bwd_q
+    CHECK(isLong(2) == w.keyMajorLong);   // bwd_kv
+    CHECK(isLong(3) == w.queryMajorLong); // bob_q
+    CHECK(isLong(4) == w.keyMajorLong);   // bob_kv
+  }
 }
 
 TEST_CASE("a packed batch launches the _varlen kernels over its longest sequence; bad offsets "

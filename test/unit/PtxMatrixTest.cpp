@@ -364,6 +364,40 @@ TEST_CASE("variable-length kernels assemble, keep TMA and their twins' pipelinin
   CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
 }
 
+TEST_CASE("long-sweep kernels assemble, keep their twins' pipelining and flush through local "
+          "memory",
+          "[compiler][ptx]") {
+  // Each kind that flushes (spec.longSweep: the backward's and BoB's), in the table's default
+  // tiles and in the producer form, sm_80 and sm_90a: ptxas accepts it, the entry is named
+  // "_long", the reserves are a stack frame of whole-vector local accesses (their loads and
+  // stores, no registers or shared memory), no wgmma wait is injected, and its loads are the
+  // twin's (as many async copies).
+  int variants = 0;
+  for (const compiler::KernelSpec &spec : twinSpecs()) {
+    if (!bob::isLongSweepKind(spec.kind))
+      continue;
+    compiler::KernelSpec long_ = spec;
+    long_.longSweep = true;
+    INFO(long_.name());
+    CHECK(long_.name().find("_long") != std::string::npos);
+    auto [twin, artifacts] = assembleTwins(spec, long_);
+    const std::string &ptx = artifacts->ptx;
+    CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+    CHECK(occurrences(ptx, "__local_depot") > 0);
+    CHECK(occurrences(ptx, "st.local.v4") > 0);
+    CHECK(occurrences(ptx, "ld.local.v4") > 0);
+    CHECK(occurrences(twin->ptx, "ld.local") == 0);
+    for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+      CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+    std::printf("%-60s regs %3d spill %5d B (short: regs %3d spill %5d B)\n",
+                long_.name().c_str(), artifacts->registers, artifacts->spillBytes,
+                twin->registers, twin->spillBytes);
+    ++variants;
+  }
+  CHECK(variants == 12 * 4);
+}
+
 TEST_CASE("the autotuner's space offers the producer twin of each plain configuration",
           "[compiler]") {
   for (bob::KernelKind kind : kImplementedKinds) {

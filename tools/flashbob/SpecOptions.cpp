@@ -42,6 +42,10 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
              cl::desc("Variable-length batch: tensors pack the sequences' rows, two offset "
                       "arguments (cu_seqlens) say where each sequence is"),
              cl::sub(sub), cl::cat(specCategory)),
+      longSweep("long-sweep",
+                cl::desc("Long sweep: the backward's and BoB's accumulators flush into reserves "
+                         "every 64 blocks (what sweeps of 2^17 rows or more run)"),
+                cl::sub(sub), cl::cat(specCategory)),
       windowLeft("window-left",
                  cl::desc("Sliding window: keys a query sees before its diagonal (-1: all)"),
                  cl::sub(sub), cl::cat(specCategory), cl::init(-1)),
@@ -70,6 +74,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.scaleArgument = scaleArgument;
   s.grouped = grouped;
   s.varlen = varlen;
+  s.longSweep = longSweep;
   s.windowLeft = windowLeft;
   s.windowRight = windowRight;
   auto target = compiler::parseArch(arch);

@@ -26,6 +26,7 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx, int64_t warps, int64_t wa
   addConversion([this, ctx](ColVecType t) -> Type {
     return VectorType::get({shape(t).colVecSize()}, Float32Type::get(ctx));
   });
+  addConversion([ctx](LocalTileType) -> Type { return LLVM::LLVMPointerType::get(ctx); });
   // Padded tiles: [rows][pitch]; swizzled ones: [blocks][rows][block cols] (SharedLayout.h).
   addConversion([this, ctx](SharedTileType t) -> Type {
     auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -89,9 +90,11 @@ Value Emitter::ifElse(Type type, Value cond, llvm::function_ref<Value()> then,
 }
 
 Value Emitter::keepHere(Value value) {
-  assert(value.getType().isInteger(64) && "keepHere takes an i64");
+  const bool i64 = value.getType().isInteger(64);
+  assert((i64 || value.getType().isF32()) && "keepHere takes an i64 or an f32");
   return LLVM::InlineAsmOp::create(b, value.getType(), ValueRange{value}, /*asm_string=*/"",
-                                   /*constraints=*/"=l,0", /*has_side_effects=*/true,
+                                   /*constraints=*/i64 ? "=l,0" : "=f,0",
+                                   /*has_side_effects=*/true,
                                    /*is_align_stack=*/false, LLVM::TailCallKind::None,
                                    LLVM::AsmDialectAttr(), ArrayAttr())
       .getRes();

@@ -13,7 +13,8 @@
 namespace flashbob::bob::lowering {
 
 // Register tiles/vectors -> per-thread vectors; shared tiles -> workgroup memrefs in their
-// layout for the target (padded, or swizzled on sm_90a: SharedLayout.h).
+// layout for the target (padded, or swizzled on sm_90a: SharedLayout.h); local tiles -> a
+// pointer to the thread's stack slot (LocalPatterns.cpp).
 class TileTypeConverter : public mlir::TypeConverter {
 public:
   TileTypeConverter(mlir::MLIRContext *ctx, int64_t warps, int64_t warpCols, bool hopper);
@@ -62,7 +63,7 @@ public:
   mlir::Value mul(mlir::Value a, mlir::Value c);
   mlir::Value addConst(mlir::Value a, int64_t c) { return c == 0 ? a : add(a, index(c)); }
   mlir::Value less(mlir::Value a, mlir::Value c); // unsigned index compare
-  // An i64 `value` through an empty asm statement with side effects, its result tied to its
+  // An i64 or f32 `value` through an empty asm statement with side effects, its result tied to its
   // operand: no instruction is emitted, but LLVM can neither see the value nor hoist the
   // statement, so what is computed from the result is computed here, next to its use. LLVM's
   // loop-invariant code motion does not weigh register pressure; in kernels near the
@@ -163,6 +164,8 @@ void populateWarpSpecializationPatterns(TileTypeConverter &converter,
 // After the conversion: the barriers of the consumer branch synchronise the consumers only.
 void useConsumerBarriers(mlir::gpu::GPUFuncOp func);
 void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+// Reserves in local memory (LocalPatterns.cpp).
+void populateLocalPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 
 // wgmma products left in flight (WgmmaPattern.cpp): a product followed, with only
 // side-effect-free ops in between, by another wgmma product that reads none of the results

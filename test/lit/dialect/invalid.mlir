@@ -837,3 +837,34 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producers = true>} {
   bob.return
 }
+
+// -----
+
+// a reserve holds f32
+bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  // expected-error @+1 {{local tiles hold f32 (reserves of accumulators), not 'bf16'}}
+  %r = bob.alloc_local : !bob.ltile<64x64xbf16>
+  bob.return
+}
+
+// -----
+
+// an accumulator flushes into a reserve of its own shape
+bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %due = arith.constant true
+  %r = bob.alloc_local : !bob.ltile<64x128xf32>
+  %acc = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{register tile '!bob.rtile<64x64xf32>' must be f32 and of the reserve '!bob.ltile<64x128xf32>''s shape}}
+  %f = bob.flush %acc into %r if %due : !bob.rtile<64x64xf32>, !bob.ltile<64x128xf32>
+  bob.return
+}
+
+// -----
+
+// a reserve is read back into a tile of its shape
+bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %r = bob.alloc_local : !bob.ltile<64x64xf32>
+  // expected-error @+1 {{must be f32 and of the reserve}}
+  %t = bob.load_local %r : !bob.ltile<64x64xf32> -> !bob.rtile<32x64xf32>
+  bob.return
+}
