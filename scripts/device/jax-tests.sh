@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU machine: flashbob.jax (issue 19) from the wheel, as a user gets it. Installs
+# dist/flashbob-*.whl with pip, without network, into an empty directory, then, with no FLASHBOB_*
+# or LD_LIBRARY_PATH set and only that directory on PYTHONPATH: imports flashbob.jax (jax, jaxlib,
+# the device, which library), runs test/python/test_jax_attention.py (which builds the XLA FFI
+# shim on first use) and the HVP benchmark bench/jax_hvp.py. Needs no LLVM and no .device: only
+# the wheel (scripts/build-wheel.sh here) and a Python with jax and jaxlib with CUDA.
+# Device tool call (carry ["dist"], timeout_s 600):
+#   bash scripts/device/jax-tests.sh
+# PYTHON: the interpreter with jax (default: the first of /opt/torch/.venv/bin/python3 and
+# python3 that imports it). BENCH: bench/jax_hvp.py's arguments (default: d 64 and 128, N 1K to
+# 64K, causal and not; BENCH=skip skips it). Pytest arguments pass through.
+set -euo pipefail
+SITE=/tmp/flashbob-jax-wheel
+
+if [ -z "${PYTHON:-}" ]; then
+  for candidate in /opt/torch/.venv/bin/python3 python3; do
+    if "$candidate" -c 'import jax' >/dev/null 2>&1; then PYTHON=$candidate; break; fi
+  done
+fi
+[ -n "${PYTHON:-}" ] || { echo "no Python here imports jax (set PYTHON)"; exit 2; }
+PY=$PYTHON
+
+wheels=(dist/flashbob-*.whl)
+((${#wheels[@]} == 1)) && [ -f "${wheels[0]}" ] || { echo "need one dist/flashbob-*.whl, found: ${wheels[*]}"; exit 2; }
+pip=("$PY" -m pip)
+"${pip[@]}" --version >/dev/null 2>&1 || pip=(python3 -m pip)
+echo "installing ${wheels[0]} with $("${pip[@]}" --version)"
+rm -rf "$SITE"
+"${pip[@]}" install --quiet --no-index --no-deps --target "$SITE" "${wheels[0]}"
+# A wheel built before the JAX binding lacks it, and pyproject.toml's package data must list
+# jax_ffi.cc for any wheel to carry it (docs/jax.md): take this checkout's files then, and say so.
+for file in jax.py jax_ffi.cc; do
+  if [ ! -f "$SITE/flashbob/$file" ]; then
+    echo "note: the wheel has no flashbob/$file; using this checkout's python/flashbob/$file"
+    cp "python/flashbob/$file" "$SITE/flashbob/$file"
+  fi
+done
+
+for var in $(compgen -e); do
+  [[ $var == FLASHBOB_* || $var == LD_LIBRARY_PATH ]] && unset "$var"
+done
+export PYTHONPATH=$SITE
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
+"$PY" -c 'import jax, jaxlib.version, flashbob, flashbob.jax
+print("jax", jax.__version__, "| jaxlib", jaxlib.version.__version__, "|", jax.devices())
+print("flashbob", flashbob.version(), "from", flashbob.library_path())'
+"$PY" -m pytest -q -s test/python/test_jax_attention.py "$@"
+if [ "${BENCH:-}" != skip ]; then
+  # shellcheck disable=SC2086
+  "$PY" bench/jax_hvp.py ${BENCH:-}
+fi
