@@ -60,7 +60,7 @@ except ImportError as e:  # jaxlib missing, or a jax too old for jax.extend / ja
     raise ImportError("flashbob.jax needs jax and jaxlib with CUDA support (e.g. pip install "
                       f"'jax[cuda12]'): {e}") from e
 
-from . import _capi
+from . import _capi, _options
 from ._capi import FlashBobError
 
 __all__ = ["attention", "attention_varlen"]
@@ -151,19 +151,6 @@ def _scale(scale):
     return float(scale)
 
 
-def _window(window_size):
-    """(left, right); -1 leaves a side unbounded."""
-    try:
-        left, right = window_size
-    except (TypeError, ValueError):
-        raise ValueError(f"window_size must be a pair (left, right), got {window_size!r}") from None
-    for side, name in ((left, "left"), (right, "right")):
-        if not isinstance(side, int) or isinstance(side, bool) or side < -1:
-            raise ValueError(f"window_size's {name} side must be an int >= -1 (-1: unbounded), "
-                             f"got {side!r}")
-    return left, right
-
-
 def _check_window_fits(window, lengths):
     """lengths: ((name, rows), (name, rows)) of the query and key sides."""
     (name_q, rows_q), (name_k, rows_k) = lengths
@@ -217,7 +204,7 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     differentiable."""
     scale = _scale(scale)
     _check_operands(q, k, v, packed=False)
-    window = _window(window_size)
+    window = _options.window(window_size)
     _check_window_fits(window, (("seq_q", q.shape[1]), ("seq_k", k.shape[1])))
     o, lse = _forward_p.bind(q, k, v, **_config(causal, window, scale))
     return (o, jax.lax.stop_gradient(lse)) if return_lse else o
@@ -248,7 +235,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                              f"and one key row in all")
     longest = (_longest(max_seqlen_q, "max_seqlen_q", q.shape[0]),
                _longest(max_seqlen_k, "max_seqlen_k", k.shape[0]))
-    window = _window(window_size)
+    window = _options.window(window_size)
     _check_window_fits(window, (("max_seqlen_q", longest[0]), ("max_seqlen_k", longest[1])))
     o, lse = _forward_p.bind(q, k, v, cu_seqlens_q, cu_seqlens_k,
                              **_config(causal, window, scale, packed=True, max_seqlen=longest))

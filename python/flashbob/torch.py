@@ -39,7 +39,7 @@ from typing import Optional
 
 import torch
 
-from . import _capi
+from . import _capi, _options
 
 _DTYPES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16}
 _int64x4 = _capi.ctypes.c_int64 * 4
@@ -434,19 +434,6 @@ def _check_shapes(q, k, v, packed=False):
         raise ValueError("q, k, v must be on the same device")
 
 
-def _window(window_size):
-    """(left, right) as the operators take them; -1 leaves a side unbounded."""
-    try:
-        left, right = window_size
-    except (TypeError, ValueError):
-        raise ValueError(f"window_size must be a pair (left, right), got {window_size!r}") from None
-    for side, name in ((left, "left"), (right, "right")):
-        if not isinstance(side, int) or isinstance(side, bool) or side < -1:
-            raise ValueError(f"window_size's {name} side must be an int >= -1 (-1: unbounded), "
-                             f"got {side!r}")
-    return left, right
-
-
 def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(-1, -1)):
     """softmax(scale * q k^T) v with a causal mask if asked (bottom-right aligned when the
     sequence lengths differ); scale defaults to 1/sqrt(head_dim). Differentiable twice.
@@ -470,7 +457,7 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         _check(t, name)
     _check_shapes(q, k, v)
-    left, right = _window(window_size)
+    left, right = _options.window(window_size)
     longest = max(q.shape[2], k.shape[2])
     for side, name in ((left, "left"), (right, "right")):
         if side > longest:
@@ -558,7 +545,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                              f"and one key row in all")
     max_seqlen_q = _longest(max_seqlen_q, "max_seqlen_q", q.shape[0])
     max_seqlen_k = _longest(max_seqlen_k, "max_seqlen_k", k.shape[0])
-    left, right = _window(window_size)
+    left, right = _options.window(window_size)
     longest = max(max_seqlen_q, max_seqlen_k)
     for side, name in ((left, "left"), (right, "right")):
         if side > longest:
@@ -594,7 +581,7 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
         raise ValueError(f"ops must be among {sorted(_OPS)}, got {unknown}")
     if scale is not None and not (scale > 0):
         raise ValueError(f"scale must be positive, got {scale}")
-    left, right = _window(window_size)
+    left, right = _options.window(window_size)
     problem = _capi.Problem(batch, heads, seq_q, seq_k, head_dim, _DTYPES[dtype], int(bool(causal)),
                             0.0 if scale is None else float(scale),
                             heads if heads_kv is None else heads_kv,

@@ -11,7 +11,6 @@
 # python3 that imports it). BENCH: bench/jax_hvp.py's arguments (default: d 64 and 128, N 1K to
 # 64K, causal and not; BENCH=skip skips it). Pytest arguments pass through.
 set -euo pipefail
-SITE=/tmp/flashbob-jax-wheel
 
 if [ -z "${PYTHON:-}" ]; then
   for candidate in /opt/torch/.venv/bin/python3 python3; do
@@ -21,26 +20,8 @@ fi
 [ -n "${PYTHON:-}" ] || { echo "no Python here imports jax (set PYTHON)"; exit 2; }
 PY=$PYTHON
 
-wheels=(dist/flashbob-*.whl)
-((${#wheels[@]} == 1)) && [ -f "${wheels[0]}" ] || { echo "need one dist/flashbob-*.whl, found: ${wheels[*]}"; exit 2; }
-pip=("$PY" -m pip)
-"${pip[@]}" --version >/dev/null 2>&1 || pip=(python3 -m pip)
-echo "installing ${wheels[0]} with $("${pip[@]}" --version)"
-rm -rf "$SITE"
-"${pip[@]}" install --quiet --no-index --no-deps --target "$SITE" "${wheels[0]}"
-# A wheel built before the JAX binding lacks it, and pyproject.toml's package data must list
-# jax_ffi.cc for any wheel to carry it (docs/jax.md): take this checkout's files then, and say so.
-for file in jax.py jax_ffi.cc; do
-  if [ ! -f "$SITE/flashbob/$file" ]; then
-    echo "note: the wheel has no flashbob/$file; using this checkout's python/flashbob/$file"
-    cp "python/flashbob/$file" "$SITE/flashbob/$file"
-  fi
-done
-
-for var in $(compgen -e); do
-  [[ $var == FLASHBOB_* || $var == LD_LIBRARY_PATH ]] && unset "$var"
-done
-export PYTHONPATH=$SITE
+SITE=/tmp/flashbob-jax-wheel
+source "$(dirname "${BASH_SOURCE[0]}")/install-wheel.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 "$PY" -c 'import jax, jaxlib.version, flashbob, flashbob.jax
 print("jax", jax.__version__, "| jaxlib", jaxlib.version.__version__, "|", jax.devices())

@@ -10,19 +10,8 @@
 # wheel, or python3's where it has none. Pytest arguments pass through.
 set -euo pipefail
 PY=${PYTHON:-/opt/torch/.venv/bin/python3}
-SITE=/tmp/flashbob-wheel
-wheels=(dist/flashbob-*.whl)
-((${#wheels[@]} == 1)) && [ -f "${wheels[0]}" ] || { echo "need one dist/flashbob-*.whl, found: ${wheels[*]}"; exit 2; }
-pip=("$PY" -m pip)
-"${pip[@]}" --version >/dev/null 2>&1 || pip=(python3 -m pip)
-echo "installing ${wheels[0]} with $("${pip[@]}" --version)"
-rm -rf "$SITE"
-"${pip[@]}" install --quiet --no-index --no-deps --target "$SITE" "${wheels[0]}"
-
-for var in $(compgen -e); do
-  [[ $var == FLASHBOB_* || $var == LD_LIBRARY_PATH ]] && unset "$var"
-done
-export PYTHONPATH=$SITE PYTHON=$PY
+source "$(dirname "${BASH_SOURCE[0]}")/install-wheel.sh"
+export PYTHON=$PY
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 "$PY" -c 'import flashbob, torch; print("flashbob", flashbob.version(), "from", flashbob.library_path(), "| torch", torch.__version__)'
 # The C API's GPU run against the wheel's library, when pack.sh's capi_smoke was carried too.
