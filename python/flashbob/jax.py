@@ -39,7 +39,6 @@ import ctypes
 import functools
 import hashlib
 import math
-import operator
 import os
 import shlex
 import shutil
@@ -160,20 +159,9 @@ def _check_window_fits(window, lengths):
                              f"({name_q} {rows_q}, {name_k} {rows_k}): pass -1 for no bound")
 
 
-def _longest(value, name, total):
-    """max_seqlen as the primitives take it: a positive int, at most the side's total rows."""
-    if isinstance(value, bool) or hasattr(value, "shape"):
-        raise TypeError(f"{name} must be an int (the longest sequence's rows), got "
-                        f"{type(value).__name__}")
-    try:
-        value = operator.index(value)  # numpy integers
-    except TypeError:
-        raise TypeError(f"{name} must be an int (the longest sequence's rows), got "
-                        f"{type(value).__name__}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be positive (the longest sequence's rows), got {value}")
-    # flash-attn takes any bound; the grid covers max_seqlen rows a sequence, never more than all.
-    return min(value, total)
+def _is_array(value):
+    """JAX and NumPy arrays and scalars (tracers too): never a static bound."""
+    return hasattr(value, "shape")
 
 
 # --- the user's entry points -------------------------------------------------------------------
@@ -233,8 +221,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         if t.shape[0] == 0:
             raise ValueError(f"{name} holds no rows: a packed batch needs at least one query row "
                              f"and one key row in all")
-    longest = (_longest(max_seqlen_q, "max_seqlen_q", q.shape[0]),
-               _longest(max_seqlen_k, "max_seqlen_k", k.shape[0]))
+    longest = (_options.longest(max_seqlen_q, "max_seqlen_q", q.shape[0], _is_array),
+               _options.longest(max_seqlen_k, "max_seqlen_k", k.shape[0], _is_array))
     window = _options.window(window_size)
     _check_window_fits(window, (("max_seqlen_q", longest[0]), ("max_seqlen_k", longest[1])))
     o, lse = _forward_p.bind(q, k, v, cu_seqlens_q, cu_seqlens_k,

@@ -34,7 +34,6 @@ operator, which autograd never sees: the saved inputs are the caller's tensors);
 the current stream.
 """
 
-import operator
 from typing import Optional
 
 import torch
@@ -495,23 +494,6 @@ def _check_offsets(cu_seqlens_q, cu_seqlens_k, q):
         raise ValueError(f"cu_seqlens_q must hold batch + 1 >= 2 offsets, got {cu_seqlens_q.shape[0]}")
 
 
-def _longest(value, name, total):
-    """max_seqlen as the operators take it: a positive int, at most the side's total rows."""
-    if isinstance(value, bool) or isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be an int (the longest sequence's rows), got "
-                        f"{type(value).__name__}")
-    if not isinstance(value, (int, torch.SymInt)):
-        try:
-            value = operator.index(value)  # numpy integers
-        except TypeError:
-            raise TypeError(f"{name} must be an int (the longest sequence's rows), got "
-                            f"{type(value).__name__}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be positive (the longest sequence's rows), got {value}")
-    # flash-attn takes any bound; the grid covers max_seqlen rows a sequence, never more than all.
-    return min(value, total)
-
-
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, scale=None, return_lse=False, window_size=(-1, -1)):
     """attention() over a packed batch of variable-length sequences, flash-attn's
@@ -543,8 +525,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         if t.shape[0] == 0:
             raise ValueError(f"{name} holds no rows: a packed batch needs at least one query row "
                              f"and one key row in all")
-    max_seqlen_q = _longest(max_seqlen_q, "max_seqlen_q", q.shape[0])
-    max_seqlen_k = _longest(max_seqlen_k, "max_seqlen_k", k.shape[0])
+    max_seqlen_q = _options.longest(max_seqlen_q, "max_seqlen_q", q.shape[0],
+                                     lambda v: isinstance(v, torch.Tensor), (int, torch.SymInt))
+    max_seqlen_k = _options.longest(max_seqlen_k, "max_seqlen_k", k.shape[0],
+                                     lambda v: isinstance(v, torch.Tensor), (int, torch.SymInt))
     left, right = _options.window(window_size)
     longest = max(max_seqlen_q, max_seqlen_k)
     for side, name in ((left, "left"), (right, "right")):
