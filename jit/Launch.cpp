@@ -340,7 +340,11 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
   s.grouped = p.grouped();
   s.varlen = p.varlen;
-  s.longSweep = bob::isLongSweepKind(kind) && sweptRows(p, kind) >= kernels::kLongSweepRows;
+  // FLASHBOB_LONG_SWEEP=1 (or 0) flushes (or does not) whatever the sweep's length: the A/B
+  // of the flush's cost and accuracy at any length. Read once, like FLASHBOB_PRODUCER.
+  static const std::optional<bool> longSweep = support::knobs::longSweep();
+  s.longSweep = bob::isLongSweepKind(kind) &&
+                longSweep.value_or(sweptRows(p, kind) >= kernels::kLongSweepRows);
   return s;
 }
 

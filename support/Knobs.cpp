@@ -58,6 +58,10 @@ const KnobInfo kKnobs[] = {
      "Read a packed batch's cu_seqlens back and check them before each call (a wait for the "
      "stream's earlier work); 0 skips it for training loops that must not wait, the kernels "
      "then only keep every access inside the tensors."},
+    {Knob::LongSweep, "FLASHBOB_LONG_SWEEP", KnobType::TriState, "",
+     "1/0 forces the backward's and BoB's kernels that flush their accumulators periodically "
+     "on/off for every sweep length (A/B timing and accuracy); unset: sweeps of 2^17 rows or "
+     "more flush, shorter ones do not (docs/numerics.md, long sequences)."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

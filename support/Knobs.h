@@ -35,6 +35,7 @@ enum class Knob {
   DumpDir,
   Cublas,
   CheckOffsets,
+  LongSweep,
   Library,
   PtxSnapshotDir,
   OracleReport,
@@ -101,6 +102,7 @@ inline std::string nvJitLink() { return getString(Knob::NvJitLink); }
 inline std::string dumpDir() { return getString(Knob::DumpDir); }
 inline std::string cublas() { return getString(Knob::Cublas); }
 inline bool checkOffsets() { return getBool(Knob::CheckOffsets); }
+inline std::optional<bool> longSweep() { return getTriState(Knob::LongSweep); }
 } // namespace knobs
 
 } // namespace flashbob::support

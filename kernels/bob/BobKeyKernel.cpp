@@ -3,7 +3,7 @@
 //   gK = s (dS^T uQ + Sbar^T Q)          gV = dPbar^T dO
 // with dPbar = P o (G - c) and Sbar = G o dS + P o W - c o (P o dP) - b o P, all formed
 // transposed (keys on rows) so the two accumulators stay in registers. In the long-sweep kernels
-// they flush into reserves every 64 blocks (KernelBuilder::flush): a sweep over a million
+// they flush into reserves every kFlushBlocks blocks (KernelBuilder::flush): a sweep over a million
 // queries drifts otherwise.
 #include "kernels/Kernels.h"
 #include "kernels/common/AttentionTiles.h"

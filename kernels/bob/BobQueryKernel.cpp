@@ -6,7 +6,7 @@
 // then finishes gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O in the same sweep.
 // X2 is accumulated here (the oracle's X2Source::Accumulate) rather than formed from a saved dQ,
 // so the result does not inherit dQ's rounding to bf16/fp16.
-// In the long-sweep kernels X1 and X4 flush into reserves every 64 blocks (KernelBuilder::flush):
+// In the long-sweep kernels X1 and X4 flush into reserves every kFlushBlocks blocks (KernelBuilder::flush):
 // their truncation drift over a million keys is what raises gQ and gdO there; X2 and X3 do not
 // move them (docs/numerics.md).
 #include "kernels/Kernels.h"

@@ -2,7 +2,7 @@
 //   bwd_q  (query-major): D = rowsum(dO o O), then dQ = s dS K over the key blocks;
 //   bwd_kv (key-major):   dV = P^T dO and dK = s dS^T Q over the query blocks, reading D.
 // dS = P o (dP - D), dP = dO V^T. bwd_q runs first (it writes D).
-// In the long-sweep kernels every accumulator flushes into a reserve every 64 blocks
+// In the long-sweep kernels every accumulator flushes into a reserve every kFlushBlocks blocks
 // (KernelBuilder::flush), so that a sweep over a million rows does not drift (docs/numerics.md).
 #include "kernels/Kernels.h"
 #include "kernels/common/AttentionTiles.h"

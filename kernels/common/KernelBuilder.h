@@ -81,7 +81,12 @@ public:
   // each thread's local memory: no registers, no shared memory, touched once per kFlushBlocks
   // steps. Without spec.longSweep the three are no-ops (no reserve, acc as it is): a short
   // sweep does not pay for the branch (bench/results/2026-12-02-h200-long-sweeps.md).
-  static constexpr int64_t kFlushBlocks = 64;
+  // 512: the drift within 512 blocks (32K rows at 64 a block) is that of a short sweep, below
+  // what bf16 shows (at N = M = 2^20 the CPU emulation gives the same errors flushing every 64,
+  // 256 or 1024 blocks), while the reserve's traffic through the L2 (each flush reads and
+  // writes every accumulator element) cost 3-9% per step at every 64 blocks on the H200
+  // (bench/results/2026-12-02-h200-long-sweeps.md).
+  static constexpr int64_t kFlushBlocks = 512;
   mlir::Value reserve(const Tile &like); // zero-filled, of the tile's shape
   Tile flush(const Tile &acc, mlir::Value reserve); // inside `sweep`
   Tile withReserve(const Tile &acc, mlir::Value reserve);

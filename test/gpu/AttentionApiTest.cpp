@@ -511,7 +511,7 @@ TEST_CASE("variable-length batches: packed sequences through every kernel", "[gp
 TEST_CASE("long sweeps: a million keys or queries keep the accuracy of short ones", "[gpu][api]") {
   // The tensor cores truncate each sum into an accumulator; unflushed, an accumulator swept over
   // 2^20 rows drifts: gQ 3.5e-3 and gdO 3.4e-3 on the H200 against 2.4e-3 at N <= 128K
-  // (docs/numerics.md). The long-sweep kernels flush every 64 blocks: the outputs of a sweep
+  // (docs/numerics.md). The long-sweep kernels flush every KernelBuilder::kFlushBlocks blocks: the outputs of a sweep
   // over a million keys (dQ, gQ: bwd_q, bob_q, 16 query rows) and over a million queries (dK,
   // dV, gK, gV: bwd_kv, bob_kv, 16 key rows) stay at the short sweeps' 2.3-2.4e-3. The forward
   // does not flush (the online softmax rescales O at every step); gdO = X4 - c O inherits its O

@@ -14,7 +14,8 @@ path = [config.flashbob_tools_dir, config.llvm_tools_dir, os.path.join(config.cu
 config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", "")])
 # Keep user settings from leaking into the tests.
 for var in ["FLASHBOB_CACHE_DIR", "FLASHBOB_CACHE_MAX_MB", "FLASHBOB_DUMP_DIR",
-            "FLASHBOB_PRINT_AUTOTUNING", "FLASHBOB_AUTOTUNE", "FLASHBOB_ARCH", "FLASHBOB_PRODUCER"]:
+            "FLASHBOB_PRINT_AUTOTUNING", "FLASHBOB_AUTOTUNE", "FLASHBOB_ARCH", "FLASHBOB_PRODUCER",
+            "FLASHBOB_LONG_SWEEP"]:
     config.environment.pop(var, None)
 config.environment["HOME"] = config.test_exec_root
 

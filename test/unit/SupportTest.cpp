@@ -76,7 +76,16 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 16);
+  CHECK(names.size() == 17);
+  {
+    // Long sweeps: unset lets the sweep's length decide; 1 and 0 force the flush on and off.
+    ScopedOverride unset(Knob::LongSweep, "");
+    CHECK(!knobs::longSweep());
+    ScopedOverride on(Knob::LongSweep, "1");
+    CHECK(knobs::longSweep() == std::optional<bool>(true));
+    ScopedOverride off(Knob::LongSweep, "0");
+    CHECK(knobs::longSweep() == std::optional<bool>(false));
+  }
   {
     // A packed batch's offsets are checked unless told not to.
     ScopedOverride unset(Knob::CheckOffsets, "");

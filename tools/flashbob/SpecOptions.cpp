@@ -44,7 +44,7 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
              cl::sub(sub), cl::cat(specCategory)),
       longSweep("long-sweep",
                 cl::desc("Long sweep: the backward's and BoB's accumulators flush into reserves "
-                         "every 64 blocks (what sweeps of 2^17 rows or more run)"),
+                         "periodically (what sweeps of 2^17 rows or more run)"),
                 cl::sub(sub), cl::cat(specCategory)),
       windowLeft("window-left",
                  cl::desc("Sliding window: keys a query sees before its diagonal (-1: all)"),
