@@ -2,6 +2,7 @@
 // below is one line of that document. Also holds the shared helpers of Oracle.h (Matrix,
 // Problem, argument checking, causal loop bounds) and the multi-head loop.
 #include "kernels/oracle/Oracle.h"
+#include "kernels/oracle/DenseOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -129,6 +130,12 @@ void validateQKV(const Problem& p, const Matrix& Q, const Matrix& K, const Matri
   validateMatrix(V, "V", p.M, "M", p.d, "d");
 }
 
+}  // namespace
+
+// ---- Dense matrix helpers (DenseOps.h) ----------------------------------------------------------
+
+namespace detail {
+
 // C = A B^T  (A: n x d, B: m x d)
 Matrix mulABt(const Matrix& A, const Matrix& B) {
   Matrix C(A.rows, B.rows);
@@ -163,7 +170,7 @@ Matrix mulAtB(const Matrix& A, const Matrix& B) {
   return C;
 }
 
-Matrix add(const Matrix& A, const Matrix& B, double beta = 1.0) {
+Matrix add(const Matrix& A, const Matrix& B, double beta) {
   Matrix C = A;
   for (std::size_t k = 0; k < C.data.size(); ++k) C.data[k] += beta * B.data[k];
   return C;
@@ -186,16 +193,49 @@ std::vector<double> rowSum(const Matrix& A) {
   return r;
 }
 
-// P = exp(S - L) on unmasked entries, 0 on masked ones. Masked entries are never passed to
-// exp, so fully-masked rows (L = -inf) give P = 0 instead of exp(-inf + inf) = NaN.
-Matrix probabilities(const Problem& p, const Matrix& Q, const Matrix& K,
-                     const std::vector<double>& L) {
+std::vector<Index> allRows(Index n) {
+  std::vector<Index> rows(static_cast<std::size_t>(n));
+  for (Index i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = i;
+  return rows;
+}
+
+std::vector<double> maskedLogSumExp(const Problem& p, const Matrix& S, const std::vector<Index>& qRows,
+                                    const std::vector<Index>& kRows) {
+  std::vector<double> L(static_cast<std::size_t>(S.rows), kNegInf);
+  for (Index i = 0; i < S.rows; ++i) {
+    const Index qi = qRows[static_cast<std::size_t>(i)];
+    double mx = kNegInf;  // max over unmasked keys, for a stable log-sum-exp
+    for (Index j = 0; j < S.cols; ++j)
+      if (!p.masked(qi, kRows[static_cast<std::size_t>(j)])) mx = std::max(mx, S(i, j));
+    if (mx == kNegInf) continue;  // no visible key: L = -inf, P = 0
+    double sum = 0;
+    for (Index j = 0; j < S.cols; ++j)
+      if (!p.masked(qi, kRows[static_cast<std::size_t>(j)])) sum += std::exp(S(i, j) - mx);
+    L[static_cast<std::size_t>(i)] = mx + std::log(sum);
+  }
+  return L;
+}
+
+Matrix probabilities(const Problem& p, const Matrix& Q, const std::vector<Index>& qRows, const Matrix& K,
+                     const std::vector<Index>& kRows, const std::vector<double>& L) {
   Matrix S = mulABt(Q, K);
-  Matrix P(p.N, p.M);
-  for (Index i = 0; i < p.N; ++i)
-    for (Index j = 0; j < p.M; ++j)
-      if (!p.masked(i, j)) P(i, j) = std::exp(p.scale * S(i, j) - L[static_cast<std::size_t>(i)]);
+  Matrix P(Q.rows, K.rows);
+  for (Index i = 0; i < Q.rows; ++i)
+    for (Index j = 0; j < K.rows; ++j)
+      if (!p.masked(qRows[static_cast<std::size_t>(i)], kRows[static_cast<std::size_t>(j)]))
+        P(i, j) = std::exp(p.scale * S(i, j) - L[static_cast<std::size_t>(i)]);
   return P;
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
+// The whole problem's P: every row at its own position.
+Matrix probabilities(const Problem& p, const Matrix& Q, const Matrix& K, const std::vector<double>& L) {
+  return detail::probabilities(p, Q, allRows(p.N), K, allRows(p.M), L);
 }
 
 }  // namespace
@@ -207,17 +247,7 @@ ForwardResult forward(const Problem& p, const Matrix& Q, const Matrix& K, const 
   Matrix S = mulABt(Q, K);
   scaleInPlace(S, p.scale);
   ForwardResult r;
-  r.L.assign(static_cast<std::size_t>(p.N), kNegInf);
-  for (Index i = 0; i < p.N; ++i) {
-    double mx = kNegInf;  // max over unmasked keys, for a stable log-sum-exp
-    for (Index j = 0; j < p.M; ++j)
-      if (!p.masked(i, j)) mx = std::max(mx, S(i, j));
-    if (mx == kNegInf) continue;  // fully masked row: L = -inf, P = 0
-    double sum = 0;
-    for (Index j = 0; j < p.M; ++j)
-      if (!p.masked(i, j)) sum += std::exp(S(i, j) - mx);
-    r.L[static_cast<std::size_t>(i)] = mx + std::log(sum);
-  }
+  r.L = maskedLogSumExp(p, S, allRows(p.N), allRows(p.M));
   r.O = mulAB(probabilities(p, Q, K, r.L), V);
   return r;
 }

@@ -4,6 +4,7 @@
 //
 // Set FLASHBOB_ORACLE_REPORT=1 to print the worst error measured by each check.
 #include "kernels/oracle/Oracle.h"
+#include "test/unit/OracleTestUtil.h"
 #include "support/Knobs.h"
 
 #include <catch2/catch.hpp>
@@ -19,32 +20,9 @@
 #include <vector>
 
 using namespace flashbob::oracle;
+using namespace flashbob::oracle::testing;
 
 namespace {
-
-Matrix randomMatrix(Index rows, Index cols, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  Matrix m(rows, cols);
-  for (double& x : m.data) x = u(rng);
-  return m;
-}
-
-struct Inputs {
-  Matrix Q, K, V, dO, uQ, uK, uV;
-};
-
-Inputs randomInputs(const Problem& p, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Inputs in;
-  in.Q = randomMatrix(p.N, p.d, rng);
-  in.K = randomMatrix(p.M, p.d, rng);
-  in.V = randomMatrix(p.M, p.d, rng);
-  in.dO = randomMatrix(p.N, p.d, rng);
-  in.uQ = randomMatrix(p.N, p.d, rng);
-  in.uK = randomMatrix(p.M, p.d, rng);
-  in.uV = randomMatrix(p.M, p.d, rng);
-  return in;
-}
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
@@ -52,28 +30,6 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 double dot(const Matrix& a, const Matrix& b) { return dot(a.data, b.data); }
-
-// Normwise relative error used throughout: max |got - want| / max |want|  (max abs error when
-// want is all zero). Infinite entries (L of fully masked rows) must match exactly and are
-// left out of both maxima.
-double relErr(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  double err = 0, scale = 0;
-  for (std::size_t k = 0; k < got.size(); ++k) {
-    if (std::isinf(want[k]) || std::isinf(got[k])) {
-      CHECK(got[k] == want[k]);
-      continue;
-    }
-    err = std::max(err, std::abs(got[k] - want[k]));
-    scale = std::max(scale, std::abs(want[k]));
-  }
-  return scale > 0 ? err / scale : err;
-}
-double relErr(const Matrix& got, const Matrix& want) {
-  REQUIRE(got.rows == want.rows);
-  REQUIRE(got.cols == want.cols);
-  return relErr(got.data, want.data);
-}
 
 bool allFinite(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
@@ -138,21 +94,6 @@ T fdGradient(T x, const F& f) {
     });
   }
   return g;
-}
-
-std::string describe(const Problem& p) {
-  std::string window;
-  if (p.windowLeft >= 0 || p.windowRight >= 0)
-    window = " window (" + std::to_string(p.windowLeft) + ", " + std::to_string(p.windowRight) + ")";
-  return "N=" + std::to_string(p.N) + " M=" + std::to_string(p.M) + " d=" + std::to_string(p.d) +
-         (p.causal ? " causal" : " full") + window;
-}
-
-// `p` with the sliding window (left, right).
-Problem windowed(Problem p, Index left, Index right) {
-  p.windowLeft = left;
-  p.windowRight = right;
-  return p;
 }
 
 }  // namespace
