@@ -4,16 +4,35 @@
 #include "support/Errors.h"
 #include "support/Progress.h"
 
+#include "llvm/ADT/STLExtras.h"
+
+#include <vector>
+
 namespace flashbob {
 
 namespace {
 using kernels::Operand;
 using Kind = bob::KernelKind;
 
+// The kernels of each operation, in launch order: each reads what the one before wrote (bwd_q
+// and bob_q write D, BoB's c and b; bwd_kv and bob_kv read them).
+llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
+  static constexpr Kind forward[] = {Kind::fwd}, backward[] = {Kind::bwd_q, Kind::bwd_kv},
+                        bob[] = {Kind::bob_q, Kind::bob_kv}, forwardJvp[] = {Kind::fwd_jvp};
+  switch (op) {
+  case AttentionOp::forward: return forward;
+  case AttentionOp::backward: return backward;
+  case AttentionOp::bob: return bob;
+  case AttentionOp::forward_jvp: return forwardJvp;
+  }
+  return {};
+}
+
 // Checks every operand of every kernel of the operation, then launches the kernels in order on
-// one stream (each reads what the one before wrote).
-llvm::Error run(const AttentionProblem &p, std::initializer_list<Kind> kinds,
-                jit::Bindings bindings, CUstream stream) {
+// one stream.
+llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings bindings,
+                CUstream stream) {
+  llvm::ArrayRef<Kind> kinds = kernelsOf(op);
   if (p.varlen) { // the packed batch's offsets are the problem's, operands of every kernel
     bindings.bind(Operand::cuSeqlensQ, RowVector{p.cuSeqlensQ});
     bindings.bind(Operand::cuSeqlensK, RowVector{p.cuSeqlensK});
@@ -21,6 +40,9 @@ llvm::Error run(const AttentionProblem &p, std::initializer_list<Kind> kinds,
   if (llvm::Error e = jit::validate(p, kinds, bindings))
     return e;
   if (llvm::Error e = jit::validateOffsets(p, bindings, stream))
+    return e;
+  // The operation's kernels compiled together on a first call (two cost the slower one).
+  if (llvm::Error e = jit::prepareKernels(p, kinds))
     return e;
   size_t step = 0;
   for (Kind kind : kinds) {
@@ -37,7 +59,7 @@ llvm::Error attentionForward(const AttentionProblem &p, const Tensor &q, const T
   jit::Bindings b;
   b.bind(Operand::q, q).bind(Operand::k, k).bind(Operand::v, v).bind(Operand::o, o);
   b.bind(Operand::lse, lse);
-  return run(p, {Kind::fwd}, b, stream);
+  return run(p, AttentionOp::forward, b, stream);
 }
 
 llvm::Error attentionBackward(const AttentionProblem &p, const Tensor &q, const Tensor &k,
@@ -48,8 +70,7 @@ llvm::Error attentionBackward(const AttentionProblem &p, const Tensor &q, const 
   b.bind(Operand::q, q).bind(Operand::k, k).bind(Operand::v, v).bind(Operand::o, o);
   b.bind(Operand::dO, dO).bind(Operand::lse, lse).bind(Operand::D, dRow);
   b.bind(Operand::dQ, dQ).bind(Operand::dK, dK).bind(Operand::dV, dV);
-  // bwd_q writes D, which bwd_kv reads.
-  return run(p, {Kind::bwd_q, Kind::bwd_kv}, b, stream);
+  return run(p, AttentionOp::backward, b, stream);
 }
 
 llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const BobOutputs &out,
@@ -61,8 +82,7 @@ llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const B
   b.bind(Operand::gQ, out.gQ).bind(Operand::gK, out.gK).bind(Operand::gV, out.gV);
   b.bind(Operand::gdO, out.gdO);
   b.bind(Operand::D, out.dRow).bind(Operand::c, out.cRow).bind(Operand::b, out.bRow);
-  // Pass 1 writes D, c, b; pass 2 reads them.
-  return run(p, {Kind::bob_q, Kind::bob_kv}, b, stream);
+  return run(p, AttentionOp::bob, b, stream);
 }
 
 llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, const Tensor &k,
@@ -73,21 +93,18 @@ llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, cons
   b.bind(Operand::q, q).bind(Operand::k, k).bind(Operand::v, v).bind(Operand::o, o);
   b.bind(Operand::lse, lse).bind(Operand::tQ, tQ).bind(Operand::tK, tK).bind(Operand::tV, tV);
   b.bind(Operand::tO, tO);
-  return run(p, {Kind::fwd_jvp}, b, stream);
+  return run(p, AttentionOp::forward_jvp, b, stream);
 }
 
-llvm::Error attentionPrecompile(const AttentionProblem &p, AttentionOp op) {
-  switch (op) {
-  case AttentionOp::forward:
-    return jit::precompile(p, {Kind::fwd});
-  case AttentionOp::backward:
-    return jit::precompile(p, {Kind::bwd_q, Kind::bwd_kv});
-  case AttentionOp::bob:
-    return jit::precompile(p, {Kind::bob_q, Kind::bob_kv});
-  case AttentionOp::forward_jvp:
-    return jit::precompile(p, {Kind::fwd_jvp});
+llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<AttentionOp> ops) {
+  std::vector<Kind> kinds;
+  for (AttentionOp op : ops) {
+    if (kernelsOf(op).empty())
+      return support::makeInvalidArgument(
+          "op", "flashbob: op must be forward, backward, bob or forward_jvp");
+    llvm::append_range(kinds, kernelsOf(op));
   }
-  return support::makeInvalidArgument("op", "flashbob: op must be forward, backward, bob or forward_jvp");
+  return jit::precompile(p, kinds);
 }
 
 } // namespace flashbob

@@ -42,10 +42,10 @@ llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, cons
                                 const Tensor &tK, const Tensor &tV, const Tensor &tO,
                                 CUstream stream = nullptr);
 
-// Compiles (or loads from the disk cache) the kernels `op` runs for `p` on the current GPU
-// without launching anything, so that the first real call pays no compile time.
-// Values match flashbob_op in api/flashbob.h.
+// Compiles (or loads from the disk cache) the kernels the operations `ops` run for `p` on the
+// current GPU, all at once (one thread per kernel), without launching anything, so that the
+// first real call pays no compile time. Values match flashbob_op in api/flashbob.h.
 enum class AttentionOp { forward, backward, bob, forward_jvp };
-llvm::Error attentionPrecompile(const AttentionProblem &p, AttentionOp op);
+llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<AttentionOp> ops);
 
 } // namespace flashbob

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace flashbob::api {
 flashbob_status statusFor(support::ErrorKind kind) {
@@ -151,15 +152,29 @@ void flashbob_set_log_callback(flashbob_log_callback callback, void *user_data) 
 }
 
 flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op) {
+  return flashbob_precompile_ops(p, &op, 1);
+}
+
+flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbob_op *ops,
+                                        int64_t count) {
   auto prob = problem(p);
   if (!prob)
     return fail(prob.takeError());
-  const int value = enumValue(op);
-  if (value != FLASHBOB_OP_FORWARD && value != FLASHBOB_OP_BACKWARD && value != FLASHBOB_OP_BOB &&
-      value != FLASHBOB_OP_FORWARD_JVP)
-    return fail(badArgument("op", "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
-                                  "FLASHBOB_OP_BOB or FLASHBOB_OP_FORWARD_JVP"));
-  return finish(flashbob::attentionPrecompile(*prob, static_cast<flashbob::AttentionOp>(value)));
+  if (count < 1 || count > 64)
+    return fail(badArgument("count", "must be 1 to 64, got " + std::to_string(count)));
+  if (!ops)
+    return fail(badArgument("ops", "must not be NULL"));
+  std::vector<flashbob::AttentionOp> list;
+  for (int64_t i = 0; i < count; ++i) {
+    const int value = enumValue(ops[i]);
+    if (value != FLASHBOB_OP_FORWARD && value != FLASHBOB_OP_BACKWARD && value != FLASHBOB_OP_BOB &&
+        value != FLASHBOB_OP_FORWARD_JVP)
+      return fail(badArgument(count == 1 ? std::string("op") : "ops[" + std::to_string(i) + "]",
+                              "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
+                              "FLASHBOB_OP_BOB or FLASHBOB_OP_FORWARD_JVP"));
+    list.push_back(static_cast<flashbob::AttentionOp>(value));
+  }
+  return finish(flashbob::attentionPrecompile(*prob, list));
 }
 
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,

@@ -156,6 +156,12 @@ typedef enum flashbob_op {
  * sees each compilation (Info level). */
 flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op);
 
+/* flashbob_precompile for `count` (1 to 64) operations at once, e.g. the four of a
+ * Hessian-vector product step: every kernel they run is compiled on a thread of its own, so a
+ * cold start costs the slowest compilation rather than the sum. Errors name ops[i]. */
+flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbob_op *ops,
+                                        int64_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,8 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
+#include <optional>
+#include <thread>
 
 namespace flashbob::jit {
 
@@ -99,17 +101,62 @@ runtime::DiskCache &diskCache() {
 }
 } // namespace
 
-llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelSpec &spec) {
+const CachedKernel *KernelCache::find(const compiler::KernelSpec &spec) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = kernels_.find(spec); it != kernels_.end())
-    return it->second.get();
-  const std::string name = spec.name();
+  auto it = kernels_.find(spec);
+  return it == kernels_.end() ? nullptr : it->second.get();
+}
 
+llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelSpec &spec) {
+  if (const CachedKernel *hit = find(spec))
+    return hit;
+  auto [step, total] = support::KernelStep::current();
+  auto image = obtain(spec, step, total);
+  if (!image)
+    return image.takeError();
+  return install(spec, *image);
+}
+
+llvm::Error KernelCache::prepare(llvm::ArrayRef<compiler::KernelSpec> specs) {
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!find(specs[i]) && llvm::none_of(missing, [&](size_t j) { return specs[j] == specs[i]; }))
+      missing.push_back(i);
+  std::vector<std::optional<llvm::Expected<Built>>> images(missing.size());
+  {
+    // One thread per kernel (an HVP step has six at most): compiles are CPU-bound and
+    // independent. std::thread, not a pool: nothing outlives this call.
+    std::vector<std::thread> threads;
+    for (size_t m = 0; m < missing.size(); ++m)
+      threads.emplace_back([&, m] {
+        images[m].emplace(obtain(specs[missing[m]], missing[m] + 1, specs.size()));
+      });
+    for (std::thread &t : threads)
+      t.join();
+  }
+  llvm::Error first = llvm::Error::success();
+  for (size_t m = 0; m < missing.size(); ++m) {
+    llvm::Expected<Built> &image = *images[m];
+    if (!image) {
+      if (first)
+        llvm::consumeError(image.takeError());
+      else
+        first = image.takeError();
+      continue;
+    }
+    if (first) // after an error nothing more is loaded; the images stay in the disk cache
+      continue;
+    if (auto loaded = install(specs[missing[m]], *image); !loaded)
+      first = loaded.takeError();
+  }
+  return first;
+}
+
+llvm::Expected<KernelCache::Built> KernelCache::obtain(const compiler::KernelSpec &spec,
+                                                        size_t step, size_t total) {
+  const std::string name = spec.name();
   // On disk: every stage of a kernel compiled by any earlier process with the same key.
   const std::string keyText = KernelKey(spec).text();
-  std::string cubin, entryName;
-  int64_t threads = 0, sharedBytes = 0;
-  std::vector<runtime::TensorMapSpec> tensorMaps;
   // metadata.json's launch facts are checked against the spec (jit/CachedMetadata): a wrong
   // one is never launched; the entry is removed and the kernel recompiled below.
   std::optional<CachedLaunch> cached;
@@ -123,47 +170,45 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
     cached = std::move(*launch);
     return llvm::Error::success();
   };
-  if (auto hit = diskCache().lookup(keyText, check); hit && cached) {
-    cubin = *hit->file("kernel.cubin");
-    entryName = cached->entry;
-    threads = cached->threads;
-    sharedBytes = cached->sharedBytes;
-    tensorMaps = std::move(cached->tensorMaps);
-  }
-  if (cubin.empty()) {
-    // Info: a compilation is what makes a first call take seconds; say which kernel of the
-    // operation it is ("compiling bob_q (1/2)").
-    auto [step, total] = support::KernelStep::current();
-    support::reportProgress({"compiling " + bob::stringifyKernelKind(spec.kind).str(), step,
-                             total, name, support::LogLevel::Info});
-    auto artifacts = compileKernel(spec, /*assemble=*/true);
-    if (!artifacts)
-      return artifacts.takeError();
-    support::log(support::LogLevel::Debug,
-                 llvm::formatv("flashbob: compiled {0}: {1} registers, {2} B spilled, {3} B shared",
-                               name, artifacts->registers, artifacts->spillBytes,
-                               artifacts->sharedBytes));
-    cubin = artifacts->cubin;
-    entryName = artifacts->entry;
-    threads = artifacts->threads;
-    sharedBytes = artifacts->sharedBytes;
-    tensorMaps = artifacts->tensorMaps;
-    std::vector<runtime::CacheFile> files = {
-        {"kernel.bob.mlir", artifacts->bobIR}, {"kernel.lowered.mlir", artifacts->loweredIR},
-        {"kernel.ll", artifacts->llvmIR},      {"kernel.ptx", artifacts->ptx},
-        {"kernel.cubin", artifacts->cubin},    {"ptxas.log", artifacts->ptxasLog}};
-    llvm::json::Object metadata{{"name", name},
-                                {"entry", entryName},
-                                {"threads", threads},
-                                {"shared_bytes", sharedBytes},
-                                {"tensor_maps", runtime::tensorMapsToJson(tensorMaps)},
-                                {"registers", artifacts->registers},
-                                {"spill_bytes", artifacts->spillBytes}};
-    if (llvm::Error e = diskCache().store(keyText, files, std::move(metadata)))
-      llvm::consumeError(std::move(e)); // a cache that cannot store is not a failure
-  }
-  runtime::KernelImage image{cubin, entryName, static_cast<unsigned>(threads),
-                             static_cast<unsigned>(sharedBytes), std::move(tensorMaps)};
+  if (auto hit = diskCache().lookup(keyText, check); hit && cached)
+    return Built{*hit->file("kernel.cubin"), cached->entry, cached->threads,
+                 cached->sharedBytes, std::move(cached->tensorMaps)};
+
+  // Info: a compilation is what makes a first call take seconds; say which kernel of the
+  // operation it is ("compiling bob_q (1/2)").
+  support::reportProgress({"compiling " + bob::stringifyKernelKind(spec.kind).str(), step, total,
+                           name, support::LogLevel::Info});
+  auto artifacts = compileKernel(spec, /*assemble=*/true);
+  if (!artifacts)
+    return artifacts.takeError();
+  support::log(support::LogLevel::Debug,
+               llvm::formatv("flashbob: compiled {0}: {1} registers, {2} B spilled, {3} B shared",
+                             name, artifacts->registers, artifacts->spillBytes,
+                             artifacts->sharedBytes));
+  std::vector<runtime::CacheFile> files = {
+      {"kernel.bob.mlir", artifacts->bobIR}, {"kernel.lowered.mlir", artifacts->loweredIR},
+      {"kernel.ll", artifacts->llvmIR},      {"kernel.ptx", artifacts->ptx},
+      {"kernel.cubin", artifacts->cubin},    {"ptxas.log", artifacts->ptxasLog}};
+  llvm::json::Object metadata{{"name", name},
+                              {"entry", artifacts->entry},
+                              {"threads", artifacts->threads},
+                              {"shared_bytes", artifacts->sharedBytes},
+                              {"tensor_maps", runtime::tensorMapsToJson(artifacts->tensorMaps)},
+                              {"registers", artifacts->registers},
+                              {"spill_bytes", artifacts->spillBytes}};
+  if (llvm::Error e = diskCache().store(keyText, files, std::move(metadata)))
+    llvm::consumeError(std::move(e)); // a cache that cannot store is not a failure
+  return Built{std::move(artifacts->cubin), std::move(artifacts->entry), artifacts->threads,
+               artifacts->sharedBytes, std::move(artifacts->tensorMaps)};
+}
+
+llvm::Expected<const CachedKernel *> KernelCache::install(const compiler::KernelSpec &spec,
+                                                          const Built &built) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = kernels_.find(spec); it != kernels_.end())
+    return it->second.get(); // another thread loaded it meanwhile
+  runtime::KernelImage image{built.cubin, built.entry, static_cast<unsigned>(built.threads),
+                             static_cast<unsigned>(built.sharedBytes), built.tensorMaps};
   auto loaded = runtime::LoadedKernel::load(driver_, image);
   if (!loaded)
     return loaded.takeError();

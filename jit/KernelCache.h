@@ -11,6 +11,8 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 #include <unordered_map>
 
 namespace flashbob::jit {
@@ -30,6 +32,12 @@ public:
   static llvm::Expected<KernelCache *> get();
 
   llvm::Expected<const CachedKernel *> kernel(const compiler::KernelSpec &spec);
+  // Compiles (or reads from the disk cache) every spec of `specs` not in this cache yet, one
+  // thread each, then loads them in order: the kernels of one operation or of one HVP step
+  // cost the slowest compilation instead of the sum (each compile has its own MLIR context and
+  // ptxas process). Compilations report "(step/total)" by their place in `specs`. The first
+  // error in `specs` order is returned, after every thread has finished.
+  llvm::Error prepare(llvm::ArrayRef<compiler::KernelSpec> specs);
   runtime::CudaDriver &driver() { return driver_; }
   bob::Arch arch() const { return arch_; }
   // Opt-in shared memory per block of the context's device.
@@ -40,6 +48,20 @@ public:
   llvm::Expected<compiler::KernelSpec> fitted(compiler::KernelSpec spec);
 
 private:
+  // What loading a kernel needs, owned (runtime::KernelImage only refers to it).
+  struct Built {
+    std::string cubin, entry;
+    int64_t threads = 0, sharedBytes = 0;
+    std::vector<runtime::TensorMapSpec> tensorMaps;
+  };
+  // A kernel from the disk cache, or compiled (and stored there): no lock held, so several
+  // may run at once; `step` of `total` for the progress message.
+  llvm::Expected<Built> obtain(const compiler::KernelSpec &spec, size_t step, size_t total);
+  // Loads `built` for `spec` (lock held) unless another thread did first.
+  llvm::Expected<const CachedKernel *> install(const compiler::KernelSpec &spec,
+                                               const Built &built);
+  const CachedKernel *find(const compiler::KernelSpec &spec);
+
   KernelCache(runtime::CudaDriver &driver, bob::Arch arch, CUcontext context, int64_t sharedLimit)
       : driver_(driver), arch_(arch), context_(context), sharedLimit_(sharedLimit) {}
   runtime::CudaDriver &driver_;

@@ -418,16 +418,20 @@ llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind
   auto cache = KernelCache::get();
   if (!cache)
     return cache.takeError();
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    const bob::KernelKind kind = kinds[i];
-    support::KernelStep step(i + 1, kinds.size());
+  std::vector<compiler::KernelSpec> specs;
+  for (bob::KernelKind kind : kinds) {
     auto spec = (*cache)->fitted(defaultSpec(p, kind, (*cache)->arch()));
     if (!spec)
       return spec.takeError();
-    if (auto kernel = (*cache)->kernel(*spec); !kernel)
-      return kernel.takeError();
+    specs.push_back(std::move(*spec));
   }
-  return llvm::Error::success();
+  return (*cache)->prepare(specs);
+}
+
+llvm::Error prepareKernels(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
+  if (kinds.size() < 2 || autotuneEnabled())
+    return llvm::Error::success(); // one kernel: the launch compiles it as soon
+  return precompile(p, kinds);
 }
 
 } // namespace flashbob::jit

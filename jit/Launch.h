@@ -70,8 +70,14 @@ llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindin
                    CUstream stream);
 
 // Compiles (or loads from the disk cache) the kernel of each of `kinds` for `p` on the current
-// context's GPU, its tiles fitted as a launch would, and launches nothing: a later call for the
-// problem pays no compile time. Checks the problem's sizes first (no tensors are involved).
+// context's GPU, its tiles fitted as a launch would, all at once (KernelCache::prepare: one
+// thread per kernel not yet loaded), and launches nothing: a later call for the problem pays no
+// compile time. Checks the problem's sizes first (no tensors are involved).
 llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds);
+
+// What an operation's first call does before launching its kernels in order: the kernels the
+// launches will use, compiled at once as precompile does. With autotuning on it does nothing
+// (the tuner picks and compiles the kernels).
+llvm::Error prepareKernels(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds);
 
 } // namespace flashbob::jit

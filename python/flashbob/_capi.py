@@ -103,8 +103,9 @@ def _load():
     lib.flashbob_bob.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
     lib.flashbob_forward_jvp.argtypes = [P, T, T, T, T, F, T, T, T, T, V]
     lib.flashbob_precompile.argtypes = [P, ctypes.c_int]
+    lib.flashbob_precompile_ops.argtypes = [P, ctypes.POINTER(ctypes.c_int), ctypes.c_int64]
     for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob,
-               lib.flashbob_forward_jvp, lib.flashbob_precompile):
+               lib.flashbob_forward_jvp, lib.flashbob_precompile, lib.flashbob_precompile_ops):
         fn.restype = ctypes.c_int
     lib.flashbob_set_log_callback.argtypes = [_LogCallback, ctypes.c_void_p]
     lib.flashbob_set_log_callback.restype = None
@@ -167,5 +168,9 @@ def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
                                           stream))
 
 
-def precompile(problem, op):
-    check(_library().flashbob_precompile(ctypes.byref(problem), op))
+def precompile(problem, ops):
+    """The kernels of every operation of `ops` (OP_* values), compiled at once."""
+    ops = list(ops)
+    if ops:
+        check(_library().flashbob_precompile_ops(ctypes.byref(problem),
+                                                 (ctypes.c_int * len(ops))(*ops), len(ops)))

@@ -556,8 +556,10 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
     `device` (default: the current CUDA device) without running them, so that the first step of
     a training or HVP loop pays no compile time; heads_kv: the key/value heads (default heads),
     window_size as attention()'s. varlen=True: attention_varlen()'s kernels (kernels of their
-    own), batch then the number of sequences and seq_q, seq_k the packed totals. The "flashbob"
-    logger reports each compilation at INFO level ("flashbob: compiling bob_q (1/2): <kernel>")."""
+    own), batch then the number of sequences and seq_q, seq_k the packed totals. The kernels of
+    all the ops compile at once, each on a thread of its own. The "flashbob" logger reports each
+    compilation at INFO level ("flashbob: compiling bob_q (4/5): <kernel>": its place among the
+    ops' kernels)."""
     if dtype not in _DTYPES:
         raise TypeError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     unknown = [op for op in ops if op not in _OPS]
@@ -576,5 +578,4 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
         problem.varlen = 1
         problem.max_seqlen_q, problem.max_seqlen_k = seq_q, seq_k
     with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
-        for op in ops:
-            _capi.precompile(problem, _OPS[op])
+        _capi.precompile(problem, [_OPS[op] for op in ops])  # every kernel at once

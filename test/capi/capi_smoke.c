@@ -101,12 +101,13 @@ static int gpu_part(void) {
   EXPECT(alloc(&lse, rows * 4) == 0 && alloc(&work, 3 * rows * 4) == 0, "cuMemAlloc rows");
   /* 0 q, 1 k, 2 v, 3 o, 4 dO (all ones), 5 dQ, 6 dK, 7 dV, 8 uQ, 9 uK, 10 uV, 11 gQ, 12 gK, 13 gV, 14 gdO */
 #define T(i, r) contiguous((void *)(uintptr_t)buf[i], &p, r)
-  /* Compiling ahead of the calls: the kernels of every op, nothing launched. */
+  /* Compiling ahead of the calls: the kernels of every op, nothing launched; one op, then the
+   * four of an HVP step at once. */
   EXPECT(flashbob_precompile(&p, FLASHBOB_OP_FORWARD) == FLASHBOB_OK, "precompile forward: %s",
          flashbob_last_error());
-  EXPECT(flashbob_precompile(&p, FLASHBOB_OP_BACKWARD) == FLASHBOB_OK, "precompile backward: %s",
-         flashbob_last_error());
-  EXPECT(flashbob_precompile(&p, FLASHBOB_OP_BOB) == FLASHBOB_OK, "precompile bob: %s",
+  const flashbob_op step_ops[] = {FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, FLASHBOB_OP_BOB,
+                                  FLASHBOB_OP_FORWARD_JVP};
+  EXPECT(flashbob_precompile_ops(&p, step_ops, 4) == FLASHBOB_OK, "precompile an HVP step: %s",
          flashbob_last_error());
   EXPECT(flashbob_forward(&p, T(0, p.seq_q), T(1, p.seq_k), T(2, p.seq_k), T(3, p.seq_q),
                           (float *)(uintptr_t)lse, NULL) == FLASHBOB_OK,
@@ -193,6 +194,10 @@ int main(void) {
   EXPECT(flashbob_precompile(&p, (flashbob_op)9) == FLASHBOB_ERROR_INVALID_ARGUMENT, "precompile op");
   EXPECT(strstr(flashbob_last_error(), "op must be") != NULL, "%s", flashbob_last_error());
   EXPECT(flashbob_precompile(&bad, FLASHBOB_OP_BOB) == FLASHBOB_ERROR_INVALID_ARGUMENT, "precompile dtype");
+  const flashbob_op ops[] = {FLASHBOB_OP_FORWARD, (flashbob_op)9};
+  EXPECT(flashbob_precompile_ops(&p, ops, 2) == FLASHBOB_ERROR_INVALID_ARGUMENT, "precompile ops");
+  EXPECT(strstr(flashbob_last_error(), "ops[1] must be") != NULL, "%s", flashbob_last_error());
+  EXPECT(flashbob_precompile_ops(&p, ops, 0) == FLASHBOB_ERROR_INVALID_ARGUMENT, "precompile count");
 
   /* Switches: the cache directory overrides FLASHBOB_CACHE_DIR inside the library, leaving the
    * environment alone (capi_test checks what the cache opens); NULL restores the default. */
@@ -213,6 +218,7 @@ int main(void) {
     EXPECT(flashbob_forward(&p, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_NO_DRIVER, "no driver");
     EXPECT(strncmp(flashbob_last_error(), "no CUDA driver found", 20) == 0, "%s", flashbob_last_error());
     EXPECT(flashbob_precompile(&p, FLASHBOB_OP_BOB) == FLASHBOB_ERROR_NO_DRIVER, "precompile, no driver");
+    EXPECT(flashbob_precompile_ops(&p, ops, 1) == FLASHBOB_ERROR_NO_DRIVER, "precompile_ops, no driver");
   }
   if (failures)
     return 1;

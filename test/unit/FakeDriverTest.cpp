@@ -17,10 +17,13 @@
 #include "kernels/Signature.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
+#include "support/Progress.h"
 #include "test/fake_driver/FakeCudaDriver.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/bit.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <catch2/catch.hpp>
 
@@ -29,8 +32,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace flashbob;
@@ -555,4 +561,74 @@ TEST_CASE("an unsupported GPU is FLASHBOB_ERROR_UNSUPPORTED_DEVICE, nothing comp
   CHECK_THAT(flashbob_last_error(),
              Catch::StartsWith("this GPU (" + device + ") is not supported: "));
   CHECK(launches().empty());
+}
+
+TEST_CASE("precompiling the operations of an HVP step compiles their kernels at once, one "
+          "thread each; later calls compile nothing",
+          "[.parallel]") {
+  // Hidden from the default run: a process of its own (CTest fake_driver_parallel_compile) whose
+  // disk cache is a fresh directory, so that every kernel compiles. (The disk cache's directory
+  // is fixed at its first use in a process.)
+  useFakeDriver();
+  llvm::SmallString<128> dir;
+  REQUIRE(!llvm::sys::fs::createUniqueDirectory("flashbob-parallel-compile", dir));
+  support::setOverride(support::Knob::CacheDir, dir);
+  struct Compiled {
+    std::string kernel;
+    size_t step, total;
+    std::thread::id thread;
+  };
+  std::mutex mutex;
+  std::vector<Compiled> compiled;
+  support::setProgressSink([&](const support::Progress &p) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (llvm::StringRef(p.task).starts_with("compiling "))
+      compiled.push_back({p.detail, p.step, p.total, std::this_thread::get_id()});
+  });
+
+  AttentionProblem p = problem();
+  p.causal = true;
+  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 1, 0.0};
+  const flashbob_op step[] = {FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, FLASHBOB_OP_BOB,
+                              FLASHBOB_OP_FORWARD_JVP};
+  REQUIRE(flashbob_precompile_ops(&cp, step, 4) == FLASHBOB_OK);
+  // fwd, bwd_q, bwd_kv, bob_q, bob_kv, fwd_jvp: six kernels, each on a thread of its own (none
+  // on the caller's), each reported with its place among the six.
+  REQUIRE(compiled.size() == 6);
+  std::set<std::thread::id> threads;
+  std::set<size_t> steps;
+  const char *kinds[] = {"fwd_", "bwd_q_", "bwd_kv_", "bob_q_", "bob_kv_", "fwd_jvp_"};
+  for (const Compiled &c : compiled) {
+    INFO(c.kernel << " (" << c.step << "/" << c.total << ")");
+    CHECK(c.total == 6);
+    REQUIRE((c.step >= 1 && c.step <= 6));
+    CHECK(llvm::StringRef(c.kernel).starts_with(kinds[c.step - 1]));
+    CHECK(c.thread != std::this_thread::get_id());
+    threads.insert(c.thread);
+    steps.insert(c.step);
+  }
+  CHECK(threads.size() == 6);
+  CHECK(steps.size() == 6);
+
+  // Loaded: the operations' calls (and a second precompile) compile nothing more.
+  compiled.clear();
+  REQUIRE(flashbob_precompile_ops(&cp, step, 4) == FLASHBOB_OK);
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK);
+  REQUIRE(!attentionForward(p, q, k, k, q, RowVector{address(2)}));
+  for (const Compiled &c : compiled)
+    UNSCOPED_INFO("compiled again: " << c.kernel);
+  CHECK(compiled.empty());
+  CHECK(launches().size() == 1);
+
+  // Bad lists name the argument; nothing compiled.
+  const flashbob_op bad[] = {FLASHBOB_OP_FORWARD, FLASHBOB_OP_BOB, static_cast<flashbob_op>(9)};
+  CHECK(flashbob_precompile_ops(&cp, bad, 3) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("ops[2]"));
+  CHECK(flashbob_precompile_ops(&cp, step, 0) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("count"));
+  CHECK(flashbob_precompile_ops(&cp, nullptr, 2) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("ops"));
+  CHECK(compiled.empty());
+  support::setProgressSink(nullptr);
+  llvm::sys::fs::remove_directories(dir);
 }
