@@ -412,9 +412,9 @@ llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindin
   return run(**kernel);
 }
 
-llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
-  if (llvm::Error e = validateProblem(p))
-    return e;
+// The kernels of `kinds` for `p` as launches pick them untuned, compiled or loaded at once.
+static llvm::Error prepareDefault(const AttentionProblem &p,
+                                  llvm::ArrayRef<bob::KernelKind> kinds) {
   auto cache = KernelCache::get();
   if (!cache)
     return cache.takeError();
@@ -428,10 +428,16 @@ llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind
   return (*cache)->prepare(specs);
 }
 
+llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
+  if (llvm::Error e = validateProblem(p))
+    return e;
+  return prepareDefault(p, kinds);
+}
+
 llvm::Error prepareKernels(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
   if (kinds.size() < 2 || autotuneEnabled())
     return llvm::Error::success(); // one kernel: the launch compiles it as soon
-  return precompile(p, kinds);
+  return prepareDefault(p, kinds);
 }
 
 } // namespace flashbob::jit

@@ -75,9 +75,9 @@ llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindin
 // compile time. Checks the problem's sizes first (no tensors are involved).
 llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds);
 
-// What an operation's first call does before launching its kernels in order: the kernels the
-// launches will use, compiled at once as precompile does. With autotuning on it does nothing
-// (the tuner picks and compiles the kernels).
+// What an operation's call does before launching its kernels in order (after validate): the
+// kernels the launches will use, compiled at once as precompile does where missing (a lookup
+// each where not). With autotuning on it does nothing (the tuner picks and compiles them).
 llvm::Error prepareKernels(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds);
 
 } // namespace flashbob::jit
