@@ -168,7 +168,11 @@ def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
                                           stream))
 
 
-def precompile(problem, ops):
+def precompile(problem, op):
+    check(_library().flashbob_precompile(ctypes.byref(problem), op))
+
+
+def precompile_ops(problem, ops):
     """The kernels of every operation of `ops` (OP_* values), compiled at once."""
     ops = list(ops)
     if ops:

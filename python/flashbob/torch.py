@@ -578,4 +578,4 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
         problem.varlen = 1
         problem.max_seqlen_q, problem.max_seqlen_k = seq_q, seq_k
     with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
-        _capi.precompile(problem, [_OPS[op] for op in ops])  # every kernel at once
+        _capi.precompile_ops(problem, [_OPS[op] for op in ops])  # every kernel at once

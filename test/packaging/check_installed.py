@@ -46,6 +46,17 @@ try:
 except flashbob.NoDriverError as e:
     message = str(e)
 assert "needs an NVIDIA GPU" in message and "no CUDA driver found" in message, message
+# The same through precompile_ops (several operations, one call), and its bad op named first.
+try:
+    _capi.precompile_ops(problem, [_capi.OP_FORWARD, _capi.OP_BOB])
+    raise AssertionError("precompile_ops without a CUDA driver succeeded")
+except flashbob.NoDriverError as e:
+    assert "no CUDA driver found" in str(e), e
+try:
+    _capi.precompile_ops(problem, [_capi.OP_FORWARD, 9])
+    raise AssertionError("precompile_ops accepted op 9")
+except ValueError as e:  # an invalid argument, refused before the driver is looked for
+    assert "ops[1]" in str(e), e
 
 # The package without its library: importing works, a call names where it looked.
 with tempfile.TemporaryDirectory() as bare:
