@@ -1,7 +1,8 @@
 """Cold start of one HVP step: the five kernels it runs (fwd, bwd_q, bwd_kv, bob_q, bob_kv)
 compiled from nothing (an empty kernel cache, a fresh process; precompile compiles them at
 once, one thread each), then the same kernels loaded from the disk cache by a second fresh
-process, then one warm step. Each kernel's compile time runs from the "flashbob" logger's INFO
+process, then one warm step, then the warm launch overhead (host time per call of a tiny
+forward, against SDPA's). Each kernel's compile time runs from the "flashbob" logger's INFO
 line "compiling <kind> (i/n): <kernel>" to its DEBUG line "compiled <kernel>: ..."; their sum
 against the precompile's wall time is what compiling at once saves.
 
@@ -43,6 +44,22 @@ step(); torch.cuda.synchronize()
 t2 = time.perf_counter()
 step(); torch.cuda.synchronize()
 t3 = time.perf_counter()
+# Warm launch overhead: a forward on a tiny problem (one block; the GPU time is a few
+# microseconds), called back to back, against SDPA on the same tensors. Host time per call.
+tiny = [torch.randn(1, 1, 128, d, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+def per_call(f, calls=2000):
+    for _ in range(50):
+        f()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        f()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls
+with torch.no_grad():
+    launch = {"flashbob_forward_s": per_call(lambda: fb.attention(*tiny)),
+              "sdpa_forward_s": per_call(
+                  lambda: torch.nn.functional.scaled_dot_product_attention(*tiny))}
 compiles, ended = [], {}
 for stamp, message in events:
     if message.startswith("flashbob: compiling "):
@@ -52,7 +69,7 @@ for stamp, message in events:
 for c in compiles:
     c["ended_s"] = ended.get(c["kernel"])
 print(json.dumps({"precompile_s": t1 - t0, "first_step_s": t2 - t1, "warm_step_s": t3 - t2,
-                  "compiled": compiles}))
+                  "compiled": compiles, **launch}))
 """
 
 
@@ -86,6 +103,9 @@ def main():
     print(f"from the disk cache (new process): precompile {disk['precompile_s'] * 1e3:.1f} ms, "
           f"{len(disk['compiled'])} compiled")
     print(f"warm step: {cold['warm_step_s'] * 1e3:.2f} ms")
+    print(f"warm launch, forward of 1 x 1 x 128 x {args.head_dim} back to back (host time per "
+          f"call): flashbob {disk['flashbob_forward_s'] * 1e6:.1f} us, SDPA "
+          f"{disk['sdpa_forward_s'] * 1e6:.1f} us")
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
   // of the group's query heads, in one loop over steps [0, group * blocks): step t visits block
   // first + t % blocks of query head ownHead * group + t / blocks.
   const bool groupSweep = keyMajor() && spec.grouped;
-  Value lower, upper, first, blocks, firstHead;
+  Value lower, upper, first, blocks, blocks32, firstHead;
   if (keyMajor()) {
     upper = queryBlocksEnd(*this, ownStart, n, m);
     lower = first = firstQueryBlock(*this, ownStart, n, m);
@@ -187,6 +187,10 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
       lower = index(0);
       upper = arith::MulIOp::create(b, blocks, group);
       firstHead = arith::MulIOp::create(b, ownHead, group);
+      // Each step divides by the blocks per head in 32 bits: a 64-bit division by a value known
+      // only at run time is, from LLVM's NVPTX backend, a branch between a 32-bit and a 64-bit
+      // routine on every step. Steps number group * (N / rows per block), far below 2^31.
+      blocks32 = narrow(blocks);
     }
   } else {
     upper = keyBlocksToVisit(*this, ownStart, n, m);
@@ -211,10 +215,11 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
         sweepStep_ = blockIndex;
         flushDue_ = Value();
         if (groupSweep) {
+          Value t = narrow(blockIndex);
           sweptHead = arith::AddIOp::create(b, firstHead,
-                                            arith::DivUIOp::create(b, blockIndex, blocks));
+                                            widen(arith::DivUIOp::create(b, t, blocks32)));
           blockIndex = arith::AddIOp::create(b, first,
-                                             arith::RemUIOp::create(b, blockIndex, blocks));
+                                             widen(arith::RemUIOp::create(b, t, blocks32)));
         } else if (keyMajor()) {
           sweptHead = ownHead;
         }
@@ -245,10 +250,12 @@ Tile KernelBuilder::flush(const Tile &acc, Value reserve) {
     return acc;
   // Every kFlushBlocks-th step of the loop (by its induction variable, so a sweep that starts
   // past block 0 flushes at most kFlushBlocks steps apart too); one test per step.
+  // In 32 bits (a sweep's steps are far below 2^31): three instructions a step, not six.
   if (!flushDue_) {
-    Value next = arith::AddIOp::create(b, sweepStep_, index(1));
-    Value phase = arith::RemUIOp::create(b, next, index(kFlushBlocks));
-    flushDue_ = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, phase, index(0));
+    Value step = narrow(sweepStep_); // (its own statement: arguments have no order)
+    Value next = arith::AddIOp::create(b, step, i32(1));
+    Value phase = arith::AndIOp::create(b, next, i32(kFlushBlocks - 1));
+    flushDue_ = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, phase, i32(0));
   }
   return {*this, bob::FlushOp::create(b, acc, reserve, flushDue_)};
 }
@@ -306,6 +313,13 @@ bob::ColVecType KernelBuilder::colvec(int64_t size) {
 }
 
 Value KernelBuilder::index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+Value KernelBuilder::i32(int32_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+Value KernelBuilder::narrow(Value index) {
+  return arith::IndexCastUIOp::create(b, b.getI32Type(), index);
+}
+Value KernelBuilder::widen(Value i32) {
+  return arith::IndexCastUIOp::create(b, b.getIndexType(), i32);
+}
 Value KernelBuilder::f32(double v) {
   return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
 }

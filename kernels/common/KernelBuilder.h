@@ -86,7 +86,8 @@ public:
   // 256 or 1024 blocks), while the reserve's traffic through the L2 (each flush reads and
   // writes every accumulator element) cost 3-9% per step at every 64 blocks on the H200
   // (bench/results/2026-12-02-h200-long-sweeps.md).
-  static constexpr int64_t kFlushBlocks = 512;
+  static constexpr int32_t kFlushBlocks = 512;
+  static_assert((kFlushBlocks & (kFlushBlocks - 1)) == 0, "flush tests the step with a mask");
   mlir::Value reserve(const Tile &like); // zero-filled, of the tile's shape
   Tile flush(const Tile &acc, mlir::Value reserve); // inside `sweep`
   Tile withReserve(const Tile &acc, mlir::Value reserve);
@@ -109,6 +110,11 @@ public:
   bob::RowVecType rowvec(int64_t size);
   bob::ColVecType colvec(int64_t size);
   mlir::Value index(int64_t v);
+  mlir::Value i32(int32_t v);
+  // An index known to be in [0, 2^31) as i32, for arithmetic a step repeats (the kernels'
+  // indices are 64-bit, which costs twice the instructions), and back.
+  mlir::Value narrow(mlir::Value index);
+  mlir::Value widen(mlir::Value i32);
   mlir::Value f32(double v); // an f32 scalar constant
   mlir::Value dim(mlir::Value memref, int64_t axis);
   // A register tile or vector of `type` filled with `value`.

@@ -8,7 +8,8 @@
 #    about three minutes a run: FLUSH_DIMS="64" for one, FLUSH_MODES="flush" for one).
 # 2. cost: batch 1, 16 heads, N = 16K, bf16, bwd and BoB (the kernels that flush), causal and
 #    not; the two alternate, FLUSH_ROUNDS rounds (default 2), median of 10 runs each.
-# 3. cost1m: 1 head, N = M = 2^20, BoB, d = 64 and 128 (FLUSH_DIMS), median of 3 runs each.
+# 3. cost1m: 1 head, N = M = 2^20, BoB, d = 64 and 128 (FLUSH_DIMS), median of FLUSH_ITERS runs
+#    (default 3) each, plain and flush alternating, FLUSH_ROUNDS rounds (default 1).
 set -uo pipefail
 B=.device/bin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
@@ -46,11 +47,15 @@ if [[ " $parts " == *" cost "* ]]; then
   done
 fi
 if [[ " $parts " == *" cost1m "* ]]; then
-  echo "== cost at 2^20: 1 head, N = M = 1048576, bf16, BoB, median of 3 runs"
-  for d in ${FLUSH_DIMS:-64 128}; do
-    for mode in plain flush; do
-      line=$(run $mode --op bob --seq-q 1048576 --head-dim $d --iters 3 --warmup 1 | grep median)
-      echo "1M d=$d $mode: $line"
+  iters=${FLUSH_ITERS:-3}
+  echo "== cost at 2^20: 1 head, N = M = 1048576, bf16, BoB, median of $iters runs"
+  for round in $(seq 1 "${FLUSH_ROUNDS:-1}"); do
+    for d in ${FLUSH_DIMS:-64 128}; do
+      for mode in plain flush; do
+        line=$(run $mode --op bob --seq-q 1048576 --head-dim $d --iters "$iters" --warmup 1 |
+               grep median)
+        echo "round $round 1M d=$d $mode: $line"
+      done
     done
   done
 fi

@@ -516,18 +516,23 @@ TEST_CASE("long sweeps: a million keys or queries keep the accuracy of short one
   // dV, gK, gV: bwd_kv, bob_kv, 16 key rows) stay at the short sweeps' 2.3-2.4e-3. The forward
   // does not flush (the online softmax rescales O at every step); gdO = X4 - c O inherits its O
   // and keeps the dtype's bound, as do the other side's outputs (a softmax over 16 rows). 16
-  // rows keep the float64 oracle under a minute a case; every output is checked.
+  // rows keep the float64 oracle under a minute and a half a case; every output is checked.
+  // Over a million queries each query row's softmax has 16 keys, a regime whose own level is
+  // about 2.5e-3 (the H200 gave dQ, which sweeps those 16 keys only, 2.52e-3, and dK 2.50e-3):
+  // there the long side's bound is 2.75e-3, still below the 3.4-3.5e-3 an unflushed sweep of
+  // 2^20 rows drifts to (bench/results/2026-12-02-h200-long-sweeps.md).
   struct LongSweep {
     int64_t n, m;
     std::vector<std::string> outputs;
+    double tol;
   };
-  const LongSweep sweeps[] = {{16, 1 << 20, {"dQ", "gQ"}},
-                              {1 << 20, 16, {"dK", "dV", "gK", "gV"}}};
+  const LongSweep sweeps[] = {{16, 1 << 20, {"dQ", "gQ"}, 2.5e-3},
+                              {1 << 20, 16, {"dK", "dV", "gK", "gV"}, 2.75e-3}};
   for (int64_t d : {64, 128})
     for (const LongSweep &w : sweeps)
       DYNAMIC_SECTION("d" << d << " N" << w.n << " M" << w.m) {
         Case c{1, 1, w.n, w.m, d, false, true};
-        c.tightTol = 2.5e-3;
+        c.tightTol = w.tol;
         c.tightOutputs = w.outputs;
         runCase(c);
       }
