@@ -367,7 +367,19 @@ static LogicalResult verifyReserve(Operation *op, RegTileType tile, LocalTileTyp
 }
 
 LogicalResult FlushOp::verify() {
-  return verifyReserve(*this, getAcc().getType(), getReserve().getType());
+  if (failed(verifyReserve(*this, getAcc().getType(), getReserve().getType())))
+    return failure();
+  std::optional<int64_t> every = getEvery();
+  if (!every)
+    return success();
+  if (*every < 1)
+    return emitOpError("flushes every ") << *every << " steps: must be at least 1";
+  // Due at the end of a step: what the loop's body yields (bob-chunk-sweeps moves it there).
+  if (!isa_and_nonnull<scf::ForOp>((*this)->getParentOp()) || !getResult().hasOneUse() ||
+      !isa<scf::YieldOp>(*getResult().getUsers().begin()))
+    return emitOpError("with `every`: must be in an scf.for body, yielded by it and used by "
+                       "nothing else");
+  return success();
 }
 
 LogicalResult LoadLocalOp::verify() {

@@ -208,21 +208,32 @@ def Bob_AllocLocalOp : Bob_Op<"alloc_local", [MemoryEffects<[MemAlloc, MemWrite]
 }
 
 def Bob_FlushOp : Bob_Op<"flush", [AllTypesMatch<["acc", "result"]>]> {
-  let summary = "If `cond`: reserve += acc (f32, rounded to nearest) and the result is zero; else acc";
+  let summary = "reserve += acc (f32, rounded to nearest), and the result is zero";
   let description = [{
     The tensor cores add each product into the f32 accumulator and truncate the sum, so over a
     sweep of many blocks the accumulator drifts toward zero by an amount that grows with its
     magnitude and the number of steps (docs/numerics.md). Moving it into the reserve every few
     blocks and restarting it from zero keeps each truncation small; the sum
     acc + `bob.load_local` of the reserve is the same value in exact arithmetic.
+
+    With `every N` the flush is due after every N-th step of the scf.for whose body holds it
+    (counted from the loop's lower bound), the value its body yields: the op must sit in that
+    body with the body's scf.yield as its only user. `bob-chunk-sweeps` turns such a loop into
+    chunks of N steps with plain flushes between them, so the steps run without a test; a flush
+    without `every` happens where it stands.
+
+    Example: `%r = bob.flush %acc into %reserve every 512 : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>`
   }];
-  let arguments = (ins Bob_RegTileType:$acc, Arg<Bob_LocalTileType, "", [MemRead, MemWrite]>:$reserve,
-                       I1:$cond);
+  let arguments = (ins Bob_RegTileType:$acc,
+                       Arg<Bob_LocalTileType, "", [MemRead, MemWrite]>:$reserve,
+                       OptionalAttr<I64Attr>:$every);
   let results = (outs Bob_RegTileType:$result);
-  let builders = [OpBuilder<(ins "::mlir::Value":$acc, "::mlir::Value":$reserve, "::mlir::Value":$cond),
-                            [{ build($_builder, $_state, acc.getType(), acc, reserve, cond); }]>];
+  let builders = [OpBuilder<(ins "::mlir::Value":$acc, "::mlir::Value":$reserve,
+                                 CArg<"::mlir::IntegerAttr", "{}">:$every),
+                            [{ build($_builder, $_state, acc.getType(), acc, reserve, every); }]>];
   let assemblyFormat = [{
-    $acc `into` $reserve `if` $cond attr-dict `:` qualified(type($acc)) `,` qualified(type($reserve))
+    $acc `into` $reserve (`every` $every^)? attr-dict `:` qualified(type($acc)) `,`
+    qualified(type($reserve))
   }];
   let hasVerifier = 1;
 }

@@ -16,6 +16,19 @@ def BobPipelineLoads : Pass<"bob-pipeline-loads", "::flashbob::bob::KernelOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
 }
 
+def BobChunkSweeps : Pass<"bob-chunk-sweeps", "::flashbob::bob::KernelOp"> {
+  let summary = "Run a loop whose accumulators flush `every N` steps as chunks of N steps";
+  let description = [{
+    An scf.for whose body yields `bob.flush ... every N` results becomes a loop over chunks of
+    N steps holding the original loop over the chunk's steps (the same induction values, in the
+    same order, so everything its body computes from them, bob-pipeline-loads' buffer parity
+    and next-step loads included, is unchanged), followed by plain flushes of those values. The
+    steps then run without testing whether a flush is due. After bob-pipeline-loads, which
+    double-buffers one flat loop. Other loops: no change.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
+}
+
 def BobStageOperands : Pass<"bob-stage-operands", "::flashbob::bob::KernelOp"> {
   let summary = "On sm_90a (or with column groups), move register A operands to shared memory";
   let description = [{

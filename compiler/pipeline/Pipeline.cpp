@@ -19,6 +19,7 @@ using namespace mlir;
 void buildSharedMemoryPlan(OpPassManager &pm, int64_t maxBytes) {
   OpPassManager &kernel = pm.nest<bob::KernelOp>();
   kernel.addPass(bob::createBobPipelineLoads());
+  kernel.addPass(bob::createBobChunkSweeps());
   kernel.addPass(bob::createBobStageOperands());
   kernel.addPass(bob::createBobAllocateShared(bob::BobAllocateSharedOptions{maxBytes}));
 }

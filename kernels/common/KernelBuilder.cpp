@@ -213,7 +213,6 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
         sweepStep_ = blockIndex;
-        flushDue_ = Value();
         if (groupSweep) {
           Value t = narrow(blockIndex);
           sweptHead = arith::AddIOp::create(b, firstHead,
@@ -232,7 +231,7 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
       });
   if (keyMajor())
     sweptHead = Value();
-  sweepStep_ = flushDue_ = Value();
+  sweepStep_ = Value();
   return llvm::SmallVector<Value>(loop.getResults());
 }
 
@@ -248,16 +247,9 @@ Tile KernelBuilder::flush(const Tile &acc, Value reserve) {
   assert(sweepStep_ && "flush is for accumulators inside a sweep");
   if (!reserve)
     return acc;
-  // Every kFlushBlocks-th step of the loop (by its induction variable, so a sweep that starts
-  // past block 0 flushes at most kFlushBlocks steps apart too); one test per step.
-  // In 32 bits (a sweep's steps are far below 2^31): three instructions a step, not six.
-  if (!flushDue_) {
-    Value step = narrow(sweepStep_); // (its own statement: arguments have no order)
-    Value next = arith::AddIOp::create(b, step, i32(1));
-    Value phase = arith::AndIOp::create(b, next, i32(kFlushBlocks - 1));
-    flushDue_ = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, phase, i32(0));
-  }
-  return {*this, bob::FlushOp::create(b, acc, reserve, flushDue_)};
+  // Due every kFlushBlocks steps; bob-chunk-sweeps runs the sweep in chunks of that many steps
+  // with the flushes between them, so no step tests for it.
+  return {*this, bob::FlushOp::create(b, acc, reserve, b.getI64IntegerAttr(kFlushBlocks))};
 }
 
 Tile KernelBuilder::withReserve(const Tile &acc, Value reserve) {
@@ -313,7 +305,6 @@ bob::ColVecType KernelBuilder::colvec(int64_t size) {
 }
 
 Value KernelBuilder::index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-Value KernelBuilder::i32(int32_t v) { return arith::ConstantIntOp::create(b, v, 32); }
 Value KernelBuilder::narrow(Value index) {
   return arith::IndexCastUIOp::create(b, b.getI32Type(), index);
 }

@@ -79,15 +79,14 @@ public:
   // kFlushBlocks steps restarts from zero there (the reserve adds it in f32, rounded to
   // nearest), and `withReserve` after the sweep gives the sum of both. The reserve lives in
   // each thread's local memory: no registers, no shared memory, touched once per kFlushBlocks
-  // steps. Without spec.longSweep the three are no-ops (no reserve, acc as it is): a short
-  // sweep does not pay for the branch (bench/results/2026-12-02-h200-long-sweeps.md).
-  // 512: the drift within 512 blocks (32K rows at 64 a block) is that of a short sweep, below
-  // what bf16 shows (at N = M = 2^20 the CPU emulation gives the same errors flushing every 64,
-  // 256 or 1024 blocks), while the reserve's traffic through the L2 (each flush reads and
-  // writes every accumulator element) cost 3-9% per step at every 64 blocks on the H200
-  // (bench/results/2026-12-02-h200-long-sweeps.md).
-  static constexpr int32_t kFlushBlocks = 512;
-  static_assert((kFlushBlocks & (kFlushBlocks - 1)) == 0, "flush tests the step with a mask");
+  // steps. The flush is due every kFlushBlocks steps (`bob.flush ... every`): bob-chunk-sweeps
+  // runs the sweep as chunks of that many steps with the flushes between them, because a test
+  // on every step (a branch in the loop) cost 1-9% a step on the H200 even where no flush ran
+  // (bench/results/2026-12-02-h200-long-sweeps.md). Without spec.longSweep the three are no-ops
+  // (no reserve, acc as it is). 512: the drift within 512 blocks (32K rows at 64 a block) is
+  // that of a short sweep, below what bf16 shows (at N = M = 2^20 the CPU emulation gives the
+  // same errors flushing every 64, 256 or 1024 blocks).
+  static constexpr int64_t kFlushBlocks = 512;
   mlir::Value reserve(const Tile &like); // zero-filled, of the tile's shape
   Tile flush(const Tile &acc, mlir::Value reserve); // inside `sweep`
   Tile withReserve(const Tile &acc, mlir::Value reserve);
@@ -110,7 +109,6 @@ public:
   bob::RowVecType rowvec(int64_t size);
   bob::ColVecType colvec(int64_t size);
   mlir::Value index(int64_t v);
-  mlir::Value i32(int32_t v);
   // An index known to be in [0, 2^31) as i32, for arithmetic a step repeats (the kernels'
   // indices are 64-bit, which costs twice the instructions), and back.
   mlir::Value narrow(mlir::Value index);
@@ -144,7 +142,6 @@ private:
   std::array<mlir::Value, kOperandCount> shared_{};
   llvm::SmallVector<Operand> swept_;
   mlir::Value sweepStep_; // the sweep's induction variable, inside its body
-  mlir::Value flushDue_;  // whether this step flushes, once a flush asked
 };
 
 } // namespace flashbob::kernels

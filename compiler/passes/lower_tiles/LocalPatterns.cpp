@@ -54,24 +54,17 @@ struct AllocLocalLowering : TilePattern<AllocLocalOp> {
   }
 };
 
+// A flush where it stands: bob-chunk-sweeps has placed each one between two chunks of steps.
 struct FlushLowering : TilePattern<FlushOp> {
   using TilePattern::TilePattern;
   LogicalResult lower(FlushOp op, OpAdaptor a, Emitter &e,
                       ConversionPatternRewriter &rw) const override {
+    if (op.getEvery())
+      return rw.notifyMatchFailure(op, "flushes `every` steps: run bob-chunk-sweeps first");
     auto type = cast<VectorType>(a.getAcc().getType());
-    Value flushed = e.ifElse(
-        type, a.getCond(),
-        [&] {
-          Value sum = arith::AddFOp::create(e.b, loadReserve(e, type, a.getReserve()), a.getAcc());
-          storeReserve(e, sum, a.getReserve());
-          // The restart's zeros come from an opaque 0 (keepHere: no instruction), which LLVM
-          // cannot move out of the branch: with constant zeros it folds the branch's result
-          // into a select of every accumulator element on every step (bwd and BoB 7-13% slower
-          // on the H200), where this costs nothing on the steps that do not flush.
-          return vector::BroadcastOp::create(e.b, type, e.keepHere(e.f32(0))).getResult();
-        },
-        [&] { return a.getAcc(); });
-    rw.replaceOp(op, flushed);
+    Value sum = arith::AddFOp::create(e.b, loadReserve(e, type, a.getReserve()), a.getAcc());
+    storeReserve(e, sum, a.getReserve());
+    rw.replaceOp(op, e.splat(type, 0));
     return success();
   }
 };

@@ -851,11 +851,56 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_
 
 // an accumulator flushes into a reserve of its own shape
 bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
-  %due = arith.constant true
   %r = bob.alloc_local : !bob.ltile<64x128xf32>
   %acc = bob.splat 1.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{register tile '!bob.rtile<64x64xf32>' must be f32 and of the reserve '!bob.ltile<64x128xf32>''s shape}}
-  %f = bob.flush %acc into %r if %due : !bob.rtile<64x64xf32>, !bob.ltile<64x128xf32>
+  %f = bob.flush %acc into %r : !bob.rtile<64x64xf32>, !bob.ltile<64x128xf32>
+  bob.return
+}
+
+// -----
+
+// a flush due every N steps belongs to a loop's body
+bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %r = bob.alloc_local : !bob.ltile<64x64xf32>
+  %acc = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{with `every`: must be in an scf.for body, yielded by it and used by nothing else}}
+  %f = bob.flush %acc into %r every 8 : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
+  bob.return
+}
+
+// -----
+
+// ... and is what the body yields, nothing else's operand
+bob.kernel @k(%x: memref<?xf32>) attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %c1 = arith.constant 1 : index
+  %r = bob.alloc_local : !bob.ltile<64x64xf32>
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %last = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (!bob.rtile<64x64xf32>) {
+    // expected-error @+1 {{with `every`: must be in an scf.for body}}
+    %f = bob.flush %acc into %r every 8 : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
+    %g = bob.add %f, %acc : !bob.rtile<64x64xf32>, !bob.rtile<64x64xf32>
+    scf.yield %g : !bob.rtile<64x64xf32>
+  }
+  bob.return
+}
+
+// -----
+
+// a flush due every 0 steps
+bob.kernel @k(%x: memref<?xf32>) attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %c1 = arith.constant 1 : index
+  %r = bob.alloc_local : !bob.ltile<64x64xf32>
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %last = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (!bob.rtile<64x64xf32>) {
+    // expected-error @+1 {{flushes every 0 steps: must be at least 1}}
+    %f = bob.flush %acc into %r every 0 : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
+    scf.yield %f : !bob.rtile<64x64xf32>
+  }
   bob.return
 }
 

@@ -161,16 +161,25 @@ bob.kernel @producer() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, b
   }
   bob.return
 }
-// Reserves in local memory: an accumulator flushed into one when a condition holds, and read back.
+// Reserves in local memory: an accumulator flushed into one every 16 steps of a loop, and
+// where it stands; then read back.
 // CHECK-LABEL: bob.kernel @reserves
 // CHECK:      %[[R:.+]] = bob.alloc_local : !bob.ltile<64x64xf32>
-// CHECK:      %[[F:.+]] = bob.flush %{{.+}} into %[[R]] if %{{.+}} : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
+// CHECK:      scf.for
+// CHECK:        bob.flush %{{.+}} into %[[R]] every 16 : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
+// CHECK:      bob.flush %{{.+}} into %[[R]] : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
 // CHECK:      bob.load_local %[[R]] : !bob.ltile<64x64xf32> -> !bob.rtile<64x64xf32>
-bob.kernel @reserves() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
-  %due = arith.constant true
+bob.kernel @reserves(%x: memref<?xf32>) attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %c1 = arith.constant 1 : index
   %r = bob.alloc_local : !bob.ltile<64x64xf32>
   %acc = bob.splat 1.0 : !bob.rtile<64x64xf32>
-  %f = bob.flush %acc into %r if %due : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
+  %last = scf.for %i = %c0 to %n step %c1 iter_args(%a = %acc) -> (!bob.rtile<64x64xf32>) {
+    %f = bob.flush %a into %r every 16 : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
+    scf.yield %f : !bob.rtile<64x64xf32>
+  }
+  %g = bob.flush %last into %r : !bob.rtile<64x64xf32>, !bob.ltile<64x64xf32>
   %kept = bob.load_local %r : !bob.ltile<64x64xf32> -> !bob.rtile<64x64xf32>
   bob.return
 }
