@@ -6,7 +6,7 @@ forward, against SDPA's). Each kernel's compile time runs from the "flashbob" lo
 line "compiling <kind> (i/n): <kernel>" to its DEBUG line "compiled <kernel>: ..."; their sum
 against the precompile's wall time is what compiling at once saves.
 
-    python3 bench/cold_start.py [--heads 16] [--seq 4096] [--head-dim 128] [--causal]
+    python3 bench/cold_start.py [--heads 16] [--seq 4096] [--head-dim 128] [--causal] [--profile]
 """
 
 import argparse
@@ -17,9 +17,14 @@ import sys
 import tempfile
 
 CHILD = r"""
-import json, logging, sys, time, torch
+import cProfile, io, json, logging, pstats, sys, time, torch
 import flashbob.torch as fb
 args = json.loads(sys.argv[1])
+def report(what, profile, order):
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats(order).print_stats(15)
+    print(f"== profile of the {what} (by {order} time)", file=sys.stderr)
+    print(out.getvalue(), file=sys.stderr)
 events = []
 class Stamp(logging.Handler):
     def emit(self, record):
@@ -40,8 +45,14 @@ def step():
     g, = torch.autograd.grad((o * w).sum(), q, create_graph=True)
     hvp, = torch.autograd.grad(g, q, u)
     return hvp
+profile = cProfile.Profile() if args["profile"] else None
+if profile:
+    profile.enable()
 step(); torch.cuda.synchronize()
 t2 = time.perf_counter()
+if profile:
+    profile.disable()
+    report("first step", profile, "cumulative")
 step(); torch.cuda.synchronize()
 t3 = time.perf_counter()
 # Warm launch overhead: a forward on a tiny problem (one block; the GPU time is a few
@@ -60,6 +71,12 @@ with torch.no_grad():
     launch = {"flashbob_forward_s": per_call(lambda: fb.attention(*tiny)),
               "sdpa_forward_s": per_call(
                   lambda: torch.nn.functional.scaled_dot_product_attention(*tiny))}
+    if profile:
+        profile = cProfile.Profile()
+        profile.enable()
+        per_call(lambda: fb.attention(*tiny), calls=500)
+        profile.disable()
+        report("tiny forwards", profile, "tottime")
 compiles, ended = [], {}
 for stamp, message in events:
     if message.startswith("flashbob: compiling "):
@@ -77,6 +94,8 @@ def run(cache, args):
     env = dict(os.environ, FLASHBOB_CACHE_DIR=cache)
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(vars(args))], env=env,
                          capture_output=True, text=True, check=True)
+    if args.profile:
+        print(out.stderr, file=sys.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -86,6 +105,8 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the first step and the tiny forwards (to stderr)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as cache:
         cold = run(cache, args)
