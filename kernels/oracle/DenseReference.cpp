@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace flashbob::oracle {
 
@@ -27,6 +29,26 @@ std::size_t checkedSize(Index rows, Index cols, const char* what) {
     fail(os.str());
   }
   return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+}
+
+// Calls fn(begin, end) over row ranges covering [0, rows), on several threads when the product
+// is large: a GPU test's oracle over 2^20 rows takes minutes on one core. Each output element is
+// still computed by one thread in the same order, so results do not depend on the split.
+template <class Fn>
+void forRowRanges(Index rows, Index workPerRow, Fn fn) {
+  constexpr double kWorkPerThread = 1 << 22;  // multiply-adds: below this a thread costs more
+  const double work = static_cast<double>(rows) * static_cast<double>(workPerRow);
+  const Index threads = std::min<Index>(
+      {static_cast<Index>(std::max(1u, std::thread::hardware_concurrency())), rows,
+       static_cast<Index>(work / kWorkPerThread) + 1});
+  if (threads <= 1) {
+    fn(Index{0}, rows);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (Index t = 0; t < threads; ++t)
+    pool.emplace_back(fn, rows * t / threads, rows * (t + 1) / threads);
+  for (std::thread& thread : pool) thread.join();
 }
 
 }  // namespace
@@ -139,34 +161,41 @@ namespace detail {
 // C = A B^T  (A: n x d, B: m x d)
 Matrix mulABt(const Matrix& A, const Matrix& B) {
   Matrix C(A.rows, B.rows);
-  for (Index i = 0; i < A.rows; ++i)
-    for (Index j = 0; j < B.rows; ++j) {
-      double acc = 0;
-      for (Index k = 0; k < A.cols; ++k) acc += A(i, k) * B(j, k);
-      C(i, j) = acc;
-    }
+  forRowRanges(A.rows, B.rows * A.cols, [&](Index begin, Index end) {
+    for (Index i = begin; i < end; ++i)
+      for (Index j = 0; j < B.rows; ++j) {
+        double acc = 0;
+        for (Index k = 0; k < A.cols; ++k) acc += A(i, k) * B(j, k);
+        C(i, j) = acc;
+      }
+  });
   return C;
 }
 
 // C = A B  (A: n x m, B: m x d)
 Matrix mulAB(const Matrix& A, const Matrix& B) {
   Matrix C(A.rows, B.cols);
-  for (Index i = 0; i < A.rows; ++i)
-    for (Index k = 0; k < A.cols; ++k) {
-      const double a = A(i, k);
-      for (Index j = 0; j < B.cols; ++j) C(i, j) += a * B(k, j);
-    }
+  forRowRanges(A.rows, A.cols * B.cols, [&](Index begin, Index end) {
+    for (Index i = begin; i < end; ++i)
+      for (Index k = 0; k < A.cols; ++k) {
+        const double a = A(i, k);
+        for (Index j = 0; j < B.cols; ++j) C(i, j) += a * B(k, j);
+      }
+  });
   return C;
 }
 
 // C = A^T B  (A: n x m, B: n x d)
 Matrix mulAtB(const Matrix& A, const Matrix& B) {
   Matrix C(A.cols, B.cols);
-  for (Index k = 0; k < A.rows; ++k)
-    for (Index i = 0; i < A.cols; ++i) {
-      const double a = A(k, i);
-      for (Index j = 0; j < B.cols; ++j) C(i, j) += a * B(k, j);
-    }
+  // Split over C's rows; each keeps the sum over k in ascending order.
+  forRowRanges(A.cols, A.rows * B.cols, [&](Index begin, Index end) {
+    for (Index k = 0; k < A.rows; ++k)
+      for (Index i = begin; i < end; ++i) {
+        const double a = A(k, i);
+        for (Index j = 0; j < B.cols; ++j) C(i, j) += a * B(k, j);
+      }
+  });
   return C;
 }
 
