@@ -231,17 +231,20 @@ std::vector<Index> allRows(Index n) {
 std::vector<double> maskedLogSumExp(const Problem& p, const Matrix& S, const std::vector<Index>& qRows,
                                     const std::vector<Index>& kRows) {
   std::vector<double> L(static_cast<std::size_t>(S.rows), kNegInf);
-  for (Index i = 0; i < S.rows; ++i) {
-    const Index qi = qRows[static_cast<std::size_t>(i)];
-    double mx = kNegInf;  // max over unmasked keys, for a stable log-sum-exp
-    for (Index j = 0; j < S.cols; ++j)
-      if (!p.masked(qi, kRows[static_cast<std::size_t>(j)])) mx = std::max(mx, S(i, j));
-    if (mx == kNegInf) continue;  // no visible key: L = -inf, P = 0
-    double sum = 0;
-    for (Index j = 0; j < S.cols; ++j)
-      if (!p.masked(qi, kRows[static_cast<std::size_t>(j)])) sum += std::exp(S(i, j) - mx);
-    L[static_cast<std::size_t>(i)] = mx + std::log(sum);
-  }
+  // Each exp counted as a few multiply-adds of work.
+  forRowRanges(S.rows, 8 * S.cols, [&](Index begin, Index end) {
+    for (Index i = begin; i < end; ++i) {
+      const Index qi = qRows[static_cast<std::size_t>(i)];
+      double mx = kNegInf;  // max over unmasked keys, for a stable log-sum-exp
+      for (Index j = 0; j < S.cols; ++j)
+        if (!p.masked(qi, kRows[static_cast<std::size_t>(j)])) mx = std::max(mx, S(i, j));
+      if (mx == kNegInf) continue;  // no visible key: L = -inf, P = 0
+      double sum = 0;
+      for (Index j = 0; j < S.cols; ++j)
+        if (!p.masked(qi, kRows[static_cast<std::size_t>(j)])) sum += std::exp(S(i, j) - mx);
+      L[static_cast<std::size_t>(i)] = mx + std::log(sum);
+    }
+  });
   return L;
 }
 
@@ -249,10 +252,12 @@ Matrix probabilities(const Problem& p, const Matrix& Q, const std::vector<Index>
                      const std::vector<Index>& kRows, const std::vector<double>& L) {
   Matrix S = mulABt(Q, K);
   Matrix P(Q.rows, K.rows);
-  for (Index i = 0; i < Q.rows; ++i)
-    for (Index j = 0; j < K.rows; ++j)
-      if (!p.masked(qRows[static_cast<std::size_t>(i)], kRows[static_cast<std::size_t>(j)]))
-        P(i, j) = std::exp(p.scale * S(i, j) - L[static_cast<std::size_t>(i)]);
+  forRowRanges(Q.rows, 8 * K.rows, [&](Index begin, Index end) {
+    for (Index i = begin; i < end; ++i)
+      for (Index j = 0; j < K.rows; ++j)
+        if (!p.masked(qRows[static_cast<std::size_t>(i)], kRows[static_cast<std::size_t>(j)]))
+          P(i, j) = std::exp(p.scale * S(i, j) - L[static_cast<std::size_t>(i)]);
+  });
   return P;
 }
 
