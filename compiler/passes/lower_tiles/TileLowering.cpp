@@ -90,10 +90,9 @@ Value Emitter::ifElse(Type type, Value cond, llvm::function_ref<Value()> then,
 }
 
 Value Emitter::keepHere(Value value) {
-  const bool i64 = value.getType().isInteger(64);
-  assert((i64 || value.getType().isF32()) && "keepHere takes an i64 or an f32");
+  assert(value.getType().isInteger(64) && "keepHere takes an i64");
   return LLVM::InlineAsmOp::create(b, value.getType(), ValueRange{value}, /*asm_string=*/"",
-                                   /*constraints=*/i64 ? "=l,0" : "=f,0",
+                                   /*constraints=*/"=l,0",
                                    /*has_side_effects=*/true,
                                    /*is_align_stack=*/false, LLVM::TailCallKind::None,
                                    LLVM::AsmDialectAttr(), ArrayAttr())

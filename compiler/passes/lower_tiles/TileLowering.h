@@ -63,7 +63,7 @@ public:
   mlir::Value mul(mlir::Value a, mlir::Value c);
   mlir::Value addConst(mlir::Value a, int64_t c) { return c == 0 ? a : add(a, index(c)); }
   mlir::Value less(mlir::Value a, mlir::Value c); // unsigned index compare
-  // An i64 or f32 `value` through an empty asm statement with side effects, its result tied to its
+  // An i64 `value` through an empty asm statement with side effects, its result tied to its
   // operand: no instruction is emitted, but LLVM can neither see the value nor hoist the
   // statement, so what is computed from the result is computed here, next to its use. LLVM's
   // loop-invariant code motion does not weigh register pressure; in kernels near the
