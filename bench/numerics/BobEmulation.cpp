@@ -4,15 +4,15 @@
 // product operand, `mma` a tensor-core product.
 #include "bench/numerics/BobEmulation.h"
 
+#include "llvm/Support/Parallel.h"
+
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
-#include <thread>
 
 namespace flashbob::numerics {
 
@@ -36,20 +36,16 @@ inline double powerOfTwo(int64_t biased) {  // 2^(biased - 1023), 1 <= biased <=
   return d;
 }
 
-// Runs body(first, last) over blocks [0, count) on `threads` threads.
+// Runs body(b) for every block b in [0, count): on LLVM's thread pool (as many threads as
+// llvm::parallel::strategy says: bob_numerics sets it from --threads) when threads > 1.
 template <typename Body>
 void parallelBlocks(Index count, int threads, Body body) {
   if (threads <= 1 || count <= 1) {
     for (Index b = 0; b < count; ++b) body(b);
     return;
   }
-  std::atomic<Index> next{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (Index b = next++; b < count; b = next++) body(b);
-    });
-  for (auto& th : pool) th.join();
+  llvm::parallelFor(0, static_cast<std::size_t>(count),
+                    [&](std::size_t b) { body(static_cast<Index>(b)); });
 }
 
 // C (rows x n, ldc) += A (rows x kd, lda) B (kd x n, ldb), accumulated as `m.acc` says.
@@ -634,11 +630,11 @@ Outputs exactRows(const Problem& p, const Inputs& in, bool keyMajor, const Matri
       gK.emplace_back(M, d);
       gV.emplace_back(M, d);
     }
-  std::atomic<Index> next{0};
+  // Rows tid, tid + nt, ...: a fixed split, so the key-major partial sums are the same every run.
   auto worker = [&](int tid) {
     std::vector<double> S(at(M)), P(at(M)), dP(at(M)), G(at(M)), W(at(M));
     std::vector<double> tmp(at(d));
-    for (Index i = next++; i < N; i = next++) {
+    for (Index i = tid; i < N; i += nt) {
       const double* q = in.Q.row(i);
       const double* dOi = in.dO.row(i);
       const double* uQi = in.uQ.row(i);
@@ -711,9 +707,8 @@ Outputs exactRows(const Problem& p, const Inputs& in, bool keyMajor, const Matri
   if (nt <= 1) {
     worker(0);
   } else {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < nt; ++t) pool.emplace_back(worker, t);
-    for (auto& th : pool) th.join();
+    llvm::parallelFor(0, static_cast<std::size_t>(nt),
+                      [&](std::size_t t) { worker(static_cast<int>(t)); });
   }
   if (keyMajor) {
     out.dK = dK[0];

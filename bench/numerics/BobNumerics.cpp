@@ -10,6 +10,9 @@
 #include "bench/numerics/BobEmulation.h"
 #include "kernels/oracle/ErrorMeasure.h"
 
+#include "llvm/Support/Parallel.h"
+#include "llvm/Support/Threading.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -210,6 +213,8 @@ int main(int argc, char** argv) {
   }
   if (M < 0) M = N;
   if (N <= 0 || M <= 0 || d <= 0 || rows < 0 || rows > N || threads <= 0) usage("bad sizes");
+  // Every parallel loop (the emulation's blocks, the float64 oracle's rows) runs on LLVM's pool.
+  llvm::parallel::strategy = llvm::hardware_concurrency(static_cast<unsigned>(threads));
   std::vector<const Named*> chosen;
   try {
     std::stringstream ss(configList);

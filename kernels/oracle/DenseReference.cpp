@@ -4,6 +4,8 @@
 #include "kernels/oracle/Oracle.h"
 #include "kernels/oracle/DenseOps.h"
 
+#include "llvm/Support/Parallel.h"
+
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -11,7 +13,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace flashbob::oracle {
@@ -39,16 +40,16 @@ void forRowRanges(Index rows, Index workPerRow, Fn fn) {
   constexpr double kWorkPerThread = 1 << 22;  // multiply-adds: below this a thread costs more
   const double work = static_cast<double>(rows) * static_cast<double>(workPerRow);
   const Index threads = std::min<Index>(
-      {static_cast<Index>(std::max(1u, std::thread::hardware_concurrency())), rows,
+      {static_cast<Index>(std::max(1u, llvm::parallel::strategy.compute_thread_count())), rows,
        static_cast<Index>(work / kWorkPerThread) + 1});
   if (threads <= 1) {
     fn(Index{0}, rows);
     return;
   }
-  std::vector<std::thread> pool;
-  for (Index t = 0; t < threads; ++t)
-    pool.emplace_back(fn, rows * t / threads, rows * (t + 1) / threads);
-  for (std::thread& thread : pool) thread.join();
+  llvm::parallelFor(0, static_cast<std::size_t>(threads), [&](std::size_t t) {
+    const Index i = static_cast<Index>(t);
+    fn(rows * i / threads, rows * (i + 1) / threads);
+  });
 }
 
 }  // namespace

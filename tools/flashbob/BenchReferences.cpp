@@ -9,12 +9,12 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <dlfcn.h>
-#include <thread>
 #include <vector>
 
 #if __has_include(<cublas_api.h>)
@@ -128,24 +128,21 @@ llvm::Expected<Cublas> loadCublas() {
 // matrix product faster than real data).
 std::vector<uint16_t> randomBf16(size_t n, uint64_t seed) {
   std::vector<uint16_t> out(n);
-  unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < threads; ++w)
-    pool.emplace_back([&, w] {
-      size_t begin = n * w / threads, end = n * (w + 1) / threads;
-      uint64_t x = seed + 0x9E3779B97F4A7C15ull * (w + 1);
-      for (size_t i = begin; i < end; ++i) {
-        x += 0x9E3779B97F4A7C15ull;
-        uint64_t z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        uint16_t sign = static_cast<uint16_t>((z >> 63) << 15);
-        uint16_t exponent = static_cast<uint16_t>((121 + ((z >> 7) & 7)) << 7);
-        out[i] = sign | exponent | static_cast<uint16_t>(z & 0x7F);
-      }
-    });
-  for (auto &t : pool)
-    t.join();
+  // 16 ranges, each its own stream: the same bits whatever the machine's core count.
+  constexpr size_t kRanges = 16;
+  llvm::parallelFor(0, kRanges, [&](size_t w) {
+    size_t begin = n * w / kRanges, end = n * (w + 1) / kRanges;
+    uint64_t x = seed + 0x9E3779B97F4A7C15ull * (w + 1);
+    for (size_t i = begin; i < end; ++i) {
+      x += 0x9E3779B97F4A7C15ull;
+      uint64_t z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      uint16_t sign = static_cast<uint16_t>((z >> 63) << 15);
+      uint16_t exponent = static_cast<uint16_t>((121 + ((z >> 7) & 7)) << 7);
+      out[i] = sign | exponent | static_cast<uint16_t>(z & 0x7F);
+    }
+  });
   return out;
 }
 } // namespace

@@ -4,8 +4,9 @@
 #include "runtime/launch/Kernel.h"
 #include "runtime/support/HalfFloat.h"
 
+#include "llvm/Support/Parallel.h"
+
 #include <algorithm>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -20,15 +21,11 @@ uint16_t toBits(float f, DType t) {
 // Input `tensor` on the host, generated on every core (the large problems have GiBs of inputs).
 std::vector<uint16_t> generateInput(uint64_t seed, unsigned tensor, size_t n, DType dtype) {
   std::vector<uint16_t> host(n);
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < threads; ++w)
-    pool.emplace_back([&, w] {
-      for (size_t i = w; i < n; i += threads)
-        host[i] = toBits(oracle::generatedInput(seed, tensor, i), dtype);
-    });
-  for (auto &th : pool)
-    th.join();
+  constexpr size_t kChunk = size_t{1} << 16;
+  llvm::parallelFor(0, (n + kChunk - 1) / kChunk, [&](size_t chunk) {
+    for (size_t i = chunk * kChunk, end = std::min(n, i + kChunk); i < end; ++i)
+      host[i] = toBits(oracle::generatedInput(seed, tensor, i), dtype);
+  });
   return host;
 }
 } // namespace
