@@ -45,7 +45,7 @@ struct ChunkSweeps : impl::BobChunkSweepsBase<ChunkSweeps> {
     // Which yielded values flush, and into what; one interval for the loop.
     auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
     SmallVector<Value> reserves(yield.getNumOperands());
-    std::optional<int64_t> every;
+    std::optional<uint64_t> every; // FlushOp::getEvery's type
     for (FlushOp flush : llvm::make_early_inc_range(loop.getBody()->getOps<FlushOp>())) {
       if (!flush.getEvery())
         continue;
