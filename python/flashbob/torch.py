@@ -106,8 +106,7 @@ def _rows(q, *lead):
     return q.new_empty((*lead, b, h, n), dtype=torch.float32)
 
 
-@torch.library.custom_op("flashbob::forward", mutates_args=(), device_types="cuda")
-def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+def _forward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
              window_left: int, window_right: int, scale: float,
              cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
              max_seqlen_q: int, max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,13 +123,16 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     return o, lse
 
 
+_forward = torch.library.custom_op("flashbob::forward", mutates_args=(), device_types="cuda")(
+    _forward_body)
+
+
 @_forward.register_fake
 def _(q, k, v, *config):
     return _empty(q, _packed(config)), _rows(q)
 
 
-@torch.library.custom_op("flashbob::backward", mutates_args=(), device_types="cuda")
-def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+def _backward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
               lse: torch.Tensor, do: torch.Tensor, causal: bool,
               window_left: int, window_right: int, scale: float,
               cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
@@ -152,14 +154,17 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     return dq, dk, dv
 
 
+_backward = torch.library.custom_op("flashbob::backward", mutates_args=(), device_types="cuda")(
+    _backward_body)
+
+
 @_backward.register_fake
 def _(q, k, v, o, lse, do, *config):
     packed = _packed(config)
     return _empty(q, packed), _empty(k, packed), _empty(v, packed)
 
 
-@torch.library.custom_op("flashbob::bob", mutates_args=(), device_types="cuda")
-def _bob(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+def _bob_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
          do: torch.Tensor, uq: torch.Tensor, uk: torch.Tensor, uv: torch.Tensor, causal: bool,
          window_left: int, window_right: int, scale: float,
          cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
@@ -181,14 +186,17 @@ def _bob(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse
     return gq, gk, gv, gdo
 
 
+_bob = torch.library.custom_op("flashbob::bob", mutates_args=(), device_types="cuda")(
+    _bob_body)
+
+
 @_bob.register_fake
 def _(q, k, v, o, lse, do, uq, uk, uv, *config):
     packed = _packed(config)
     return tuple(_empty(t, packed) for t in (q, k, v, do))
 
 
-@torch.library.custom_op("flashbob::forward_jvp", mutates_args=(), device_types="cuda")
-def _forward_jvp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+def _forward_jvp_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                  lse: torch.Tensor, tq: torch.Tensor, tk: torch.Tensor, tv: torch.Tensor,
                  causal: bool, window_left: int, window_right: int, scale: float,
                  cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
@@ -207,6 +215,10 @@ def _forward_jvp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Ten
                           lse.data_ptr(), _tensor(tq), _tensor(tk), _tensor(tv), _tensor(to),
                           _stream(q))
     return to
+
+
+_forward_jvp = torch.library.custom_op("flashbob::forward_jvp", mutates_args=(), device_types="cuda")(
+    _forward_jvp_body)
 
 
 @_forward_jvp.register_fake
@@ -316,6 +328,37 @@ for _op in (_forward, _backward, _bob, _forward_jvp):
     _op.register_vmap(_vmap_rule(_op))
 
 
+# --- eager calls without the operator's dispatch ------------------------------------------------
+# torch.library.custom_op's dispatch (binding the arguments to the schema, checking the results
+# for aliases, its autograd and backend layers) cost about 190 us a call on the H200, against
+# 28 us for the C call with the launch (bench/results/2026-12-02-h200-cold-start.md). The
+# autograd.Functions below run an operator's body directly when nothing but eager execution can
+# be watching: real tensors (not FakeTensors or torch.func's wrappers), no torch.func transform,
+# no dispatch or torch-function mode. Anything else goes through the operator, which those need
+# to see. The body is the same code either way.
+
+try:
+    _functorch_level = torch._C._functorch.maybe_current_level
+    _functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    _dispatch_modes = torch._C._len_torch_dispatch_stack
+    _function_modes = torch._C._is_torch_function_mode_enabled
+except AttributeError:  # a torch without these hooks: always the operator
+    _functorch_level = None
+
+
+def _direct(args):
+    if (_functorch_level is None or _functorch_level() is not None or _dispatch_modes()
+            or _function_modes()):
+        return False
+    return all(type(a) is torch.Tensor and not _functorch_wrapped(a)
+               for a in args if isinstance(a, torch.Tensor))
+
+
+def _call(body, op, *args):
+    """op(*args), through its body when _direct(args)."""
+    return body(*args) if _direct(args) else op(*args)
+
+
 # --- the same chain as autograd.Functions, for torch.func ---------------------------------------
 # torch.func transforms need autograd.Functions written with setup_context, which the operators'
 # registered formulas are not; attention() goes through these (their forward runs the operator
@@ -327,7 +370,7 @@ class _AttentionFn(torch.autograd.Function):
 
     @staticmethod
     def forward(q, k, v, *config):
-        return torch.ops.flashbob.forward(q, k, v, *config)
+        return _call(_forward_body, torch.ops.flashbob.forward, q, k, v, *config)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -344,7 +387,8 @@ class _AttentionFn(torch.autograd.Function):
         # The forward's JVP J t: BoB's gdO at cotangent u = t, which one kernel computes alone.
         (q, k, v, o, lse), config = _saved(ctx)
         tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
-        to = torch.ops.flashbob.forward_jvp(q, k, v, o, lse, tq, tk, tv, *config)
+        to = _call(_forward_jvp_body, torch.ops.flashbob.forward_jvp, q, k, v, o, lse, tq, tk, tv,
+                   *config)
         return to, None  # L is not differentiable (mark_non_differentiable)
 
 
@@ -353,7 +397,7 @@ class _BackwardFn(torch.autograd.Function):
 
     @staticmethod
     def forward(q, k, v, o, lse, do, *config):
-        return torch.ops.flashbob.backward(q, k, v, o, lse, do, *config)
+        return _call(_backward_body, torch.ops.flashbob.backward, q, k, v, o, lse, do, *config)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -373,8 +417,10 @@ class _BackwardFn(torch.autograd.Function):
         # q, k, v whose change H t already contains, so their tangents add nothing.
         (q, k, v, o, lse, do), config = _saved(ctx)
         tq, tk, tv, tdo = _tangents((tq, tk, tv, tdo), (q, k, v, do))
-        hq, hk, hv, _ = torch.ops.flashbob.bob(q, k, v, o, lse, do, tq, tk, tv, *config)
-        bq, bk, bv = torch.ops.flashbob.backward(q, k, v, o, lse, tdo, *config)
+        hq, hk, hv, _ = _call(_bob_body, torch.ops.flashbob.bob, q, k, v, o, lse, do, tq, tk, tv,
+                              *config)
+        bq, bk, bv = _call(_backward_body, torch.ops.flashbob.backward, q, k, v, o, lse, tdo,
+                           *config)
         return tuple((h.float() + b.float()).to(h.dtype) for h, b in ((hq, bq), (hk, bk), (hv, bv)))
 
 
@@ -383,7 +429,7 @@ class _BobFn(torch.autograd.Function):
 
     @staticmethod
     def forward(q, k, v, o, lse, do, uq, uk, uv, *config):
-        return torch.ops.flashbob.bob(q, k, v, o, lse, do, uq, uk, uv, *config)
+        return _call(_bob_body, torch.ops.flashbob.bob, q, k, v, o, lse, do, uq, uk, uv, *config)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

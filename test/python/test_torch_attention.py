@@ -326,6 +326,61 @@ def test_torch_func_grad_of_grad_runs_bob():
     assert rel(hvp, ref) <= 5e-3
 
 
+def test_eager_calls_skip_the_operator_dispatch_and_transforms_still_see_the_operators(monkeypatch):
+    # Eagerly, the autograd.Functions run the operators' bodies directly (the custom_op's
+    # dispatch cost about 190 us a call); under a dispatch mode or a torch.func transform the
+    # operators run, so that those see them. Either way the same kernels: identical values.
+    q, k, v, w, vec, _, _ = small(seed=21)
+    direct = []
+    for name in ("_forward_body", "_backward_body", "_bob_body"):
+        body = getattr(fb, name)
+        monkeypatch.setattr(fb, name, lambda *a, _body=body, _name=name: (direct.append(_name), _body(*a))[1])
+
+    def hvp():
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        o = fb.attention(*leaves, causal=True)
+        g, = torch.autograd.grad((o.float() * w.float()).sum(), leaves[0], create_graph=True)
+        h, = torch.autograd.grad((g.float() * vec.float()).sum(), leaves[0])
+        return o, g, h
+
+    with torch.no_grad():
+        fb.attention(q, k, v, causal=True)
+    assert direct == ["_forward_body"]
+    direct.clear()
+    eager = hvp()
+    # The forward, then the first backward, then BoB, each through its body. (The H200's first
+    # run of this test saw a second _backward_body after _bob_body, not yet explained: issue 18.)
+    assert direct[:3] == ["_forward_body", "_backward_body", "_bob_body"]
+    assert set(direct) == {"_forward_body", "_backward_body", "_bob_body"}
+    direct.clear()
+    with monkeypatch.context() as m:
+        m.setattr(fb, "_direct", lambda args: False)
+        through_ops = hvp()
+    assert direct == []
+    for a, b in zip(eager, through_ops):
+        assert torch.equal(a, b)
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Seen() as seen:
+        o = fb.attention(q, k, v, causal=True)
+    assert direct == [] and "flashbob.forward.default" in seen.ops
+    assert torch.equal(o, eager[0])
+    loss = lambda q: (fb.attention(q, k, v, causal=True).float() * w.float()).sum()  # noqa: E731
+    g = torch.func.grad(loss)(q)
+    assert direct == []
+    assert torch.equal(g, eager[1])
+
+
 def odd_layout(t, kind):
     """The same values in a layout the kernels cannot read as is."""
     if kind == "transposed":   # stride(-1) != 1 (q given as x.transpose(-1, -2))
