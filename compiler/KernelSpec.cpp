@@ -21,11 +21,12 @@ std::string KernelSpec::name() const {
     window += "_wl" + std::to_string(windowLeft);
   if (windowRight >= 0)
     window += "_wr" + std::to_string(windowRight);
-  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}{7}{8}{9}_{10}", bob::stringifyKernelKind(kind),
-                       headDim, tiles.name(), bob::stringifyElemType(dtype),
-                       scaleArgument ? "_scalearg" : "", grouped ? "_gqa" : "",
-                       varlen ? "_varlen" : "", longSweep ? "_long" : "", window,
-                       causal ? "_causal" : "", bob::stringifyArch(arch))
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}{7}{8}{9}{10}_{11}",
+                       bob::stringifyKernelKind(kind), headDim, tiles.name(),
+                       bob::stringifyElemType(dtype), scaleArgument ? "_scalearg" : "",
+                       grouped ? "_gqa" : "", varlen ? "_varlen" : "", longSweep ? "_long" : "",
+                       partial ? "_part" : "", window, causal ? "_causal" : "",
+                       bob::stringifyArch(arch))
       .str();
 }
 
@@ -33,14 +34,14 @@ bool KernelSpec::operator==(const KernelSpec &o) const {
   return kind == o.kind && headDim == o.headDim && tiles == o.tiles && dtype == o.dtype &&
          causal == o.causal && arch == o.arch && scaleArgument == o.scaleArgument &&
          grouped == o.grouped && windowLeft == o.windowLeft && windowRight == o.windowRight &&
-         varlen == o.varlen && longSweep == o.longSweep;
+         varlen == o.varlen && longSweep == o.longSweep && partial == o.partial;
 }
 
 llvm::hash_code hash_value(const KernelSpec &s) {
   const TileConfig &t = s.tiles;
   return llvm::hash_combine(s.kind, s.headDim, t.blockM, t.blockN, t.warps, t.stages, t.warpCols,
                             t.producer, s.dtype, s.causal, s.arch, s.scaleArgument, s.grouped,
-                            s.windowLeft, s.windowRight, s.varlen, s.longSweep);
+                            s.windowLeft, s.windowRight, s.varlen, s.longSweep, s.partial);
 }
 
 bob::SpecAttr KernelSpec::toAttr(mlir::MLIRContext *ctx) const {
@@ -72,6 +73,10 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
                                    "invalid kernel spec: only the backward's and BoB's kernels "
                                    "have long sweeps (their accumulators flush), not " +
                                        bob::stringifyKernelKind(spec.kind).str());
+  if (spec.partial && spec.kind == bob::KernelKind::fwd_jvp)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "invalid kernel spec: the forward's JVP has no partial (ring "
+                                   "step) form");
   if (spec.causal && spec.windowRight >= 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "invalid kernel spec: a causal kernel's right window is 0 "

@@ -73,9 +73,15 @@ struct KernelSpec {
   // million rows (docs/numerics.md, "Long sequences"). Only those kernels are long; the
   // forward and its JVP never are. Shorter sweeps do not pay for the branch.
   bool longSweep = false;
+  // One step of a context-parallel ring (docs/context-parallel.md): the kernel runs on one
+  // (query shard, key shard) pair given the global L (and D, c, b), and writes its tensor
+  // outputs in f32, partial sums to be added (or, the forward's O, merged by log-sum-exp) over
+  // the ring's steps; bob_q writes its accumulators X1..X4 and row sums c, beta unfinished
+  // (kernels/Signature.h). The forward's JVP has no partial form.
+  bool partial = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_wl<left>" and "_wr<right>"
+  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_part", "_wl<left>" and "_wr<right>"
   // after the dtype when set): the kernel's symbol, the in-memory cache's key and part of the
   // disk cache's.
   std::string name() const;

@@ -65,7 +65,7 @@ llvm::Expected<CachedLaunch> validateCachedMetadata(const llvm::json::Object &me
   if (maps->size() > runtime::kMaxTensorMaps)
     return invalid(llvm::formatv("{0} tensor maps, more than a launch passes ({1})", maps->size(),
                                  runtime::kMaxTensorMaps));
-  const size_t memrefs = kernels::operandCount(spec.kind, spec.varlen);
+  const size_t memrefs = kernels::operandCount(spec.kind, spec.varlen, spec.partial);
   for (size_t i = 0; i < maps->size(); ++i) {
     const support::TensorMapSpec &m = (*maps)[i];
     auto bad = [&](const llvm::Twine &why) {

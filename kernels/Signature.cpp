@@ -17,7 +17,8 @@ constexpr Operand q = Operand::q, k = Operand::k, v = Operand::v, o = Operand::o
                   uQ = Operand::uQ, uK = Operand::uK, uV = Operand::uV, gQ = Operand::gQ,
                   gK = Operand::gK, gV = Operand::gV, gdO = Operand::gdO, tQ = Operand::tQ,
                   tK = Operand::tK, tV = Operand::tV, tO = Operand::tO,
-                  cuQ = Operand::cuSeqlensQ, cuK = Operand::cuSeqlensK;
+                  cuQ = Operand::cuSeqlensQ, cuK = Operand::cuSeqlensK, X1 = Operand::X1,
+                  X2 = Operand::X2, X3 = Operand::X3, X4 = Operand::X4, beta = Operand::beta;
 constexpr Layout T = Layout::tensor, R = Layout::rows, C = Layout::offsets;
 constexpr Side Q = Side::query, K = Side::key;
 
@@ -29,6 +30,8 @@ constexpr OperandInfo kOperands[] = {
     {gK, "gK", T, K},   {gV, "gV", T, K},   {gdO, "gdO", T, Q}, {tQ, "tQ", T, Q},
     {tK, "tK", T, K},   {tV, "tV", T, K},   {tO, "tO", T, Q},
     {cuQ, "cu_seqlens_q", C, Q}, {cuK, "cu_seqlens_k", C, K},
+    {X1, "X1", T, Q},   {X2, "X2", T, Q},   {X3, "X3", T, Q},   {X4, "X4", T, Q},
+    {beta, "beta", R, Q},
 };
 static_assert(std::size(kOperands) == kOperandCount);
 
@@ -56,6 +59,9 @@ constexpr Param kBobKeyValue[] = {in(q),   in(k),   in(v),  in(dO), in(lse), in(
                                   out(gV), s,       sLog2e};
 constexpr Param kForwardJvp[] = {in(q),  in(k),  in(v),  in(o),   in(lse), in(tQ),
                                  in(tK), in(tV), out(tO), s,      sLog2e};
+constexpr Param kBobQueryPartial[] = {in(q),   in(k),   in(v),   in(o),   in(dO), in(lse),
+                                      in(uQ),  in(uK),  in(uV),  out(X1), out(X2), out(X3),
+                                      out(X4), out(D),  out(c),  out(beta), s,    sLog2e};
 
 // Every operand before every scalar (signature's promise).
 template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
@@ -66,7 +72,8 @@ template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
 }
 static_assert(operandsFirst(kForward) && operandsFirst(kBackwardQuery) &&
               operandsFirst(kBackwardKeyValue) && operandsFirst(kBobQuery) &&
-              operandsFirst(kBobKeyValue) && operandsFirst(kForwardJvp));
+              operandsFirst(kBobKeyValue) && operandsFirst(kForwardJvp) &&
+              operandsFirst(kBobQueryPartial));
 } // namespace
 
 const ScalarInfo &scalarInfo(Scalar scalar) {
@@ -99,7 +106,9 @@ const OperandInfo &operandInfo(Operand operand) {
 }
 
 namespace {
-llvm::ArrayRef<Param> denseSignature(bob::KernelKind kind) {
+llvm::ArrayRef<Param> denseSignature(bob::KernelKind kind, bool partial) {
+  if (partial && kind == bob::KernelKind::bob_q)
+    return kBobQueryPartial;
   switch (kind) {
   case bob::KernelKind::fwd: return kForward;
   case bob::KernelKind::bwd_q: return kBackwardQuery;
@@ -125,24 +134,27 @@ std::vector<Param> withOffsets(llvm::ArrayRef<Param> dense) {
 }
 } // namespace
 
-llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen) {
+llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen, bool partial) {
   if (!varlen)
-    return denseSignature(kind);
+    return denseSignature(kind, partial);
   static const auto varlenSignatures = [] {
-    std::array<std::vector<Param>, bob::getMaxEnumValForKernelKind() + 1> all;
+    constexpr size_t kinds = bob::getMaxEnumValForKernelKind() + 1;
+    std::array<std::vector<Param>, 2 * kinds> all; // [partial][kind]
     for (size_t i = 0; i < all.size(); ++i)
-      all[i] = withOffsets(denseSignature(static_cast<bob::KernelKind>(i)));
+      all[i] = withOffsets(denseSignature(static_cast<bob::KernelKind>(i % kinds), i >= kinds));
     return all;
   }();
-  return varlenSignatures[static_cast<size_t>(kind)];
+  return varlenSignatures[static_cast<size_t>(kind) +
+                          (partial ? bob::getMaxEnumValForKernelKind() + 1 : 0)];
 }
 
-size_t operandCount(bob::KernelKind kind, bool varlen) {
-  return llvm::count_if(signature(kind, varlen), [](const Param &p) { return !p.isScalar; });
+size_t operandCount(bob::KernelKind kind, bool varlen, bool partial) {
+  return llvm::count_if(signature(kind, varlen, partial),
+                        [](const Param &p) { return !p.isScalar; });
 }
 
-int argumentIndex(bob::KernelKind kind, bool varlen, Operand operand) {
-  llvm::ArrayRef<Param> params = signature(kind, varlen);
+int argumentIndex(bob::KernelKind kind, bool varlen, Operand operand, bool partial) {
+  llvm::ArrayRef<Param> params = signature(kind, varlen, partial);
   for (size_t i = 0; i < params.size(); ++i)
     if (!params[i].isScalar && params[i].operand == operand)
       return static_cast<int>(i);

@@ -24,12 +24,15 @@ enum class Operand : uint8_t {
   gQ, gK, gV, gdO,    // BoB's outputs
   tQ, tK, tV, tO,     // the forward's JVP: tangents of q, k, v and the tangent of O
   cuSeqlensQ, cuSeqlensK, // variable-length batches: each sequence's first row, per side
+  X1, X2, X3, X4,     // BoB pass 1's accumulators (a partial bob_q writes them unfinished)
+  beta,               // rowsum(G o dS + P o W) per query row: b before its - c o D
 };
-inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::cuSeqlensK) + 1;
+inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::beta) + 1;
 
 // How an operand is laid out in global memory.
 enum class Layout : uint8_t {
-  tensor, // (batch, heads, seq, head_dim) in the problem's dtype; unit stride along head_dim
+  tensor, // (batch, heads, seq, head_dim) in the problem's dtype (a partial kernel's outputs:
+          // f32); unit stride along head_dim
   rows,   // (batch, heads, seq) f32, contiguous
   offsets, // (sequences + 1) i32, contiguous: flash-attn's cu_seqlens, 0 first, total last
 };
@@ -94,12 +97,16 @@ struct Param {
 //   fwd_jvp q, k, v, o, lse, tQ, tK, tV | tO | s, s log2(e)
 // With `varlen` the tensors are packed (1, heads, total rows, head_dim), row vectors (1, heads,
 // total rows), and the two offsets locate each sequence's rows in them.
-llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen);
+// A `partial` kernel (KernelSpec::partial: one step of a context-parallel ring) writes its
+// tensor outputs in f32, to be summed or merged over the ring's steps; bob_q's then are its
+// unfinished accumulators and row sums:
+//   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | X1, X2, X3, X4, D, c, beta | s, s log2(e)
+llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen, bool partial = false);
 
 // How many of the arguments of `kind` are operands (memrefs): they come first.
-size_t operandCount(bob::KernelKind kind, bool varlen);
+size_t operandCount(bob::KernelKind kind, bool varlen, bool partial = false);
 
 // Position of `operand` among the arguments of `kind`; -1 when the kind does not take it.
-int argumentIndex(bob::KernelKind kind, bool varlen, Operand operand);
+int argumentIndex(bob::KernelKind kind, bool varlen, Operand operand, bool partial = false);
 
 } // namespace flashbob::kernels

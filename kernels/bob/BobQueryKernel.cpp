@@ -75,6 +75,17 @@ void buildBobQuery(KernelBuilder &kb) {
   Tile x4 = kb.withReserve(final[3], x4Reserve);
   Tile c = combineGroups(final[4]);
   Tile bSum = combineGroups(final[5]);
+  if (kb.spec.partial) {
+    // One step of a ring: every accumulator and row sum is a partial sum over this key shard;
+    // the ring adds them over the steps and finishes as below (docs/context-parallel.md).
+    kb.storeOwn(x1, Operand::X1);
+    kb.storeOwn(x2, Operand::X2);
+    kb.storeOwn(x3, Operand::X3);
+    kb.storeOwn(x4, Operand::X4);
+    kb.storeOwnRows(c, Operand::c);
+    kb.storeOwnRows(bSum, Operand::beta);
+    return;
+  }
   Tile b = bSum - c * D;
 
   // gQ = s (X1 - c o X2 - b o X3);  gdO = X4 - c o O.

@@ -34,12 +34,14 @@ Type KernelBuilder::typeOf(const Param &param) {
   }
   // Any strides but a unit one along head_dim (the kernels copy rows in 16-byte pieces).
   auto layout = StridedLayoutAttr::get(b.getContext(), 0, {dyn, dyn, dyn, 1});
-  return MemRefType::get({dyn, dyn, dyn, spec.headDim}, elementType(), layout);
+  // A partial kernel's outputs are f32: the ring sums them over its steps unrounded.
+  Type element = spec.partial && param.output ? Type(b.getF32Type()) : elementType();
+  return MemRefType::get({dyn, dyn, dyn, spec.headDim}, element, layout);
 }
 
 void KernelBuilder::beginKernel() {
   llvm::SmallVector<Type> types;
-  for (const Param &p : signature(spec.kind, spec.varlen))
+  for (const Param &p : signature(spec.kind, spec.varlen, spec.partial))
     types.push_back(typeOf(p));
   auto kernel = bob::KernelOp::create(b, spec.name(), b.getFunctionType(types, {}),
                                       spec.toAttr(b.getContext()));
@@ -48,7 +50,7 @@ void KernelBuilder::beginKernel() {
   bob::ReturnOp::create(b);
   b.setInsertionPointToStart(&body);
   for (auto [p, value] :
-       llvm::zip_equal(signature(spec.kind, spec.varlen), body.getArguments())) {
+       llvm::zip_equal(signature(spec.kind, spec.varlen, spec.partial), body.getArguments())) {
     if (!p.isScalar)
       args_[static_cast<size_t>(p.operand)] = value;
     else if (spec.scaleArgument)

@@ -46,6 +46,10 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
                 cl::desc("Long sweep: the backward's and BoB's accumulators flush into reserves "
                          "periodically (what sweeps of 2^17 rows or more run)"),
                 cl::sub(sub), cl::cat(specCategory)),
+      partial("partial",
+              cl::desc("One step of a context-parallel ring: f32 partial outputs to be summed "
+                       "over the steps (bob-q: its accumulators X1..X4 and row sums unfinished)"),
+              cl::sub(sub), cl::cat(specCategory)),
       windowLeft("window-left",
                  cl::desc("Sliding window: keys a query sees before its diagonal (-1: all)"),
                  cl::sub(sub), cl::cat(specCategory), cl::init(-1)),
@@ -75,6 +79,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.grouped = grouped;
   s.varlen = varlen;
   s.longSweep = longSweep;
+  s.partial = partial;
   s.windowLeft = windowLeft;
   s.windowRight = windowRight;
   auto target = compiler::parseArch(arch);
