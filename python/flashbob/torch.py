@@ -18,7 +18,9 @@ autograd.Functions with setup_context, which torch.func (grad, vjp, vmap) needs,
 forward-mode rules built from the same kernels (torch.func.jvp, and jvp of grad for
 forward-over-reverse Hessian-vector products): the forward's JVP is BoB's gdO at cotangent u = t,
 which flashbob::forward_jvp computes alone, and the Hessian term of the backward's JVP is BoB's
-gQ, gK, gV.
+gQ, gK, gV. Called eagerly on plain tensors (no torch.func transform, no dispatch mode), the
+autograd.Functions run an operator's body without its custom_op dispatch, which costs more host
+time than the launch; everything that needs to see the operators still does.
 
 Every operator ends in the same config: (causal, window_left, window_right, scale, cu_seqlens_q,
 cu_seqlens_k, max_seqlen_q, max_seqlen_k); the offsets are None (and the lengths 0) for a dense
@@ -260,9 +262,17 @@ def _forward_setup(ctx, inputs, output, forward=False):
     _save(ctx, (*inputs[:3], o, lse), inputs[3:], forward)
 
 
+def _no_edge(o):
+    """O as the backward takes it: without its autograd edge to the forward. BoB's gradients
+    already contain what flows through O and L (they return None for both), but an edge would
+    still lead a second derivative's graph walk to the forward's node, which autograd then calls
+    with a zero cotangent: a whole backward of zeros per Hessian-vector product."""
+    return o.detach()
+
+
 def _forward_grad(ctx, do, _dlse):
     (q, k, v, o, lse), config = _saved(ctx)
-    dq, dk, dv = torch.ops.flashbob.backward(q, k, v, o, lse, do, *config)
+    dq, dk, dv = torch.ops.flashbob.backward(q, k, v, _no_edge(o), lse, do, *config)
     return (dq, dk, dv) + (None,) * _CONFIG
 
 
@@ -379,7 +389,7 @@ class _AttentionFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, _dlse):
         (q, k, v, o, lse), config = _saved(ctx)
-        dq, dk, dv = _BackwardFn.apply(q, k, v, o, lse, do, *config)
+        dq, dk, dv = _BackwardFn.apply(q, k, v, _no_edge(o), lse, do, *config)
         return (dq, dk, dv) + (None,) * _CONFIG
 
     @staticmethod
