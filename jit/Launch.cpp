@@ -349,8 +349,8 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
 }
 
 void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
-          runtime::KernelArgs &args) {
-  for (const kernels::Param &param : kernels::signature(kind, p.varlen)) {
+          runtime::KernelArgs &args, bool partial) {
+  for (const kernels::Param &param : kernels::signature(kind, p.varlen, partial)) {
     if (param.isScalar) {
       args.addF32(kernels::scalarValue(param.scalar, p.effectiveScale()));
       continue;

@@ -1,0 +1,216 @@
+// The ring-step kernels (KernelSpec::partial, issue 20) on the GPU against the float64 ring
+// oracle's step functions (kernels/oracle/Ring.h), on the two chunk pairs a causal zigzag ring
+// launches for a sequence cut into two equal chunks: the diagonal pair (chunk 1's queries and
+// keys) with the causal kernels, and chunk 1's queries against chunk 0's keys, fully visible,
+// with the unmasked ones (docs/context-parallel.md). The inputs are the whole sequence's: its
+// float64 L, D, c, b. Every tensor output is f32, compared (relative L2) with the step's float64
+// partial result within bf16's bound; outputs are poisoned with NaN first.
+#include "test/gpu/GpuTestUtil.h"
+
+#include "jit/Compile.h"
+#include "jit/Launch.h"
+#include "kernels/oracle/Ring.h"
+
+#include <cstdio>
+#include <random>
+
+using namespace flashbob;
+using flashbob::test::DeviceBuffer;
+using kernels::Operand;
+using oracle::Matrix;
+
+namespace {
+
+constexpr int64_t kChunk = 200; // rows a chunk: not a multiple of any block
+constexpr double kTol = 5e-3;   // bf16 inputs
+
+// Compiles the ring-step form of `kind` for the pair's problem and launches it once.
+void launchStep(bob::KernelKind kind, const AttentionProblem &p, const jit::Bindings &bindings) {
+  compiler::KernelSpec spec = jit::defaultSpec(p, kind, test::deviceArch());
+  spec.partial = true;
+  auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
+  if (!artifacts)
+    FAIL(llvm::toString(artifacts.takeError()));
+  runtime::KernelImage image{artifacts->cubin, artifacts->entry,
+                             static_cast<unsigned>(artifacts->threads),
+                             static_cast<unsigned>(artifacts->sharedBytes),
+                             artifacts->tensorMaps};
+  auto kernel = runtime::LoadedKernel::load(test::driver(), image);
+  if (!kernel)
+    FAIL(llvm::toString(kernel.takeError()));
+  runtime::KernelArgs args;
+  jit::pack(kind, p, bindings, args, /*partial=*/true);
+  GPU_CHECK(runtime::launch(test::driver(), **kernel, jit::gridFor(spec, p), args));
+  REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
+}
+
+Matrix rowsOf(const Matrix &a, int64_t first, int64_t count) {
+  Matrix out(count, a.cols);
+  std::copy_n(a.row(first), count * a.cols, out.data.begin());
+  return out;
+}
+
+std::vector<double> rowsOf(const std::vector<double> &v, int64_t first, int64_t count) {
+  return {v.begin() + first, v.begin() + first + count};
+}
+
+// A bf16 input on the device (the matrix is rounded in place first).
+struct Input {
+  DeviceBuffer buffer;
+  explicit Input(Matrix &m) : buffer(m.data.size() * 2) {
+    std::vector<uint16_t> bits = test::toHalf(m.data, true);
+    buffer.upload(bits.data());
+  }
+};
+
+// An f32 output (or f32 input row vector) on the device.
+struct F32 {
+  DeviceBuffer buffer;
+  size_t count;
+  explicit F32(size_t n) : buffer(n * 4), count(n) { buffer.poison(); }
+  explicit F32(const std::vector<double> &values) : F32(values.size()) {
+    std::vector<float> f(values.begin(), values.end());
+    buffer.upload(f.data());
+  }
+  std::vector<double> values() const {
+    std::vector<float> f(count);
+    buffer.download(f.data());
+    return {f.begin(), f.end()};
+  }
+};
+
+void expectClose(const char *what, const std::vector<double> &got, const std::vector<double> &ref) {
+  test::ErrorStats e = test::relativeError(got, ref);
+  std::printf(" %s %.2e", what, e.relL2);
+  INFO(what << " rel L2 " << e.relL2 << ", non-finite " << e.nonFinite);
+  CHECK(e.nonFinite == 0);
+  CHECK(e.relL2 <= kTol);
+}
+
+void runPair(int64_t d, int64_t keyChunk) {
+  const int64_t n = 2 * kChunk, qFirst = kChunk, kFirst = keyChunk * kChunk;
+  const bool diagonal = keyChunk == 1;
+  std::mt19937_64 rng(17 + d + keyChunk);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto random = [&] {
+    Matrix m(n, d);
+    for (double &x : m.data)
+      x = normal(rng);
+    test::toHalf(m.data, true); // the values the GPU gets
+    return m;
+  };
+  Matrix Q = random(), K = random(), V = random(), dO = random(), uQ = random(), uK = random(),
+         uV = random();
+
+  // The whole sequence's row scalars, in float64 on the rounded inputs; O rounded as the
+  // forward's bf16 output is, since the kernels read it.
+  const oracle::Problem global = oracle::makeProblem(n, n, d, /*causal=*/true);
+  oracle::ForwardResult fwd = oracle::dense::forward(global, Q, K, V);
+  test::toHalf(fwd.O.data, true);
+  oracle::BobResult bob = oracle::dense::bob(global, Q, K, V, dO, uQ, uK, uV);
+  oracle::ring::QueryShard qs;
+  for (int64_t i = 0; i < kChunk; ++i)
+    qs.rows.push_back(qFirst + i);
+  qs.Q = rowsOf(Q, qFirst, kChunk);
+  qs.dO = rowsOf(dO, qFirst, kChunk);
+  qs.uQ = rowsOf(uQ, qFirst, kChunk);
+  qs.L = rowsOf(fwd.L, qFirst, kChunk);
+  Matrix O1 = rowsOf(fwd.O, qFirst, kChunk);
+  for (int64_t i = 0; i < kChunk; ++i) {
+    double dot = 0;
+    for (int64_t c = 0; c < d; ++c)
+      dot += qs.dO(i, c) * O1(i, c);
+    qs.D.push_back(dot);
+  }
+  qs.c = rowsOf(bob.c, qFirst, kChunk);
+  qs.b = rowsOf(bob.b, qFirst, kChunk);
+  oracle::ring::KeyShard ks;
+  for (int64_t j = 0; j < kChunk; ++j)
+    ks.rows.push_back(kFirst + j);
+  ks.K = rowsOf(K, kFirst, kChunk);
+  ks.V = rowsOf(V, kFirst, kChunk);
+  ks.uK = rowsOf(uK, kFirst, kChunk);
+  ks.uV = rowsOf(uV, kFirst, kChunk);
+
+  // The pair as the kernels see it: one chunk of queries, one of keys, causal on the diagonal.
+  const AttentionProblem p{1, 1, kChunk, kChunk, d, DType::bf16, diagonal};
+  Input q(qs.Q), k(ks.K), v(ks.V), o(O1), dOin(qs.dO), uQin(qs.uQ), uKin(ks.uK), uVin(ks.uV);
+  const size_t tile = static_cast<size_t>(kChunk * d), rows = static_cast<size_t>(kChunk);
+  F32 lse(qs.L), D(qs.D), c(qs.c), b(qs.b);
+  auto tensor = [&](const DeviceBuffer &buf) { return p.contiguous(buf.get(), kChunk); };
+  jit::Bindings in;
+  in.bind(Operand::q, tensor(q.buffer)).bind(Operand::k, tensor(k.buffer))
+      .bind(Operand::v, tensor(v.buffer)).bind(Operand::o, tensor(o.buffer))
+      .bind(Operand::dO, tensor(dOin.buffer)).bind(Operand::lse, RowVector{lse.buffer.get()})
+      .bind(Operand::uQ, tensor(uQin.buffer)).bind(Operand::uK, tensor(uKin.buffer))
+      .bind(Operand::uV, tensor(uVin.buffer)).bind(Operand::D, RowVector{D.buffer.get()})
+      .bind(Operand::c, RowVector{c.buffer.get()}).bind(Operand::b, RowVector{b.buffer.get()});
+  std::printf("ring step d=%ld chunk pair (1, %ld)%s:", (long)d, (long)keyChunk,
+              diagonal ? " causal" : "");
+
+  // Forward: the pair's O (f32) and L as if chunk kFirst's keys were the only ones.
+  {
+    F32 oStep(tile), lStep(rows);
+    jit::Bindings b2 = in;
+    b2.bind(Operand::o, tensor(oStep.buffer)).bind(Operand::lse, RowVector{lStep.buffer.get()});
+    launchStep(bob::KernelKind::fwd, p, b2);
+    oracle::ForwardResult ref = oracle::ring::forwardStep(global, qs, ks);
+    expectClose("O", oStep.values(), ref.O.data);
+    expectClose("L", lStep.values(), ref.L);
+  }
+  // Backward, given the global L and D: partial dQ, dK, dV.
+  oracle::ring::BackwardPartial bwd = oracle::ring::backwardStep(global, qs, ks);
+  {
+    F32 dQ(tile), dStep(rows);
+    jit::Bindings b2 = in;
+    b2.bind(Operand::dQ, tensor(dQ.buffer)).bind(Operand::D, RowVector{dStep.buffer.get()});
+    launchStep(bob::KernelKind::bwd_q, p, b2);
+    expectClose("dQ", dQ.values(), bwd.dQ.data);
+    expectClose("D", dStep.values(), qs.D);
+  }
+  {
+    F32 dK(tile), dV(tile);
+    jit::Bindings b2 = in;
+    b2.bind(Operand::dK, tensor(dK.buffer)).bind(Operand::dV, tensor(dV.buffer));
+    launchStep(bob::KernelKind::bwd_kv, p, b2);
+    expectClose("dK", dK.values(), bwd.dK.data);
+    expectClose("dV", dV.values(), bwd.dV.data);
+  }
+  // BoB pass 1, unfinished: X1..X4, c and beta over this key chunk.
+  {
+    F32 x1(tile), x2(tile), x3(tile), x4(tile), dStep(rows), cStep(rows), beta(rows);
+    jit::Bindings b2 = in;
+    b2.bind(Operand::X1, tensor(x1.buffer)).bind(Operand::X2, tensor(x2.buffer))
+        .bind(Operand::X3, tensor(x3.buffer)).bind(Operand::X4, tensor(x4.buffer))
+        .bind(Operand::D, RowVector{dStep.buffer.get()}).bind(Operand::c, RowVector{cStep.buffer.get()})
+        .bind(Operand::beta, RowVector{beta.buffer.get()});
+    launchStep(bob::KernelKind::bob_q, p, b2);
+    oracle::ring::Pass1Partial ref = oracle::ring::bobPass1Step(global, qs, ks);
+    expectClose("X1", x1.values(), ref.X1.data);
+    expectClose("X2", x2.values(), ref.X2.data);
+    expectClose("X3", x3.values(), ref.X3.data);
+    expectClose("X4", x4.values(), ref.X4.data);
+    expectClose("c", cStep.values(), ref.c);
+    expectClose("beta", beta.values(), ref.beta);
+  }
+  // BoB pass 2, given the whole sequence's c and b: partial gK, gV.
+  {
+    F32 gK(tile), gV(tile);
+    jit::Bindings b2 = in;
+    b2.bind(Operand::gK, tensor(gK.buffer)).bind(Operand::gV, tensor(gV.buffer));
+    launchStep(bob::KernelKind::bob_kv, p, b2);
+    oracle::ring::Pass2Partial ref = oracle::ring::bobPass2Step(global, qs, ks);
+    expectClose("gK", gK.values(), ref.gK.data);
+    expectClose("gV", gV.values(), ref.gV.data);
+  }
+  std::printf("\n");
+}
+
+} // namespace
+
+TEST_CASE("ring-step kernels on a chunk pair match the float64 ring oracle's steps",
+          "[gpu][ring]") {
+  for (int64_t d : {64, 128})
+    for (int64_t keyChunk : {0, 1})
+      DYNAMIC_SECTION("d" << d << " keys of chunk " << keyChunk) { runPair(d, keyChunk); }
+}
