@@ -1,9 +1,8 @@
 // The generated forward kernel on the GPU against the float64 oracle, on the same bf16/fp16
 // inputs: every output element written (outputs poisoned with NaN first), relative L2 error of
 // O and L within the kernels issue's bounds (5e-3 bf16, 1e-3 fp16).
-#include "test/gpu/GpuTestUtil.h"
+#include "test/gpu/CompiledKernel.h"
 
-#include "jit/Compile.h"
 #include "jit/KernelCache.h"
 #include "jit/Launch.h"
 #include "kernels/oracle/Oracle.h"
@@ -31,16 +30,7 @@ void runCase(const Case &c) {
   spec.dtype = c.bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   spec.causal = c.causal;
   spec.arch = test::deviceArch();
-  auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
-  if (!artifacts)
-    FAIL(llvm::toString(artifacts.takeError()));
-  runtime::KernelImage image{artifacts->cubin, artifacts->entry,
-                             static_cast<unsigned>(artifacts->threads),
-                             static_cast<unsigned>(artifacts->sharedBytes),
-                             artifacts->tensorMaps};
-  auto kernel = runtime::LoadedKernel::load(test::driver(), image);
-  if (!kernel)
-    FAIL(llvm::toString(kernel.takeError()));
+  std::unique_ptr<runtime::LoadedKernel> kernel = test::compileAndLoad(spec);
 
   std::mt19937_64 rng(c.n * 1000003 + c.m * 101 + c.d + c.causal + 2 * c.bf16);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -74,7 +64,7 @@ void runCase(const Case &c) {
   GPU_CHECK(jit::validate(problem, {bob::KernelKind::fwd}, bindings));
   runtime::KernelArgs args;
   jit::pack(bob::KernelKind::fwd, problem, bindings, args);
-  GPU_CHECK(runtime::launch(test::driver(), **kernel, jit::gridFor(spec, problem), args));
+  GPU_CHECK(runtime::launch(test::driver(), *kernel, jit::gridFor(spec, problem), args));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
   std::vector<uint16_t> outBits(qBits.size());

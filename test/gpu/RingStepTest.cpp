@@ -5,13 +5,13 @@
 // with the unmasked ones (docs/context-parallel.md). The inputs are the whole sequence's: its
 // float64 L, D, c, b. Every tensor output is f32, compared (relative L2) with the step's float64
 // partial result within bf16's bound; outputs are poisoned with NaN first.
-#include "test/gpu/GpuTestUtil.h"
+#include "test/gpu/CompiledKernel.h"
 
-#include "jit/Compile.h"
 #include "jit/Launch.h"
 #include "kernels/oracle/Ring.h"
 
 #include <cstdio>
+#include <numeric>
 #include <random>
 
 using namespace flashbob;
@@ -28,19 +28,10 @@ constexpr double kTol = 5e-3;   // bf16 inputs
 void launchStep(bob::KernelKind kind, const AttentionProblem &p, const jit::Bindings &bindings) {
   compiler::KernelSpec spec = jit::defaultSpec(p, kind, test::deviceArch());
   spec.partial = true;
-  auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
-  if (!artifacts)
-    FAIL(llvm::toString(artifacts.takeError()));
-  runtime::KernelImage image{artifacts->cubin, artifacts->entry,
-                             static_cast<unsigned>(artifacts->threads),
-                             static_cast<unsigned>(artifacts->sharedBytes),
-                             artifacts->tensorMaps};
-  auto kernel = runtime::LoadedKernel::load(test::driver(), image);
-  if (!kernel)
-    FAIL(llvm::toString(kernel.takeError()));
+  std::unique_ptr<runtime::LoadedKernel> kernel = test::compileAndLoad(spec);
   runtime::KernelArgs args;
   jit::pack(kind, p, bindings, args, /*partial=*/true);
-  GPU_CHECK(runtime::launch(test::driver(), **kernel, jit::gridFor(spec, p), args));
+  GPU_CHECK(runtime::launch(test::driver(), *kernel, jit::gridFor(spec, p), args));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 }
 
@@ -52,6 +43,12 @@ Matrix rowsOf(const Matrix &a, int64_t first, int64_t count) {
 
 std::vector<double> rowsOf(const std::vector<double> &v, int64_t first, int64_t count) {
   return {v.begin() + first, v.begin() + first + count};
+}
+
+std::vector<oracle::Index> positions(int64_t first, int64_t count) {
+  std::vector<oracle::Index> rows(static_cast<size_t>(count));
+  std::iota(rows.begin(), rows.end(), first);
+  return rows;
 }
 
 // A bf16 input on the device (the matrix is rounded in place first).
@@ -109,8 +106,7 @@ void runPair(int64_t d, int64_t keyChunk) {
   test::toHalf(fwd.O.data, true);
   oracle::BobResult bob = oracle::dense::bob(global, Q, K, V, dO, uQ, uK, uV);
   oracle::ring::QueryShard qs;
-  for (int64_t i = 0; i < kChunk; ++i)
-    qs.rows.push_back(qFirst + i);
+  qs.rows = positions(qFirst, kChunk);
   qs.Q = rowsOf(Q, qFirst, kChunk);
   qs.dO = rowsOf(dO, qFirst, kChunk);
   qs.uQ = rowsOf(uQ, qFirst, kChunk);
@@ -125,8 +121,7 @@ void runPair(int64_t d, int64_t keyChunk) {
   qs.c = rowsOf(bob.c, qFirst, kChunk);
   qs.b = rowsOf(bob.b, qFirst, kChunk);
   oracle::ring::KeyShard ks;
-  for (int64_t j = 0; j < kChunk; ++j)
-    ks.rows.push_back(kFirst + j);
+  ks.rows = positions(kFirst, kChunk);
   ks.K = rowsOf(K, kFirst, kChunk);
   ks.V = rowsOf(V, kFirst, kChunk);
   ks.uK = rowsOf(uK, kFirst, kChunk);
