@@ -38,10 +38,11 @@ private:
   llvm::cl::opt<Op> op_;
   llvm::cl::opt<int64_t> batch_, heads_, headsKv_, seqQ_;
   llvm::cl::alias seq_;
-  llvm::cl::opt<int64_t> seqK_, headDim_, windowLeft_, windowRight_;
+  llvm::cl::opt<int64_t> seqK_, headDim_;
   llvm::cl::list<int64_t> seqlensQ_, seqlensK_;
   llvm::cl::opt<std::string> dtype_;
   llvm::cl::opt<bool> causal_;
+  llvm::cl::opt<int64_t> windowLeft_, windowRight_; // declared in the constructor's order
   llvm::cl::opt<double> scale_;
   llvm::cl::opt<int> iters_, warmup_;
   llvm::cl::opt<double> timeBudget_;
