@@ -109,9 +109,9 @@ def _rows(q, *lead):
 
 
 def _forward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-             window_left: int, window_right: int, scale: float,
-             cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
-             max_seqlen_q: int, max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+                  window_left: int, window_right: int, scale: float,
+                  cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
+                  max_seqlen_q: int, max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(O, L); scale 0 means 1/sqrt(head_dim)."""
     config = _offsets((causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k,
                        max_seqlen_q, max_seqlen_k))
@@ -135,11 +135,11 @@ def _(q, k, v, *config):
 
 
 def _backward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-              lse: torch.Tensor, do: torch.Tensor, causal: bool,
-              window_left: int, window_right: int, scale: float,
-              cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
-              max_seqlen_q: int,
-              max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   lse: torch.Tensor, do: torch.Tensor, causal: bool,
+                   window_left: int, window_right: int, scale: float,
+                   cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
+                   max_seqlen_q: int,
+                   max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dQ, dK, dV) from the forward's O and L."""
     config = _offsets((causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k,
                        max_seqlen_q, max_seqlen_k))
@@ -167,11 +167,11 @@ def _(q, k, v, o, lse, do, *config):
 
 
 def _bob_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
-         do: torch.Tensor, uq: torch.Tensor, uk: torch.Tensor, uv: torch.Tensor, causal: bool,
-         window_left: int, window_right: int, scale: float,
-         cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
-         max_seqlen_q: int,
-         max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+              do: torch.Tensor, uq: torch.Tensor, uk: torch.Tensor, uv: torch.Tensor, causal: bool,
+              window_left: int, window_right: int, scale: float,
+              cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
+              max_seqlen_q: int,
+              max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """BoB: the gradients of <uQ, dQ> + <uK, dK> + <uV, dV> with respect to Q, K, V and dO."""
     config = _offsets((causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k,
                        max_seqlen_q, max_seqlen_k))
@@ -199,10 +199,10 @@ def _(q, k, v, o, lse, do, uq, uk, uv, *config):
 
 
 def _forward_jvp_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-                 lse: torch.Tensor, tq: torch.Tensor, tk: torch.Tensor, tv: torch.Tensor,
-                 causal: bool, window_left: int, window_right: int, scale: float,
-                 cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
-                 max_seqlen_q: int, max_seqlen_k: int) -> torch.Tensor:
+                      lse: torch.Tensor, tq: torch.Tensor, tk: torch.Tensor, tv: torch.Tensor,
+                      causal: bool, window_left: int, window_right: int, scale: float,
+                      cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
+                      max_seqlen_q: int, max_seqlen_k: int) -> torch.Tensor:
     """The forward's JVP: the change of O along tangents (tq, tk, tv) of (q, k, v), from the
     forward's O and L (one kernel: BoB's gdO at u = t, without the rest of BoB)."""
     config = _offsets((causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k,
@@ -219,8 +219,8 @@ def _forward_jvp_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torc
     return to
 
 
-_forward_jvp = torch.library.custom_op("flashbob::forward_jvp", mutates_args=(), device_types="cuda")(
-    _forward_jvp_body)
+_forward_jvp = torch.library.custom_op("flashbob::forward_jvp", mutates_args=(),
+                                       device_types="cuda")(_forward_jvp_body)
 
 
 @_forward_jvp.register_fake
