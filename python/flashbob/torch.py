@@ -345,7 +345,10 @@ for _op in (_forward, _backward, _bob, _forward_jvp):
 # autograd.Functions below run an operator's body directly when nothing but eager execution can
 # be watching: real tensors (not FakeTensors or torch.func's wrappers), no torch.func transform,
 # no dispatch or torch-function mode. Anything else goes through the operator, which those need
-# to see. The body is the same code either way.
+# to see. torch.func.grad and jvp see the autograd.Functions themselves and run their forward and
+# backward one level below the transform, on plain tensors, so those calls may be direct too;
+# vmap's batched tensors always take the operator and its vmap rule. The body is the same code
+# either way.
 
 try:
     _functorch_level = torch._C._functorch.maybe_current_level

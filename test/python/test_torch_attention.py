@@ -328,8 +328,8 @@ def test_torch_func_grad_of_grad_runs_bob():
 
 def test_eager_calls_skip_the_operator_dispatch_and_transforms_still_see_the_operators(monkeypatch):
     # Eagerly, the autograd.Functions run the operators' bodies directly (the custom_op's
-    # dispatch cost about 190 us a call); under a dispatch mode or a torch.func transform the
-    # operators run, so that those see them. Either way the same kernels: identical values.
+    # dispatch cost about 190 us a call); under a dispatch mode or vmap the operators run, so
+    # that those see them. Either way the same kernels: identical values.
     q, k, v, w, vec, _, _ = small(seed=21)
     direct = []
     for name in ("_forward_body", "_backward_body", "_bob_body"):
@@ -375,9 +375,15 @@ def test_eager_calls_skip_the_operator_dispatch_and_transforms_still_see_the_ope
     assert direct == [] and "flashbob.forward.default" in seen.ops
     assert torch.equal(o, eager[0])
     loss = lambda q: (fb.attention(q, k, v, causal=True).float() * w.float()).sum()  # noqa: E731
+    # torch.func.grad records the autograd.Function and runs its forward and backward below its
+    # level, on plain tensors: direct calls there are expected, and the gradient is the same.
     g = torch.func.grad(loss)(q)
-    assert direct == []
+    assert direct == ["_forward_body", "_backward_body"]
     assert torch.equal(g, eager[1])
+    direct.clear()
+    batched = torch.func.vmap(lambda *t: fb.attention(*t, causal=True))(q[None], k[None], v[None])
+    assert direct == []
+    assert torch.equal(batched[0], eager[0])
 
 
 def odd_layout(t, kind):
