@@ -78,7 +78,11 @@ bool definedOutside(scf::ForOp loop, Value v) {
 struct LoopLoads {
   scf::ForOp loop;
   SmallVector<LoadSharedOp> loads;
-  llvm::DenseMap<LoadSharedOp, SmallVector<Operation *>> slices;
+  // The ops of the body computing any load's row or head, each once, in body order: an issue
+  // clones them all and then starts the loads back to back, so that the loads share one
+  // transaction (TMA batches form only over consecutive loads) and a step's division runs once,
+  // not once per tile.
+  SmallVector<Operation *> slice;
 };
 
 std::optional<LoopLoads> findLoopLoads(scf::ForOp loop) {
@@ -91,6 +95,7 @@ std::optional<LoopLoads> findLoopLoads(scf::ForOp loop) {
   if (found.loads.empty())
     return std::nullopt;
   llvm::SmallPtrSet<Value, 8> tiles;
+  llvm::SetVector<Operation *> slice;
   for (LoadSharedOp load : found.loads) {
     Value tile = load.getDst();
     // One load per tile, and nothing outside the loop reads it (after the loop the last
@@ -108,12 +113,11 @@ std::optional<LoopLoads> findLoopLoads(scf::ForOp loop) {
     auto heads = rowSlice(loop, load.getHead());
     if (!rows || !heads)
       return std::nullopt;
-    llvm::SetVector<Operation *> both(rows->begin(), rows->end());
-    both.insert(heads->begin(), heads->end());
-    SmallVector<Operation *> ordered(both.begin(), both.end());
-    llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-    found.slices[load] = ordered;
+    slice.insert(rows->begin(), rows->end());
+    slice.insert(heads->begin(), heads->end());
   }
+  found.slice.assign(slice.begin(), slice.end());
+  llvm::sort(found.slice, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return found;
 }
 
@@ -263,35 +267,34 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
                                                 select.getFalseValue()));
     }
     ProducerAcquireOp::create(inLoop, loc, targets);
-    for (auto [load, target] : llvm::zip_equal(plan.loads, targets)) {
-      IRMapping map = outer;
-      map.map(loop.getInductionVar(), piv);
-      for (Operation *op : plan.slices[load]) {
-        for (Value operand : op->getOperands())
-          if (operand.getParentBlock() != loop.getBody() &&
-              failed(recompute(inLoop, hidden, operand, map)))
-            return load.emitOpError("producer: the row or head is not computed by pure ops");
-        inLoop.clone(*op, map);
-      }
-      SmallVector<Value> operands;
-      for (Value v : SmallVector<Value>{load.getSrc(), load.getBatch(), load.getBound()}) {
+    IRMapping map = outer;
+    map.map(loop.getInductionVar(), piv);
+    for (Operation *op : plan.slice) {
+      for (Value operand : op->getOperands())
+        if (operand.getParentBlock() != loop.getBody() &&
+            failed(recompute(inLoop, hidden, operand, map)))
+          return op->emitOpError("producer: a load's row or head is not computed by pure ops");
+      inLoop.clone(*op, map);
+    }
+    // Every load's operands first (src, batch, bound, head, row), then the loads back to back:
+    // one TMA batch.
+    SmallVector<SmallVector<Value, 5>> operandsOf;
+    for (LoadSharedOp load : plan.loads) {
+      SmallVector<Value, 5> &operands = operandsOf.emplace_back();
+      // Row and head: cloned with the slice when computed in the body, else from outside.
+      for (Value v : {Value(load.getSrc()), Value(load.getBatch()), Value(load.getBound()),
+                      map.lookupOrDefault(Value(load.getHead())),
+                      map.lookupOrDefault(Value(load.getRow()))}) {
         auto recomputed = recompute(inLoop, hidden, v, map);
         if (failed(recomputed))
           return load.emitOpError("producer: the load's operands are not computed by pure ops");
         operands.push_back(*recomputed);
       }
-      // Row and head: cloned with the slice when computed in the body, else from outside.
-      SmallVector<Value> coordinates;
-      for (Value v : {load.getHead(), load.getRow()}) {
-        auto recomputed = recompute(inLoop, hidden, map.lookupOrDefault(v), map);
-        if (failed(recomputed))
-          return load.emitOpError("producer: the load's operands are not computed by pure ops");
-        coordinates.push_back(*recomputed);
-      }
-      LoadSharedOp::create(inLoop, load.getLoc(), operands[0], operands[1], coordinates[0],
-                           coordinates[1], operands[2], target, load.getTensorMap(),
-                           /*async=*/true);
     }
+    for (auto [load, target, operands] : llvm::zip_equal(plan.loads, targets, operandsOf))
+      LoadSharedOp::create(inLoop, load.getLoc(), operands[0], operands[1], operands[3],
+                           operands[4], operands[2], target, load.getTensorMap(),
+                           /*async=*/true);
     for (LoadSharedOp load : plan.loads)
       load.erase();
     return success();
@@ -300,7 +303,6 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
   void pipeline(LoopLoads &plan) {
     scf::ForOp loop = plan.loop;
     ArrayRef<LoadSharedOp> loads = plan.loads;
-    auto &slices = plan.slices;
     OpBuilder b(loop);
     Location loc = loop.getLoc();
     llvm::DenseMap<Value, Value> second = addSecondBuffers(loads);
@@ -308,11 +310,11 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
     // Starts the loads of iteration `iv` into `tiles(first)`, rows and heads recomputed from
     // `iv`.
     auto issue = [&](OpBuilder &ob, Value iv, function_ref<Value(Value)> tiles) {
+      IRMapping map;
+      map.map(loop.getInductionVar(), iv);
+      for (Operation *op : plan.slice)
+        ob.clone(*op, map);
       for (LoadSharedOp load : loads) {
-        IRMapping map;
-        map.map(loop.getInductionVar(), iv);
-        for (Operation *op : slices[load])
-          ob.clone(*op, map);
         LoadSharedOp::create(ob, load.getLoc(), load.getSrc(), load.getBatch(),
                              map.lookupOrDefault(load.getHead()),
                              map.lookupOrDefault(load.getRow()), load.getBound(),

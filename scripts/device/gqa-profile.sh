@@ -9,13 +9,18 @@
 #    FLASHBOB_LONG_SWEEP=0 (grouped, no flush); bwd and bob.
 # 2. Nsight Compute (clocks left alone) on one launch of the key-side kernel, equal heads against
 #    8:1 without the flush: speed of light, occupancy, warp states, memory.
+# 3. (`tune`, only when named) the autotuner's candidates for bwd and bob at 8:1 in a cache of
+#    its own: which tiles the grouped kernels would rather have.
+# Sections to run as arguments (default: speed ncu), e.g. `gqa-profile.sh speed tune`.
 set -uo pipefail
+sections=${*:-speed ncu}
+wants() { [[ " $sections " == *" $1 "* ]]; }
 export FLASHBOB_CACHE_DIR=${FLASHBOB_CACHE_DIR:-/tmp/flashbob-cache}
 F=.device/bin/flashbob
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 shape="--heads 16 --seq-q 16384 --head-dim 128"
-echo "== speed: median ms of 20 runs"
-for op in bwd bob; do
+wants speed && echo "== speed: median ms of 20 runs"
+wants speed && for op in bwd bob; do
   for round in 1 2; do
     for form in "16 auto" "2 auto" "2 0"; do
       set -- $form
@@ -27,6 +32,14 @@ for op in bwd bob; do
     done
   done
 done
+if wants tune; then
+  for op in bwd bob; do
+    echo "== tune $op, kv=2"
+    FLASHBOB_CACHE_DIR=/tmp/flashbob-gqa-tune $F tune --op $op $shape --heads-kv 2 --iters 10 --warmup 2 \
+      --progress none 2>&1 | grep -v "^flashbob: compiling"
+  done
+fi
+wants ncu || exit 0
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "gqa-profile.sh: ncu not found" >&2; exit 1; }
 for op in bob bwd; do

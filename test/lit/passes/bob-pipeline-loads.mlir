@@ -194,7 +194,9 @@ bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, he
 
 // A head computed in the body from the induction variable, as in the grouped key-major sweep
 // (step t: head h0 + t / blocks, rows of block t % blocks): the head's ops are recomputed with
-// the row's for each issued load, divisions included (they run only for iterations that run).
+// the row's for each issue, divisions included (they run only for iterations that run), once
+// for all the loads sharing them; then the loads back to back, so that lowering gives them one
+// TMA transaction (a division between two loads would split it).
 // CHECK-LABEL: bob.kernel @head_in_loop
 // CHECK:      %[[RUNS:.+]] = arith.cmpi slt, %[[LB:.+]], %[[UB:.+]] : index
 // CHECK-NEXT: scf.if %[[RUNS]] {
@@ -202,6 +204,7 @@ bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, he
 // CHECK-NEXT:   %[[H0:.+]] = arith.addi %[[FIRSTHEAD:.+]], %[[DH0]] : index
 // CHECK-NEXT:   %[[B0:.+]] = arith.remui %[[LB]], %[[BLOCKS]] : index
 // CHECK-NEXT:   %[[ROW0:.+]] = arith.muli %[[B0]], %{{.+}} : index
+// CHECK-NEXT:   bob.load_shared %{{.+}}[%{{.+}}, %[[H0]], %[[ROW0]]] bound %{{.+}} into %{{.+}} {async}
 // CHECK-NEXT:   bob.load_shared %{{.+}}[%{{.+}}, %[[H0]], %[[ROW0]]] bound %{{.+}} into %{{.+}} {async}
 // CHECK-NEXT: }
 // CHECK:      scf.for %[[I:.+]] = %[[LB]] to %[[UB]] step %[[STEP:.+]] iter_args
@@ -214,10 +217,11 @@ bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, he
 // CHECK-NEXT:     %[[BN:.+]] = arith.remui %[[NEXTI]], %[[BLOCKS]] : index
 // CHECK-NEXT:     %[[ROWN:.+]] = arith.muli %[[BN]], %{{.+}} : index
 // CHECK-NEXT:     bob.load_shared %{{.+}}[%{{.+}}, %[[HN]], %[[ROWN]]] bound %{{.+}} into %{{.+}} {async}
+// CHECK-NEXT:     bob.load_shared %{{.+}}[%{{.+}}, %[[HN]], %[[ROWN]]] bound %{{.+}} into %{{.+}} {async}
 // CHECK-NEXT:   }
 // CHECK-NOT:    bob.load_shared
 // CHECK:        scf.yield
-bob.kernel @head_in_loop(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
+bob.kernel @head_in_loop(%q: !T, %k: !T, %do: !T) attributes {spec = #bob.spec<kind = bob_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -230,6 +234,7 @@ bob.kernel @head_in_loop(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = bob
   %blocks = arith.ceildivui %n, %c64 : index
   %steps = arith.muli %blocks, %group : index
   %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %dos = bob.alloc_shared : !bob.smem<64x64xbf16>
   %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
   %r = scf.for %t = %c0 to %steps step %c1 iter_args(%acc = %zero) -> (!bob.rtile<64x64xf32>) {
     %dh = arith.divui %t, %blocks : index
@@ -237,7 +242,8 @@ bob.kernel @head_in_loop(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = bob
     %block = arith.remui %t, %blocks : index
     %row = arith.muli %block, %c64 : index
     bob.load_shared %q[%c0, %head, %row] bound %n into %qs : !T, !bob.smem<64x64xbf16>
-    %s = bob.mma %qs, %qs, %acc {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+    bob.load_shared %do[%c0, %head, %row] bound %n into %dos : !T, !bob.smem<64x64xbf16>
+    %s = bob.mma %qs, %dos, %acc {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
     scf.yield %s : !bob.rtile<64x64xf32>
   }
   bob.return
