@@ -127,7 +127,8 @@ chooseSpec(KernelCache &cache, const compiler::KernelSpec &base, const Attention
       return timer.takeError();
     return timer->time(stream, [&] { return launch(**kernel); });
   };
-  auto result = tuner.tune(key, names, measure);
+  auto result = tuner.tune(key, names, measure, runtime::Autotuner::kRepeats,
+                           base.name() + " (seq<=" + std::to_string(bucket) + ")");
   if (!result)
     return result.takeError();
   for (size_t i = 0; i < names.size(); ++i)

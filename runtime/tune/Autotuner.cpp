@@ -122,10 +122,12 @@ void writeRecord(const std::string &path, const llvm::json::Value &record) {
 
 llvm::Expected<TuneResult> Autotuner::tune(
     llvm::StringRef key, llvm::ArrayRef<std::string> candidates,
-    const std::function<llvm::Expected<double>(size_t)> &measureMs, int repeats) {
+    const std::function<llvm::Expected<double>(size_t)> &measureMs, int repeats,
+    llvm::StringRef label) {
+  const std::string name = (label.empty() ? key : label).str();
   if (candidates.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "autotune: no candidates for " + key);
+                                   "autotune: no candidates for " + name);
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string path = recordPath(key, candidates);
   for (auto &[p, w] : memory_)
@@ -135,7 +137,7 @@ llvm::Expected<TuneResult> Autotuner::tune(
   const bool usable = storeUsableLocked();
   if (usable)
     if (auto winner = readWinner(path, key, candidates)) {
-      support::log(detail, "flashbob autotune: " + key + ": reusing " + *winner + " (" + path +
+      support::log(detail, "flashbob autotune: " + name + ": reusing " + *winner + " (" + path +
                                ")");
       memory_.emplace_back(path, *winner);
       return TuneResult{*winner, {}, true};
@@ -146,7 +148,7 @@ llvm::Expected<TuneResult> Autotuner::tune(
     support::log(support::LogLevel::Info,
                  llvm::formatv("flashbob autotune: tuning {0} over {1} candidates "
                                "(FLASHBOB_PRINT_AUTOTUNING=1 shows each)",
-                               key, candidates.size()));
+                               name, candidates.size()));
   TuneResult result;
   double best = 0;
   std::string failures;
@@ -180,8 +182,8 @@ llvm::Expected<TuneResult> Autotuner::tune(
   }
   if (result.winner.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "autotune: every candidate failed for " + key + failures);
-  support::log(detail, "flashbob autotune: " + key + ": chose " + result.winner);
+                                   "autotune: every candidate failed for " + name + failures);
+  support::log(detail, "flashbob autotune: " + name + ": chose " + result.winner);
 
   llvm::json::Array names, times;
   for (const std::string &c : candidates)

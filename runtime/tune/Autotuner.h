@@ -37,9 +37,11 @@ public:
   // `key` names everything the winner depends on (problem class, GPU, compiler build). The
   // candidate list is part of the stored key: adding a candidate re-tunes instead of reusing a
   // winner chosen without it. `measureMs(i)` runs candidate i once and returns its time.
+  // `label` names the tuning in log lines and errors (default: the key, which may span lines).
+  static constexpr int kRepeats = 5;
   llvm::Expected<TuneResult> tune(llvm::StringRef key, llvm::ArrayRef<std::string> candidates,
                                   const std::function<llvm::Expected<double>(size_t)> &measureMs,
-                                  int repeats = 5);
+                                  int repeats = kRepeats, llvm::StringRef label = {});
 
   std::string recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const;
 

@@ -80,6 +80,15 @@ TEST_CASE("autotuner fails clearly when every candidate fails, and ignores a dam
   REQUIRE_FALSE(static_cast<bool>(none));
   std::string message = llvm::toString(none.takeError());
   CHECK_THAT(message, Catch::Contains("every candidate failed") && Catch::Contains("compile error"));
+  // With a label (the kernel's name), messages name it rather than the key's many lines.
+  auto labelled = tuner.tune(
+      "flashbob kernel\nspec x\ngpu y\n", {"a", "b"},
+      [](size_t) -> llvm::Expected<double> { return failure("compile error"); },
+      Autotuner::kRepeats, "bob_q_d64 (seq<=4096)");
+  REQUIRE_FALSE(static_cast<bool>(labelled));
+  message = llvm::toString(labelled.takeError());
+  CHECK_THAT(message, Catch::Contains("failed for bob_q_d64 (seq<=4096)") &&
+                          !Catch::Contains("spec x"));
 
   // A truncated record is not trusted: the tuner measures again.
   std::string path = tuner.recordPath("k2", {"a", "b"});
