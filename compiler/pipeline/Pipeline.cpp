@@ -45,7 +45,6 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target) {
   pm.addPass(createConvertNVVMToLLVMPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  pm.addPass(createConvertMathToLLVMPass()); // math.ctlz of the kernels' divisors (clz.b32)
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createCanonicalizerPass());

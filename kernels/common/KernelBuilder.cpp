@@ -5,7 +5,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -16,7 +15,7 @@ namespace flashbob::kernels {
 KernelBuilder::KernelBuilder(MLIRContext *ctx, const compiler::KernelSpec &spec)
     : spec(spec), module(ModuleOp::create(UnknownLoc::get(ctx))),
       b(UnknownLoc::get(ctx), OpBuilder(ctx)) {
-  ctx->loadDialect<bob::BobDialect, math::MathDialect>();
+  ctx->loadDialect<bob::BobDialect>();
   b.setInsertionPointToEnd(module->getBody());
 }
 
@@ -179,8 +178,7 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
   // of the group's query heads, in one loop over steps [0, group * blocks): step t visits block
   // first + t % blocks of query head ownHead * group + t / blocks.
   const bool groupSweep = keyMajor() && spec.grouped;
-  Value lower, upper, first, blocks, firstHead;
-  Divisor blocks32;
+  Value lower, upper, first, blocks, blocks32, firstHead;
   if (keyMajor()) {
     upper = queryBlocksEnd(*this, ownStart, n, m);
     lower = first = firstQueryBlock(*this, ownStart, n, m);
@@ -191,12 +189,10 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
       lower = index(0);
       upper = arith::MulIOp::create(b, blocks, group);
       firstHead = arith::MulIOp::create(b, ownHead, group);
-      // Each step divides by the blocks per head, in 32 bits by a multiply (divisor()): a
-      // 64-bit division by a value known only at run time is, from LLVM's NVPTX backend, a
-      // branch between a 32-bit and a 64-bit routine on every step, and even a 32-bit one a
-      // dozen instructions. Steps number group * (N / rows per block), far below 2^31; a
-      // block with no steps never divides (the divisor of 0 blocks is prepared, never used).
-      blocks32 = divisor(narrow(arith::MaxUIOp::create(b, blocks, index(1))));
+      // Each step divides by the blocks per head in 32 bits: a 64-bit division by a value known
+      // only at run time is, from LLVM's NVPTX backend, a branch between a 32-bit and a 64-bit
+      // routine on every step. Steps number group * (N / rows per block), far below 2^31.
+      blocks32 = narrow(blocks);
     }
   } else {
     upper = keyBlocksToVisit(*this, ownStart, n, m);
@@ -220,9 +216,11 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
         b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
         sweepStep_ = blockIndex;
         if (groupSweep) {
-          auto [head, block] = divmod(narrow(blockIndex), blocks32);
-          sweptHead = arith::AddIOp::create(b, firstHead, widen(head));
-          blockIndex = arith::AddIOp::create(b, first, widen(block));
+          Value t = narrow(blockIndex);
+          sweptHead = arith::AddIOp::create(b, firstHead,
+                                            widen(arith::DivUIOp::create(b, t, blocks32)));
+          blockIndex = arith::AddIOp::create(b, first,
+                                             widen(arith::RemUIOp::create(b, t, blocks32)));
         } else if (keyMajor()) {
           sweptHead = ownHead;
         }
@@ -315,41 +313,6 @@ Value KernelBuilder::narrow(Value index) {
 Value KernelBuilder::widen(Value i32) {
   return arith::IndexCastUIOp::create(b, b.getIndexType(), i32);
 }
-KernelBuilder::Divisor KernelBuilder::divisor(Value d) {
-  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f64 = b.getF64Type();
-  auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, i32, v); };
-  auto c64 = [&](int64_t v) { return arith::ConstantIntOp::create(b, i64, v); };
-  // shift = ceil(log2 d) = 32 - clz(d - 1): 0 for d = 1.
-  Value shift = arith::SubIOp::create(
-      b, c32(32), math::CountLeadingZerosOp::create(b, arith::SubIOp::create(b, d, c32(1))));
-  // magic = floor(2^32 (2^shift - d) / d) + 1, below 2^32 for d < 2^31. The quotient from a
-  // float64 division is off by at most one (its error is under 2^-21, the exact quotient's
-  // fraction a multiple of 1/d), corrected with integer products: no 64-bit integer division,
-  // which would bring a 32-bit one with it (LLVM's slow-division bypass).
-  Value d64 = arith::ExtUIOp::create(b, i64, d);
-  Value r = arith::SubIOp::create(b, arith::ShLIOp::create(b, c64(1), arith::ExtUIOp::create(b, i64, shift)), d64);
-  Value num = arith::ShLIOp::create(b, r, c64(32));
-  Value estimate = arith::FPToUIOp::create(
-      b, i64,
-      arith::DivFOp::create(b, arith::UIToFPOp::create(b, f64, num), arith::UIToFPOp::create(b, f64, d64)));
-  Value product = arith::MulIOp::create(b, estimate, d64);
-  Value over = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, product, num);
-  Value under = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::uge, arith::SubIOp::create(b, num, product), d64);
-  Value quotient = arith::SelectOp::create(
-      b, over, arith::SubIOp::create(b, estimate, c64(1)),
-      arith::SelectOp::create(b, under, arith::AddIOp::create(b, estimate, c64(1)), estimate));
-  Value magic = arith::TruncIOp::create(b, i32, arith::AddIOp::create(b, quotient, c64(1)));
-  return {d, magic, shift};
-}
-
-std::pair<Value, Value> KernelBuilder::divmod(Value n, const Divisor &d) {
-  // q = (mulhi(n, magic) + n) >> shift; the sum stays below 2^32 because mulhi <= n < 2^31.
-  Value high = arith::MulUIExtendedOp::create(b, n, d.magic).getHigh();
-  Value q = arith::ShRUIOp::create(b, arith::AddIOp::create(b, high, n), d.shift);
-  return {q, arith::SubIOp::create(b, n, arith::MulIOp::create(b, q, d.value))};
-}
-
 Value KernelBuilder::f32(double v) {
   return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
 }

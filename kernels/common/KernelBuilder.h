@@ -113,15 +113,6 @@ public:
   // indices are 64-bit, which costs twice the instructions), and back.
   mlir::Value narrow(mlir::Value index);
   mlir::Value widen(mlir::Value i32);
-  // An i32 divisor d in [1, 2^31) that a loop divides by on every step, prepared once so that
-  // each division is a multiply-high, an add and a shift (Granlund and Montgomery's round-up
-  // method): the GPU has no integer division, and ptxas expands a div.u32 into a dozen
-  // instructions with a reciprocal. divmod(n, d) = (n / d, n % d) for n in [0, 2^31).
-  struct Divisor {
-    mlir::Value value, magic, shift;
-  };
-  Divisor divisor(mlir::Value d);
-  std::pair<mlir::Value, mlir::Value> divmod(mlir::Value n, const Divisor &d);
   mlir::Value f32(double v); // an f32 scalar constant
   mlir::Value dim(mlir::Value memref, int64_t axis);
   // A register tile or vector of `type` filled with `value`.
