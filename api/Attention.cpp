@@ -24,6 +24,8 @@ llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
   case AttentionOp::backward: return backward;
   case AttentionOp::bob: return bob;
   case AttentionOp::forward_jvp: return forwardJvp;
+  case AttentionOp::bob_pass1: return llvm::ArrayRef(bob).take_front();
+  case AttentionOp::bob_pass2: return llvm::ArrayRef(bob).drop_front();
   }
   return {};
 }
@@ -33,6 +35,12 @@ llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
 llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings bindings,
                 CUstream stream) {
   llvm::ArrayRef<Kind> kinds = kernelsOf(op);
+  // One GPU's bob_q finishes pass 1 itself (gQ, gdO, b): its unfinished outputs exist only in
+  // the ring-step form.
+  if (op == AttentionOp::bob_pass1 && !p.ringStep)
+    return support::makeInvalidArgument(
+        "ring_step", "flashbob: BoB's first pass alone is a ring step: set ring_step (the whole "
+                     "of BoB on one GPU is one call, flashbob_bob)");
   if (p.varlen) { // the packed batch's offsets are the problem's, operands of every kernel
     bindings.bind(Operand::cuSeqlensQ, RowVector{p.cuSeqlensQ});
     bindings.bind(Operand::cuSeqlensK, RowVector{p.cuSeqlensK});
@@ -85,6 +93,30 @@ llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const B
   return run(p, AttentionOp::bob, b, stream);
 }
 
+llvm::Error attentionBobPass1(const AttentionProblem &p, const BobInputs &in,
+                              const BobPass1Outputs &out, CUstream stream) {
+  jit::Bindings b;
+  b.bind(Operand::q, in.q).bind(Operand::k, in.k).bind(Operand::v, in.v).bind(Operand::o, in.o);
+  b.bind(Operand::dO, in.dO).bind(Operand::lse, in.lse);
+  b.bind(Operand::uQ, in.uQ).bind(Operand::uK, in.uK).bind(Operand::uV, in.uV);
+  b.bind(Operand::X1, out.x1).bind(Operand::X2, out.x2).bind(Operand::X3, out.x3);
+  b.bind(Operand::X4, out.x4);
+  b.bind(Operand::D, out.dRow).bind(Operand::c, out.cRow).bind(Operand::beta, out.betaRow);
+  return run(p, AttentionOp::bob_pass1, b, stream);
+}
+
+llvm::Error attentionBobPass2(const AttentionProblem &p, const BobInputs &in,
+                              const BobPass2Rows &rows, const Tensor &gK, const Tensor &gV,
+                              CUstream stream) {
+  jit::Bindings b;
+  b.bind(Operand::q, in.q).bind(Operand::k, in.k).bind(Operand::v, in.v);
+  b.bind(Operand::dO, in.dO).bind(Operand::lse, in.lse);
+  b.bind(Operand::uQ, in.uQ).bind(Operand::uK, in.uK).bind(Operand::uV, in.uV);
+  b.bind(Operand::D, rows.dRow).bind(Operand::c, rows.cRow).bind(Operand::b, rows.bRow);
+  b.bind(Operand::gK, gK).bind(Operand::gV, gV);
+  return run(p, AttentionOp::bob_pass2, b, stream);
+}
+
 llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, const Tensor &k,
                                 const Tensor &v, const Tensor &o, RowVector lse, const Tensor &tQ,
                                 const Tensor &tK, const Tensor &tV, const Tensor &tO,
@@ -101,7 +133,8 @@ llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<Attent
   for (AttentionOp op : ops) {
     if (kernelsOf(op).empty())
       return support::makeInvalidArgument(
-          "op", "flashbob: op must be forward, backward, bob or forward_jvp");
+          "op", "flashbob: op must be forward, backward, bob, forward_jvp, bob_pass1 or "
+                "bob_pass2");
     llvm::append_range(kinds, kernelsOf(op));
   }
   return jit::precompile(p, kinds);

@@ -35,6 +35,29 @@ struct BobOutputs {
 llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const BobOutputs &out,
                          CUstream stream = nullptr);
 
+// Context parallelism (docs/context-parallel.md): with p.ringStep, attentionForward and
+// attentionBackward run one ring step on a (query shard, key shard) pair, writing float32
+// partials; BoB's two passes run separately, since pass 2 needs the c and b that pass 1's
+// partials give only once summed over every key shard:
+// - pass 1 (p.ringStep required): the query shard's unfinished accumulators X1..X4 (float32
+//   tensors like Q), D, c and beta = rowsum(G o dS + P o W) (b before its - c o D), summed over
+//   key shards by the caller and finished elementwise: b = sum beta - c o D,
+//   gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O;
+// - pass 2: gK and gV of the key shard from the query shard's whole-sequence D, c and b (with
+//   p.ringStep float32 partials, summed over query shards by the caller).
+struct BobPass1Outputs {
+  Tensor x1, x2, x3, x4;
+  RowVector dRow, cRow, betaRow;
+};
+llvm::Error attentionBobPass1(const AttentionProblem &p, const BobInputs &in,
+                              const BobPass1Outputs &out, CUstream stream = nullptr);
+struct BobPass2Rows {
+  RowVector dRow, cRow, bRow;
+};
+llvm::Error attentionBobPass2(const AttentionProblem &p, const BobInputs &in,
+                              const BobPass2Rows &rows, const Tensor &gK, const Tensor &gV,
+                              CUstream stream = nullptr);
+
 // The forward's JVP: tO, the change of O along tangents tQ, tK, tV of q, k, v, from the
 // forward's O and L (one kernel; BoB's gdO at u = t without the rest of BoB).
 llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, const Tensor &k,
@@ -45,7 +68,7 @@ llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, cons
 // Compiles (or loads from the disk cache) the kernels the operations `ops` run for `p` on the
 // current GPU, all at once (one thread per kernel), without launching anything, so that the
 // first real call pays no compile time. Values match flashbob_op in api/flashbob.h.
-enum class AttentionOp { forward, backward, bob, forward_jvp };
+enum class AttentionOp { forward, backward, bob, forward_jvp, bob_pass1, bob_pass2 };
 llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<AttentionOp> ops);
 
 } // namespace flashbob

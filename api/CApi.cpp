@@ -112,6 +112,7 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
     out.maxSeqQ = p->max_seqlen_q;
     out.maxSeqK = p->max_seqlen_k;
   }
+  out.ringStep = p->ring_step != 0;
   // Checked here too, not only in the launch: flashbob_bob sizes the workspace from batch *
   // heads * N before that, which must not overflow.
   if (llvm::Error e = flashbob::jit::validateProblem(out))
@@ -120,6 +121,17 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
 }
 
 CUstream stream(void *s) { return static_cast<CUstream>(s); }
+
+// Three consecutive row vectors of n floats each (D, c and b or beta; problem() bounded n) at
+// `rows`: not null, and ending within the address space.
+llvm::Error threeRows(llvm::StringRef name, const float *rows, uint64_t n) {
+  if (!rows)
+    return badArgument(name, "is a null pointer");
+  if (reinterpret_cast<uintptr_t>(rows) > UINTPTR_MAX - 3 * n * sizeof(float))
+    return badArgument(name, "of 3 x batch x heads x seq_q floats runs past the end of the "
+                             "address space");
+  return llvm::Error::success();
+}
 } // namespace
 
 extern "C" {
@@ -167,11 +179,11 @@ flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbo
   std::vector<flashbob::AttentionOp> list;
   for (int64_t i = 0; i < count; ++i) {
     const int value = enumValue(ops[i]);
-    if (value != FLASHBOB_OP_FORWARD && value != FLASHBOB_OP_BACKWARD && value != FLASHBOB_OP_BOB &&
-        value != FLASHBOB_OP_FORWARD_JVP)
+    if (value < FLASHBOB_OP_FORWARD || value > FLASHBOB_OP_BOB_PASS2)
       return fail(badArgument(count == 1 ? std::string("op") : "ops[" + std::to_string(i) + "]",
                               "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
-                              "FLASHBOB_OP_BOB or FLASHBOB_OP_FORWARD_JVP"));
+                              "FLASHBOB_OP_BOB, FLASHBOB_OP_FORWARD_JVP, FLASHBOB_OP_BOB_PASS1 "
+                              "or FLASHBOB_OP_BOB_PASS2"));
     list.push_back(static_cast<flashbob::AttentionOp>(value));
   }
   return finish(flashbob::attentionPrecompile(*prob, list));
@@ -219,18 +231,53 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
   auto prob = problem(p);
   if (!prob)
     return fail(prob.takeError());
-  if (!workspace)
-    return fail(badArgument("workspace", "is a null pointer"));
-  // D, c and b, n floats each (problem() bounded n), must end within the address space.
   const uint64_t n = static_cast<uint64_t>(prob->tensorBatch() * prob->heads * prob->seqQ);
-  if (reinterpret_cast<uintptr_t>(workspace) > UINTPTR_MAX - 3 * n * sizeof(float))
-    return fail(badArgument("workspace", "of 3 x batch x heads x seq_q floats runs past the end "
-                                         "of the address space"));
+  if (llvm::Error e = threeRows("workspace", workspace, n))
+    return fail(std::move(e));
   flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  tensor(o), tensor(d_o),
                          rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
   flashbob::BobOutputs out{tensor(g_q), tensor(g_k), tensor(g_v), tensor(g_d_o),
                            rows(workspace), rows(workspace, n), rows(workspace, 2 * n)};
   return finish(flashbob::attentionBob(*prob, in, out, stream(s)));
+}
+
+flashbob_status flashbob_bob_pass1(const flashbob_problem *p, flashbob_tensor q,
+                                   flashbob_tensor k, flashbob_tensor v, flashbob_tensor o,
+                                   flashbob_tensor d_o, const float *lse, flashbob_tensor u_q,
+                                   flashbob_tensor u_k, flashbob_tensor u_v, flashbob_tensor x1,
+                                   flashbob_tensor x2, flashbob_tensor x3, flashbob_tensor x4,
+                                   float *workspace, void *s) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  const uint64_t n = static_cast<uint64_t>(prob->tensorBatch() * prob->heads * prob->seqQ);
+  if (llvm::Error e = threeRows("workspace", workspace, n))
+    return fail(std::move(e));
+  flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  tensor(o), tensor(d_o),
+                         rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
+  flashbob::BobPass1Outputs out{tensor(x1),      tensor(x2),         tensor(x3),
+                                tensor(x4),      rows(workspace),    rows(workspace, n),
+                                rows(workspace, 2 * n)};
+  return finish(flashbob::attentionBobPass1(*prob, in, out, stream(s)));
+}
+
+flashbob_status flashbob_bob_pass2(const flashbob_problem *p, flashbob_tensor q,
+                                   flashbob_tensor k, flashbob_tensor v, flashbob_tensor d_o,
+                                   const float *lse, const float *row_scalars,
+                                   flashbob_tensor u_q, flashbob_tensor u_k, flashbob_tensor u_v,
+                                   flashbob_tensor g_k, flashbob_tensor g_v, void *s) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  const uint64_t n = static_cast<uint64_t>(prob->tensorBatch() * prob->heads * prob->seqQ);
+  if (llvm::Error e = threeRows("row_scalars", row_scalars, n))
+    return fail(std::move(e));
+  flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  {}, tensor(d_o),
+                         rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
+  flashbob::BobPass2Rows scalars{rows(row_scalars), rows(row_scalars, n),
+                                 rows(row_scalars, 2 * n)};
+  return finish(flashbob::attentionBobPass2(*prob, in, scalars, tensor(g_k), tensor(g_v),
+                                            stream(s)));
 }
 
 } // extern "C"

@@ -72,6 +72,17 @@ typedef struct flashbob_problem {
                  graph; the kernels keep every access inside the tensors whatever they hold */
   int64_t max_seqlen_q, max_seqlen_k; /* at least the longest sequence's rows, at most the
                  totals: the grid covers that many rows per sequence */
+  int ring_step; /* non-zero: one step of a context-parallel ring (ring attention split over
+                 GPUs by sequence): the problem is a pair of shards, seq_q rows of queries and
+                 seq_k of keys, with the pair's mask (causal on a diagonal pair of equal shards,
+                 none where every key comes first); lse and the workspaces' D, c, b are the
+                 whole sequence's. Every tensor output is float32 (strides in float32
+                 elements, multiples of 4) and a partial over the pair, for the caller to
+                 combine over the ring: flashbob_forward's o and lse merge by log-sum-exp
+                 (L = log sum exp L_t, O = sum exp(L_t - L) O_t); flashbob_backward's d_q, d_k,
+                 d_v and flashbob_bob_pass2's g_k, g_v add up; BoB's first pass is
+                 flashbob_bob_pass1. The forward's JVP has no ring step. See the repository's
+                 docs/context-parallel.md */
 } flashbob_problem;
 
 typedef struct flashbob_tensor {
@@ -144,11 +155,34 @@ flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor 
                                      const float *lse, flashbob_tensor t_q, flashbob_tensor t_k,
                                      flashbob_tensor t_v, flashbob_tensor t_o, void *stream);
 
+/* BoB as two ring steps (ring_step set), for context parallelism. Pass 1 on a (query shard, key
+ * shard) pair writes the query shard's unfinished accumulators x1..x4 (float32 tensors shaped
+ * like q) and, in workspace (3 x batch x heads x seq_q floats), D, c and beta; summed over every
+ * key shard (D is the same each time) they finish elementwise: b = sum beta - c o D,
+ * g_q = scale (X1 - c o X2 - b o X3), g_d_o = X4 - c o O. */
+flashbob_status flashbob_bob_pass1(const flashbob_problem *p, flashbob_tensor q,
+                                   flashbob_tensor k, flashbob_tensor v, flashbob_tensor o,
+                                   flashbob_tensor d_o, const float *lse, flashbob_tensor u_q,
+                                   flashbob_tensor u_k, flashbob_tensor u_v, flashbob_tensor x1,
+                                   flashbob_tensor x2, flashbob_tensor x3, flashbob_tensor x4,
+                                   float *workspace, void *stream);
+/* Pass 2: the key shard's g_k, g_v from the query shard's whole-sequence D, c and b
+ * (row_scalars: 3 x batch x heads x seq_q floats, in that order, as flashbob_bob's workspace
+ * holds them);
+ * with ring_step float32 partials that add up over query shards. */
+flashbob_status flashbob_bob_pass2(const flashbob_problem *p, flashbob_tensor q,
+                                   flashbob_tensor k, flashbob_tensor v, flashbob_tensor d_o,
+                                   const float *lse, const float *row_scalars, flashbob_tensor u_q,
+                                   flashbob_tensor u_k, flashbob_tensor u_v, flashbob_tensor g_k,
+                                   flashbob_tensor g_v, void *stream);
+
 typedef enum flashbob_op {
   FLASHBOB_OP_FORWARD = 0,  /* flashbob_forward's kernel */
   FLASHBOB_OP_BACKWARD = 1, /* flashbob_backward's two kernels */
   FLASHBOB_OP_BOB = 2,      /* flashbob_bob's two kernels */
   FLASHBOB_OP_FORWARD_JVP = 3, /* flashbob_forward_jvp's kernel */
+  FLASHBOB_OP_BOB_PASS1 = 4, /* flashbob_bob_pass1's kernel */
+  FLASHBOB_OP_BOB_PASS2 = 5, /* flashbob_bob_pass2's kernel */
 } flashbob_op;
 
 /* Compiles (or loads from the disk cache) the kernels `op` runs for problem `p` on the current

@@ -73,7 +73,7 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
                                    "invalid kernel spec: only the backward's and BoB's kernels "
                                    "have long sweeps (their accumulators flush), not " +
                                        bob::stringifyKernelKind(spec.kind).str());
-  if (spec.partial && spec.kind == bob::KernelKind::fwd_jvp)
+  if (spec.partial && !bob::hasPartialForm(spec.kind))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "invalid kernel spec: the forward's JVP has no partial (ring "
                                    "step) form");

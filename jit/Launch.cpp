@@ -82,8 +82,10 @@ int64_t batchStride(const AttentionProblem &p, const Tensor &t, int64_t heads, i
 }
 
 // The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
+// `elementBytes`: 2 for the problem's dtype, 4 for a ring step's float32 outputs.
 llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name,
-                           int64_t heads, int64_t rows) {
+                           int64_t heads, int64_t rows, int64_t elementBytes) {
+  const int64_t perRow = 16 / elementBytes; // elements in 16 bytes
   if (!t.data)
     return invalid(name, name + " is a null pointer");
   if (t.stride[3] != 1)
@@ -91,15 +93,16 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::Str
   if (t.data % 16 != 0)
     return invalid(name, name + " is not 16-byte aligned");
   for (int i = p.varlen ? 1 : 0; i < 3; ++i) // a packed batch's stride[0] is never used
-    if (t.stride[i] <= 0 || t.stride[i] % 8 != 0)
-      return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be a positive multiple of 8 "
-                                   "elements (16-byte aligned rows)",
-                                   name, i, t.stride[i]));
+    if (t.stride[i] <= 0 || t.stride[i] % perRow != 0)
+      return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be a positive multiple of {3} "
+                                   "elements (16-byte aligned rows{4})",
+                                   name, i, t.stride[i], perRow,
+                                   elementBytes == 4 ? " of float32" : ""));
   if (t.stride[2] < p.headDim)
     return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
   if (!span(t.data, {p.tensorBatch(), heads, rows, p.headDim},
-            {batchStride(p, t, heads, rows), t.stride[1], t.stride[2], 1}, 2))
+            {batchStride(p, t, heads, rows), t.stride[1], t.stride[2], 1}, elementBytes))
     return outOfRange(name);
   return llvm::Error::success();
 }
@@ -136,6 +139,17 @@ llvm::Error validateLongest(llvm::StringRef name, int64_t longest, llvm::StringR
     return invalid(name, name + " = " + llvm::Twine(longest) +
                              " must be in 1.." + totalName + " = " + llvm::Twine(total) +
                              " (the longest sequence's rows, or more)");
+  return llvm::Error::success();
+}
+
+// Whether each of `kinds` runs in the problem's form: a ring step needs the kinds' ring-step
+// forms.
+llvm::Error validateKinds(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
+  for (bob::KernelKind kind : kinds)
+    if (p.ringStep && !bob::hasPartialForm(kind))
+      return invalid("ring_step", "ring_step: " + bob::stringifyKernelKind(kind) +
+                                      " has no ring-step form (the forward's JVP is not split "
+                                      "over shards)");
   return llvm::Error::success();
 }
 
@@ -227,8 +241,10 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
   if (llvm::Error e = validateProblem(p))
     return e;
   std::bitset<kernels::kOperandCount> checked;
-  for (bob::KernelKind kind : kinds)
-    for (const kernels::Param &param : kernels::signature(kind, p.varlen)) {
+  if (llvm::Error e = validateKinds(p, kinds))
+    return e;
+  for (bob::KernelKind kind : kinds) {
+    for (const kernels::Param &param : kernels::signature(kind, p.varlen, p.ringStep)) {
       if (param.isScalar) {
         if (llvm::Error e = validateScalar(p, param.scalar))
           return e;
@@ -249,12 +265,14 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       case kernels::Layout::rows: e = validateRows(p, t, info.name, rows); break;
       case kernels::Layout::offsets: e = validateOffsetsMemory(p, t, info.name); break;
       case kernels::Layout::tensor:
-        e = validateTensor(p, t, info.name, query ? p.heads : p.keyValueHeads(), rows);
+        e = validateTensor(p, t, info.name, query ? p.heads : p.keyValueHeads(), rows,
+                           kernels::isFloat32Tensor(param, p.ringStep) ? 4 : 2);
         break;
       }
       if (e)
         return e;
     }
+  }
   return llvm::Error::success();
 }
 
@@ -340,6 +358,7 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
   s.grouped = p.grouped();
   s.varlen = p.varlen;
+  s.partial = p.ringStep;
   // FLASHBOB_LONG_SWEEP=1 (or 0) flushes (or does not) whatever the sweep's length: the A/B
   // of the flush's cost and accuracy at any length. Read once, like FLASHBOB_PRODUCER.
   static const std::optional<bool> longSweep = support::knobs::longSweep();
@@ -349,8 +368,8 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
 }
 
 void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
-          runtime::KernelArgs &args, bool partial) {
-  for (const kernels::Param &param : kernels::signature(kind, p.varlen, partial)) {
+          runtime::KernelArgs &args) {
+  for (const kernels::Param &param : kernels::signature(kind, p.varlen, p.ringStep)) {
     if (param.isScalar) {
       args.addF32(kernels::scalarValue(param.scalar, p.effectiveScale()));
       continue;
@@ -430,6 +449,8 @@ static llvm::Error prepareDefault(const AttentionProblem &p,
 
 llvm::Error precompile(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
   if (llvm::Error e = validateProblem(p))
+    return e;
+  if (llvm::Error e = validateKinds(p, kinds))
     return e;
   return prepareDefault(p, kinds);
 }

@@ -56,10 +56,11 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
 
 // The arguments of the kernel of `kind`, in its signature's order: each operand as a memref
 // (batch, heads, rows, head_dim) or (batch, heads, rows), rows the length of its side; each
-// scalar as the f32 kernels::scalarValue gives for the problem's scale. `partial`: the arguments
-// of the kind's ring-step form (KernelSpec::partial; its f32 outputs are laid out alike).
+// scalar as the f32 kernels::scalarValue gives for the problem's scale. For a ring step
+// (p.ringStep) the arguments of the kind's ring-step form (KernelSpec::partial; its f32 outputs
+// are laid out alike).
 void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
-          runtime::KernelArgs &args, bool partial = false);
+          runtime::KernelArgs &args);
 
 // x over the blocks of the rows the kernel owns (queries for query-major kinds, keys for
 // key-major ones; of the longest sequence, for a packed batch), y over batch * heads.

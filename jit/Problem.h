@@ -59,6 +59,13 @@ struct AttentionProblem {
   int64_t longestK() const { return varlen ? maxSeqK : seqK; }
   // The batch extent of the tensors: 1 when packed.
   int64_t tensorBatch() const { return varlen ? 1 : batch; }
+  // One step of a context-parallel ring (docs/context-parallel.md): the problem is a pair of
+  // shards (a query chunk and a key chunk, the mask the pair's: causal on a diagonal pair, none
+  // where the keys all come first), L, D, c and b are the whole sequence's, and the kernels'
+  // ring-step forms run (KernelSpec::partial): every tensor output is float32, a partial sum
+  // (the forward's O a partial to merge with its L), and BoB's first pass writes its
+  // unfinished accumulators X1..X4, c and beta (attentionBobPass1).
+  bool ringStep = false;
 
   // The softmax scale the kernels get: `scale`, or 1/sqrt(d).
   double effectiveScale() const;

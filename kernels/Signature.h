@@ -102,6 +102,9 @@ struct Param {
 // unfinished accumulators and row sums:
 //   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | X1, X2, X3, X4, D, c, beta | s, s log2(e)
 llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen, bool partial = false);
+// Whether `param`, a tensor, is float32 rather than the problem's dtype: the outputs of a
+// partial kernel.
+inline bool isFloat32Tensor(const Param &param, bool partial) { return partial && param.output; }
 
 // How many of the arguments of `kind` are operands (memrefs): they come first.
 size_t operandCount(bob::KernelKind kind, bool varlen, bool partial = false);

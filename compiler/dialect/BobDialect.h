@@ -56,4 +56,9 @@ inline bool isLongSweepKind(KernelKind kind) {
          kind == KernelKind::bob_kv;
 }
 
+// Kinds with a ring-step form (KernelSpec::partial, docs/context-parallel.md): all but the
+// forward's JVP, whose partials would merge only with the tangents of the partial L's, which it
+// does not write.
+inline bool hasPartialForm(KernelKind kind) { return kind != KernelKind::fwd_jvp; }
+
 } // namespace flashbob::bob

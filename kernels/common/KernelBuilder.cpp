@@ -35,7 +35,7 @@ Type KernelBuilder::typeOf(const Param &param) {
   // Any strides but a unit one along head_dim (the kernels copy rows in 16-byte pieces).
   auto layout = StridedLayoutAttr::get(b.getContext(), 0, {dyn, dyn, dyn, 1});
   // A partial kernel's outputs are f32: the ring sums them over its steps unrounded.
-  Type element = spec.partial && param.output ? Type(b.getF32Type()) : elementType();
+  Type element = isFloat32Tensor(param, spec.partial) ? Type(b.getF32Type()) : elementType();
   return MemRefType::get({dyn, dyn, dyn, spec.headDim}, element, layout);
 }
 

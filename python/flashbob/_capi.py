@@ -14,7 +14,7 @@ from pathlib import Path
 
 OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA, UNSUPPORTED_DEVICE = 0, 1, 2, 3, 4, 5
 BF16, FP16 = 0, 1
-OP_FORWARD, OP_BACKWARD, OP_BOB, OP_FORWARD_JVP = 0, 1, 2, 3
+OP_FORWARD, OP_BACKWARD, OP_BOB, OP_FORWARD_JVP, OP_BOB_PASS1, OP_BOB_PASS2 = 0, 1, 2, 3, 4, 5
 
 
 class FlashBobError(RuntimeError):
@@ -45,6 +45,7 @@ class Problem(ctypes.Structure):
         ("cu_seqlens_k", ctypes.c_void_p),
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
+        ("ring_step", ctypes.c_int),
     ]
 
 
@@ -102,10 +103,13 @@ def _load():
     lib.flashbob_backward.argtypes = [P, T, T, T, T, T, F, T, T, T, F, V]
     lib.flashbob_bob.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
     lib.flashbob_forward_jvp.argtypes = [P, T, T, T, T, F, T, T, T, T, V]
+    lib.flashbob_bob_pass1.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
+    lib.flashbob_bob_pass2.argtypes = [P, T, T, T, T, F, F, T, T, T, T, T, V]
     lib.flashbob_precompile.argtypes = [P, ctypes.c_int]
     lib.flashbob_precompile_ops.argtypes = [P, ctypes.POINTER(ctypes.c_int), ctypes.c_int64]
     for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob,
-               lib.flashbob_forward_jvp, lib.flashbob_precompile, lib.flashbob_precompile_ops):
+               lib.flashbob_forward_jvp, lib.flashbob_bob_pass1, lib.flashbob_bob_pass2,
+               lib.flashbob_precompile, lib.flashbob_precompile_ops):
         fn.restype = ctypes.c_int
     lib.flashbob_set_log_callback.argtypes = [_LogCallback, ctypes.c_void_p]
     lib.flashbob_set_log_callback.restype = None
@@ -166,6 +170,16 @@ def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, st
 def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
     check(_library().flashbob_forward_jvp(ctypes.byref(problem), q, k, v, o, lse, tq, tk, tv, to,
                                           stream))
+
+
+def bob_pass1(problem, q, k, v, o, do, lse, uq, uk, uv, x1, x2, x3, x4, workspace, stream):
+    check(_library().flashbob_bob_pass1(ctypes.byref(problem), q, k, v, o, do, lse, uq, uk, uv,
+                                        x1, x2, x3, x4, workspace, stream))
+
+
+def bob_pass2(problem, q, k, v, do, lse, row_scalars, uq, uk, uv, gk, gv, stream):
+    check(_library().flashbob_bob_pass2(ctypes.byref(problem), q, k, v, do, lse, row_scalars, uq,
+                                        uk, uv, gk, gv, stream))
 
 
 def precompile(problem, op):

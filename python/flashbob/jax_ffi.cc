@@ -53,6 +53,7 @@ struct Problem {
   int varlen;
   const int32_t *cu_seqlens_q, *cu_seqlens_k;
   int64_t max_seqlen_q, max_seqlen_k;
+  int ring_step;  // context parallelism; always 0 here
 };
 
 struct Tensor {
@@ -108,6 +109,7 @@ FLASHBOB_SAME_FIELD(cu_seqlens_q);
 FLASHBOB_SAME_FIELD(cu_seqlens_k);
 FLASHBOB_SAME_FIELD(max_seqlen_q);
 FLASHBOB_SAME_FIELD(max_seqlen_k);
+FLASHBOB_SAME_FIELD(ring_step);
 #undef FLASHBOB_SAME_FIELD
 static_assert(sizeof(abi::Problem) == sizeof(flashbob_problem), "problem size");
 static_assert(sizeof(abi::Tensor) == sizeof(flashbob_tensor) &&

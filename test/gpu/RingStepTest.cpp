@@ -1,13 +1,14 @@
-// The ring-step kernels (KernelSpec::partial, issue 20) on the GPU against the float64 ring
-// oracle's step functions (kernels/oracle/Ring.h), on the two chunk pairs a causal zigzag ring
-// launches for a sequence cut into two equal chunks: the diagonal pair (chunk 1's queries and
-// keys) with the causal kernels, and chunk 1's queries against chunk 0's keys, fully visible,
-// with the unmasked ones (docs/context-parallel.md). The inputs are the whole sequence's: its
-// float64 L, D, c, b. Every tensor output is f32, compared (relative L2) with the step's float64
-// partial result within bf16's bound; outputs are poisoned with NaN first.
-#include "test/gpu/CompiledKernel.h"
+// The ring steps of the C++ API (AttentionProblem::ringStep: the kernels' KernelSpec::partial
+// forms, issue 20) on the GPU against the float64 ring oracle's step functions
+// (kernels/oracle/Ring.h), on the two chunk pairs a causal zigzag ring launches for a sequence
+// cut into two equal chunks: the diagonal pair (chunk 1's queries and keys) with the causal
+// kernels, and chunk 1's queries against chunk 0's keys, fully visible, with the unmasked ones
+// (docs/context-parallel.md). The inputs are the whole sequence's: its float64 L, D, c, b. Every
+// tensor output is f32, compared (relative L2) with the step's float64 partial result within
+// bf16's bound; outputs are poisoned with NaN first.
+#include "test/gpu/GpuTestUtil.h"
 
-#include "jit/Launch.h"
+#include "api/Attention.h"
 #include "kernels/oracle/Ring.h"
 
 #include <cstdio>
@@ -16,24 +17,12 @@
 
 using namespace flashbob;
 using flashbob::test::DeviceBuffer;
-using kernels::Operand;
 using oracle::Matrix;
 
 namespace {
 
 constexpr int64_t kChunk = 200; // rows a chunk: not a multiple of any block
 constexpr double kTol = 5e-3;   // bf16 inputs
-
-// Compiles the ring-step form of `kind` for the pair's problem and launches it once.
-void launchStep(bob::KernelKind kind, const AttentionProblem &p, const jit::Bindings &bindings) {
-  compiler::KernelSpec spec = jit::defaultSpec(p, kind, test::deviceArch());
-  spec.partial = true;
-  std::unique_ptr<runtime::LoadedKernel> kernel = test::compileAndLoad(spec);
-  runtime::KernelArgs args;
-  jit::pack(kind, p, bindings, args, /*partial=*/true);
-  GPU_CHECK(runtime::launch(test::driver(), *kernel, jit::gridFor(spec, p), args));
-  REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
-}
 
 Matrix rowsOf(const Matrix &a, int64_t first, int64_t count) {
   Matrix out(count, a.cols);
@@ -128,58 +117,50 @@ void runPair(int64_t d, int64_t keyChunk) {
   ks.uV = rowsOf(uV, kFirst, kChunk);
 
   // The pair as the kernels see it: one chunk of queries, one of keys, causal on the diagonal.
-  const AttentionProblem p{1, 1, kChunk, kChunk, d, DType::bf16, diagonal};
+  AttentionProblem p{1, 1, kChunk, kChunk, d, DType::bf16, diagonal};
+  p.ringStep = true;
   Input q(qs.Q), k(ks.K), v(ks.V), o(O1), dOin(qs.dO), uQin(qs.uQ), uKin(ks.uK), uVin(ks.uV);
   const size_t tile = static_cast<size_t>(kChunk * d), rows = static_cast<size_t>(kChunk);
   F32 lse(qs.L), D(qs.D), c(qs.c), b(qs.b);
   auto tensor = [&](const DeviceBuffer &buf) { return p.contiguous(buf.get(), kChunk); };
-  jit::Bindings in;
-  in.bind(Operand::q, tensor(q.buffer)).bind(Operand::k, tensor(k.buffer))
-      .bind(Operand::v, tensor(v.buffer)).bind(Operand::o, tensor(o.buffer))
-      .bind(Operand::dO, tensor(dOin.buffer)).bind(Operand::lse, RowVector{lse.buffer.get()})
-      .bind(Operand::uQ, tensor(uQin.buffer)).bind(Operand::uK, tensor(uKin.buffer))
-      .bind(Operand::uV, tensor(uVin.buffer)).bind(Operand::D, RowVector{D.buffer.get()})
-      .bind(Operand::c, RowVector{c.buffer.get()}).bind(Operand::b, RowVector{b.buffer.get()});
+  BobInputs in{tensor(q.buffer),    tensor(k.buffer),    tensor(v.buffer),
+               tensor(o.buffer),    tensor(dOin.buffer), RowVector{lse.buffer.get()},
+               tensor(uQin.buffer), tensor(uKin.buffer), tensor(uVin.buffer)};
+  auto done = [] { REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS); };
   std::printf("ring step d=%ld chunk pair (1, %ld)%s:", (long)d, (long)keyChunk,
               diagonal ? " causal" : "");
 
   // Forward: the pair's O (f32) and L as if chunk kFirst's keys were the only ones.
   {
     F32 oStep(tile), lStep(rows);
-    jit::Bindings b2 = in;
-    b2.bind(Operand::o, tensor(oStep.buffer)).bind(Operand::lse, RowVector{lStep.buffer.get()});
-    launchStep(bob::KernelKind::fwd, p, b2);
+    GPU_CHECK(attentionForward(p, in.q, in.k, in.v, tensor(oStep.buffer),
+                               RowVector{lStep.buffer.get()}));
+    done();
     oracle::ForwardResult ref = oracle::ring::forwardStep(global, qs, ks);
     expectClose("O", oStep.values(), ref.O.data);
     expectClose("L", lStep.values(), ref.L);
   }
-  // Backward, given the global L and D: partial dQ, dK, dV.
-  oracle::ring::BackwardPartial bwd = oracle::ring::backwardStep(global, qs, ks);
+  // Backward, given the global L (D from O and dO): partial dQ, dK, dV.
   {
-    F32 dQ(tile), dStep(rows);
-    jit::Bindings b2 = in;
-    b2.bind(Operand::dQ, tensor(dQ.buffer)).bind(Operand::D, RowVector{dStep.buffer.get()});
-    launchStep(bob::KernelKind::bwd_q, p, b2);
-    expectClose("dQ", dQ.values(), bwd.dQ.data);
+    F32 dQ(tile), dK(tile), dV(tile), dStep(rows);
+    GPU_CHECK(attentionBackward(p, in.q, in.k, in.v, in.o, in.dO, in.lse, tensor(dQ.buffer),
+                                tensor(dK.buffer), tensor(dV.buffer),
+                                RowVector{dStep.buffer.get()}));
+    done();
+    oracle::ring::BackwardPartial ref = oracle::ring::backwardStep(global, qs, ks);
+    expectClose("dQ", dQ.values(), ref.dQ.data);
     expectClose("D", dStep.values(), qs.D);
-  }
-  {
-    F32 dK(tile), dV(tile);
-    jit::Bindings b2 = in;
-    b2.bind(Operand::dK, tensor(dK.buffer)).bind(Operand::dV, tensor(dV.buffer));
-    launchStep(bob::KernelKind::bwd_kv, p, b2);
-    expectClose("dK", dK.values(), bwd.dK.data);
-    expectClose("dV", dV.values(), bwd.dV.data);
+    expectClose("dK", dK.values(), ref.dK.data);
+    expectClose("dV", dV.values(), ref.dV.data);
   }
   // BoB pass 1, unfinished: X1..X4, c and beta over this key chunk.
   {
     F32 x1(tile), x2(tile), x3(tile), x4(tile), dStep(rows), cStep(rows), beta(rows);
-    jit::Bindings b2 = in;
-    b2.bind(Operand::X1, tensor(x1.buffer)).bind(Operand::X2, tensor(x2.buffer))
-        .bind(Operand::X3, tensor(x3.buffer)).bind(Operand::X4, tensor(x4.buffer))
-        .bind(Operand::D, RowVector{dStep.buffer.get()}).bind(Operand::c, RowVector{cStep.buffer.get()})
-        .bind(Operand::beta, RowVector{beta.buffer.get()});
-    launchStep(bob::KernelKind::bob_q, p, b2);
+    GPU_CHECK(attentionBobPass1(p, in,
+                                {tensor(x1.buffer), tensor(x2.buffer), tensor(x3.buffer),
+                                 tensor(x4.buffer), RowVector{dStep.buffer.get()},
+                                 RowVector{cStep.buffer.get()}, RowVector{beta.buffer.get()}}));
+    done();
     oracle::ring::Pass1Partial ref = oracle::ring::bobPass1Step(global, qs, ks);
     expectClose("X1", x1.values(), ref.X1.data);
     expectClose("X2", x2.values(), ref.X2.data);
@@ -188,12 +169,14 @@ void runPair(int64_t d, int64_t keyChunk) {
     expectClose("c", cStep.values(), ref.c);
     expectClose("beta", beta.values(), ref.beta);
   }
-  // BoB pass 2, given the whole sequence's c and b: partial gK, gV.
+  // BoB pass 2, given the whole sequence's D, c and b: partial gK, gV.
   {
     F32 gK(tile), gV(tile);
-    jit::Bindings b2 = in;
-    b2.bind(Operand::gK, tensor(gK.buffer)).bind(Operand::gV, tensor(gV.buffer));
-    launchStep(bob::KernelKind::bob_kv, p, b2);
+    GPU_CHECK(attentionBobPass2(p, in,
+                                {RowVector{D.buffer.get()}, RowVector{c.buffer.get()},
+                                 RowVector{b.buffer.get()}},
+                                tensor(gK.buffer), tensor(gV.buffer)));
+    done();
     oracle::ring::Pass2Partial ref = oracle::ring::bobPass2Step(global, qs, ks);
     expectClose("gK", gK.values(), ref.gK.data);
     expectClose("gV", gV.values(), ref.gV.data);
@@ -203,7 +186,7 @@ void runPair(int64_t d, int64_t keyChunk) {
 
 } // namespace
 
-TEST_CASE("ring-step kernels on a chunk pair match the float64 ring oracle's steps",
+TEST_CASE("the API's ring steps on a chunk pair match the float64 ring oracle's steps",
           "[gpu][ring]") {
   for (int64_t d : {64, 128})
     for (int64_t keyChunk : {0, 1})

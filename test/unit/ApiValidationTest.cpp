@@ -164,3 +164,45 @@ TEST_CASE("API validation refuses sizes the kernels cannot index", "[api]") {
   edge.scale = 1e-30;
   CHECK_THAT(error(edge), !Catch::Contains("scale"));
 }
+
+TEST_CASE("ring steps: float32 outputs, BoB's passes apart, no JVP", "[api]") {
+  AttentionProblem p{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/64};
+  p.ringStep = true;
+  const CUdeviceptr base = 0x10000; // never dereferenced
+  Tensor q = p.contiguous(base, p.seqQ), k = p.contiguous(base, p.seqK);
+  RowVector rows{base};
+  // A float32 output's rows are 16-byte aligned at a stride of 4 elements: a row stride of 68
+  // floats (272 bytes) passes where a bf16 tensor's (136 bytes) does not.
+  Tensor f32Out = q;
+  f32Out.stride[2] = 68;
+  f32Out.stride[1] = 68 * p.seqQ;
+  f32Out.stride[0] = 2 * f32Out.stride[1];
+  llvm::Error e = attentionForward(p, q, k, k, f32Out, rows);
+  CHECK(invalidArgumentOf(std::move(e)).rfind("not an InvalidArgumentError", 0) == 0);
+  CHECK_THAT(forwardError(p, f32Out, k, k, f32Out, rows),
+             Catch::Contains("q stride[2] = 68 must be a positive multiple of 8 elements"));
+  f32Out.stride[2] = 66;
+  CHECK_THAT(forwardError(p, q, k, k, f32Out, rows),
+             Catch::Contains("o stride[2] = 66 must be a positive multiple of 4 elements (16-byte "
+                             "aligned rows of float32)"));
+  // One GPU's bob_q finishes pass 1 itself: pass 1 alone is a ring step only.
+  BobInputs in{q, k, k, q, q, rows, q, k, k};
+  BobPass1Outputs pass1{q, q, q, q, rows, rows, rows};
+  AttentionProblem oneGpu = p;
+  oneGpu.ringStep = false;
+  CHECK(invalidArgumentOf(attentionBobPass1(oneGpu, in, pass1)) == "ring_step");
+  // Pass 1 takes X1..X4 and beta: each named when missing.
+  pass1.x3.data = 0;
+  CHECK_THAT([&] {
+    llvm::Error err = attentionBobPass1(p, in, pass1);
+    return err ? llvm::toString(std::move(err)) : std::string("no error");
+  }(), Catch::Contains("X3 is a null pointer"));
+  pass1.x3 = q;
+  pass1.betaRow.data = 0;
+  CHECK(invalidArgumentOf(attentionBobPass1(p, in, pass1)) == "beta");
+  // Pass 2 reads b (not beta) and writes gK, gV; on one GPU too (bob_kv alone).
+  CHECK(invalidArgumentOf(attentionBobPass2(p, in, {rows, rows, RowVector{0}}, k, k)) == "b");
+  // The forward's JVP has no ring-step form: named, at the call and at precompile.
+  CHECK(invalidArgumentOf(attentionForwardJvp(p, q, k, k, q, rows, q, k, k, q)) == "ring_step");
+  CHECK(invalidArgumentOf(attentionPrecompile(p, {AttentionOp::forward_jvp})) == "ring_step");
+}

@@ -15,6 +15,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -132,6 +134,36 @@ TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
                              "max_seqlen_k = 64)"));
   bad.window_left = 100;
   CHECK(flashbob_forward(&bad, t, t, t, t, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+
+  // Ring steps: BoB's passes apart, their row vectors named, the forward's JVP refused; valid
+  // calls reach the (missing) driver.
+  flashbob_problem ring = p;
+  ring.ring_step = 1;
+  CHECK(flashbob_bob_pass1(&ring, t, t, t, t, t, lse, t, t, t, t, t, t, t, nullptr, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) == "flashbob: workspace is a null pointer");
+  CHECK(flashbob_bob_pass1(&ring, t, t, t, t, t, lse, t, t, t, t, t, t, t, lse, nullptr) ==
+        FLASHBOB_ERROR_NO_DRIVER);
+  CHECK(flashbob_bob_pass1(&p, t, t, t, t, t, lse, t, t, t, t, t, t, t, lse, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: BoB's first pass alone is a ring "
+                                                      "step: set ring_step"));
+  CHECK(flashbob_bob_pass2(&ring, t, t, t, t, lse, nullptr, t, t, t, t, t, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashbob_last_error()) == "flashbob: row_scalars is a null pointer");
+  for (const flashbob_problem *q : {&p, &ring}) // pass 2 runs on one GPU too
+    CHECK(flashbob_bob_pass2(q, t, t, t, t, lse, lse, t, t, t, t, t, nullptr) ==
+          FLASHBOB_ERROR_NO_DRIVER);
+  CHECK(flashbob_forward_jvp(&ring, t, t, t, t, lse, t, t, t, t, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: ring_step: fwd_jvp has no ring-step form"));
+  const flashbob_op passes[] = {FLASHBOB_OP_BOB_PASS1, FLASHBOB_OP_BOB_PASS2};
+  CHECK(flashbob_precompile_ops(&ring, passes, 2) == FLASHBOB_ERROR_NO_DRIVER);
+  const int beyond = FLASHBOB_OP_BOB_PASS2 + 1;
+  flashbob_op unknown;
+  std::memcpy(&unknown, &beyond, sizeof unknown);
+  CHECK(flashbob_precompile(&ring, unknown) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("FLASHBOB_OP_BOB_PASS2"));
 }
 
 TEST_CASE("flashbob_set_cache_dir overrides FLASHBOB_CACHE_DIR without touching the environment",
