@@ -41,6 +41,11 @@ llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings binding
     return support::makeInvalidArgument(
         "ring_step", "flashbob: BoB's first pass alone is a ring step: set ring_step (the whole "
                      "of BoB on one GPU is one call, flashbob_bob)");
+  // A ring needs pass 1's partials summed over every key shard before pass 2 can start.
+  if (op == AttentionOp::bob && p.ringStep)
+    return support::makeInvalidArgument(
+        "ring_step", "flashbob: BoB's ring steps are its two passes apart (flashbob_bob_pass1, "
+                     "flashbob_bob_pass2): pass 2 needs c and b summed over the whole ring");
   if (p.varlen) { // the packed batch's offsets are the problem's, operands of every kernel
     bindings.bind(Operand::cuSeqlensQ, RowVector{p.cuSeqlensQ});
     bindings.bind(Operand::cuSeqlensK, RowVector{p.cuSeqlensK});

@@ -139,7 +139,8 @@ flashbob_status flashbob_backward(const flashbob_problem *p, flashbob_tensor q, 
                                   flashbob_tensor d_v, float *d_workspace, void *stream);
 
 /* BoB: given cotangents uQ, uK, uV of (dQ, dK, dV), the gradients of <uQ,dQ>+<uK,dK>+<uV,dV>
- * with respect to Q, K, V, dO. workspace: 3 x batch x heads x N floats (D, c, b). */
+ * with respect to Q, K, V, dO. workspace: 3 x batch x heads x N floats (D, c, b). Not a ring
+ * step (ring_step is refused): a ring runs flashbob_bob_pass1 and flashbob_bob_pass2. */
 flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
                              flashbob_tensor v, flashbob_tensor o, flashbob_tensor d_o,
                              const float *lse, flashbob_tensor u_q, flashbob_tensor u_k,

@@ -1,6 +1,7 @@
 // Fuzz target: the C API's argument checking (api/flashbob.h), without a GPU. Each input decodes
 // (FuzzedDataProvider) into one call of flashbob_forward, flashbob_backward, flashbob_bob,
-// flashbob_set_cache_dir or flashbob_precompile: the problem struct (or a null pointer), every
+// flashbob_set_cache_dir, flashbob_precompile, flashbob_bob_pass1 or flashbob_bob_pass2 (ring
+// steps, with the problem's ring_step): the problem struct (or a null pointer), every
 // tensor's pointer and strides, the row pointers and the stream, or the op. Selector value 0 always picks a valid argument, so an
 // empty input is a valid forward call and every mutation makes one argument odd.
 //
@@ -12,8 +13,9 @@
 //  - on failure flashbob_last_error() is one non-empty line;
 //  - a call that got past validation (NO_DRIVER) obeys what flashbob.h documents: a problem,
 //    dtype BF16 or FP16, positive sizes, head_dim a multiple of 16 up to 256, every tensor
-//    non-null and 16-byte aligned with stride[3] = 1, strides positive multiples of 8, row
-//    vectors non-null and 4-byte aligned.
+//    non-null and 16-byte aligned with stride[3] = 1, strides positive multiples of 8 (of 4 for
+//    a ring step's float32 outputs), row vectors non-null and 4-byte aligned; BoB whole is no
+//    ring step and its pass 1 alone is one.
 // With FLASHBOB_FUZZ_STRICT=1 it also checks the limits of issue 21 (items 7 and 8: scale NaN or
 // not finite as float32, batch * heads or batch * heads * seq_q overflowing int64, seq_q / seq_k
 // past 2^31 - 1), which jit::validateProblem enforces; CTest runs it so (test/fuzz/
@@ -115,7 +117,8 @@ double pickScale(FuzzedDataProvider &in) {
 }
 
 struct Call {
-  int op = 0; // 0 forward, 1 backward, 2 BoB, 3 set_cache_dir, 4 precompile
+  int op = 0; // 0 forward, 1 backward, 2 BoB, 3 set_cache_dir, 4 precompile, 5 BoB pass 1,
+              // 6 BoB pass 2
   flashbob_op precompileOp = FLASHBOB_OP_FORWARD;
   bool nullProblem = false;
   flashbob_problem p{};
@@ -126,12 +129,25 @@ struct Call {
 };
 
 // Tensor counts per operation: forward q k v o; backward q k v o dO dQ dK dV; BoB q k v o dO
-// uQ uK uV gQ gK gV gdO. Row vectors: forward lse; backward lse, D; BoB lse, workspace.
-constexpr size_t kTensors[] = {4, 8, 12, 0, 0};
+// uQ uK uV gQ gK gV gdO; pass 1 q k v o dO uQ uK uV X1 X2 X3 X4; pass 2 q k v dO uQ uK uV gK gV.
+// Row vectors: forward lse; the others lse and a workspace (pass 2: D, c, b).
+constexpr size_t kTensors[] = {4, 8, 12, 0, 0, 12, 9};
+// The first output tensor of each operation (the rest follow it): float32 in a ring step.
+constexpr size_t kFirstOutput[] = {3, 5, 8, 0, 0, 8, 7};
+
+bool keySide(int op, size_t i) {
+  switch (op) {
+  case 1: return i == 1 || i == 2 || i == 6 || i == 7;
+  case 2: return i == 1 || i == 2 || i == 6 || i == 7 || i == 9 || i == 10;
+  case 5: return i == 1 || i == 2 || i == 6 || i == 7;
+  case 6: return i == 1 || i == 2 || i == 5 || i == 6 || i == 7 || i == 8;
+  default: return i == 1 || i == 2;
+  }
+}
 
 Call decode(FuzzedDataProvider &in) {
   Call c;
-  c.op = in.ConsumeIntegral<uint8_t>() % 5;
+  c.op = in.ConsumeIntegral<uint8_t>() % 7;
   if (c.op == 3) {
     c.dir = in.ConsumeRandomLengthString(512);
     return c;
@@ -171,19 +187,30 @@ Call decode(FuzzedDataProvider &in) {
     p.cu_seqlens_q = static_cast<const int32_t *>(pickPointer(in, 0x7f2000000000));
     p.cu_seqlens_k = static_cast<const int32_t *>(pickPointer(in, 0x7f2000100000));
   }
+  // A ring step where pass 1 needs one (selector 0), now and then the other way or any int.
+  const int ringDefault = c.op == 5 ? 1 : 0;
+  switch (in.ConsumeIntegral<uint8_t>() % 8) {
+  case 6:
+    p.ring_step = 1 - ringDefault;
+    break;
+  case 7:
+    p.ring_step = in.ConsumeIntegral<int>();
+    break;
+  default:
+    p.ring_step = ringDefault;
+  }
   if (c.op == 4) {
     // Only the enumerators: a C++ caller passing another value in an enum-typed argument is
     // itself undefined behaviour (UBSan flags the harness, not the library). A C caller may pass
     // any int; capi_smoke.c checks that one (9) is refused naming op.
-    c.precompileOp = static_cast<flashbob_op>(in.ConsumeIntegralInRange<int>(0, 3));
+    c.precompileOp = static_cast<flashbob_op>(
+        in.ConsumeIntegralInRange<int>(FLASHBOB_OP_FORWARD, FLASHBOB_OP_BOB_PASS2));
     return c;
   }
 
   // Strides of a contiguous tensor for the valid sizes (whatever the problem decoded to).
   for (size_t i = 0; i < kTensors[c.op]; ++i) {
-    const bool keySide = i == 1 || i == 2 || (c.op == 1 && (i == 6 || i == 7)) ||
-                         (c.op == 2 && (i == 6 || i == 7 || i == 9 || i == 10));
-    const int64_t rows = keySide ? 96 : 128, d = 64;
+    const int64_t rows = keySide(c.op, i) ? 96 : 128, d = 64;
     flashbob_tensor t;
     t.data = pickPointer(in, 0x7f0000000000 + i * 0x100000);
     const int64_t valid[4] = {4 * rows * d, rows * d, d, 1};
@@ -214,6 +241,12 @@ flashbob_status run(const Call &c) {
                         t[9], t[10], t[11], c.rows[1], c.stream);
   case 3:
     return flashbob_set_cache_dir(c.dir.c_str());
+  case 5:
+    return flashbob_bob_pass1(p, t[0], t[1], t[2], t[3], t[4], c.rows[0], t[5], t[6], t[7],
+                              t[8], t[9], t[10], t[11], c.rows[1], c.stream);
+  case 6:
+    return flashbob_bob_pass2(p, t[0], t[1], t[2], t[3], c.rows[0], c.rows[1], t[4], t[5], t[6],
+                              t[7], t[8], c.stream);
   default:
     return flashbob_precompile(p, c.precompileOp);
   }
@@ -265,10 +298,15 @@ std::string undocumentedPass(const Call &c) {
   if (c.op == 4) {
     int op;
     std::memcpy(&op, &c.precompileOp, sizeof op);
-    if (op != FLASHBOB_OP_FORWARD && op != FLASHBOB_OP_BACKWARD && op != FLASHBOB_OP_BOB &&
-        op != FLASHBOB_OP_FORWARD_JVP)
+    if (op < FLASHBOB_OP_FORWARD || op > FLASHBOB_OP_BOB_PASS2)
       return "op " + std::to_string(op);
+    if (p.ring_step && op == FLASHBOB_OP_FORWARD_JVP)
+      return "ring_step with the forward's JVP";
   }
+  if (c.op == 2 && p.ring_step)
+    return "ring_step for flashbob_bob (a ring runs its two passes apart)";
+  if (c.op == 5 && !p.ring_step)
+    return "flashbob_bob_pass1 without ring_step";
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     const flashbob_tensor &t = c.tensors[i];
     const std::string name = "tensor " + std::to_string(i);
@@ -276,8 +314,10 @@ std::string undocumentedPass(const Call &c) {
       return name + " null or not 16-byte aligned";
     if (t.stride[3] != 1)
       return name + " with stride[3] = " + std::to_string(t.stride[3]);
+    // Rows 16-byte aligned: 8 elements of bf16/fp16, 4 of a ring step's float32 outputs.
+    const int64_t perRow = p.ring_step && i >= kFirstOutput[c.op] ? 4 : 8;
     for (int k = p.varlen ? 1 : 0; k < 3; ++k) // a packed batch's stride[0] is never read
-      if (t.stride[k] <= 0 || t.stride[k] % 8 != 0)
+      if (t.stride[k] <= 0 || t.stride[k] % perRow != 0)
         return name + " with stride[" + std::to_string(k) + "] = " + std::to_string(t.stride[k]);
   }
   for (float *r : c.rows)

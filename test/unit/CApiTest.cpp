@@ -148,6 +148,10 @@ TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
         FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: BoB's first pass alone is a ring "
                                                       "step: set ring_step"));
+  CHECK(flashbob_bob(&ring, t, t, t, t, t, lse, t, t, t, t, t, t, t, lse, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: BoB's ring steps are its two "
+                                                      "passes apart"));
   CHECK(flashbob_bob_pass2(&ring, t, t, t, t, lse, nullptr, t, t, t, t, t, nullptr) ==
         FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(flashbob_last_error()) == "flashbob: row_scalars is a null pointer");
