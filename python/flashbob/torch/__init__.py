@@ -40,7 +40,7 @@ from typing import Optional
 
 import torch
 
-from . import _capi, _options
+from .. import _capi, _options
 
 _DTYPES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16}
 _int64x4 = _capi.ctypes.c_int64 * 4
