@@ -65,6 +65,14 @@ llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings binding
   }
   return llvm::Error::success();
 }
+// BoB's inputs, as every BoB kernel takes them (a kernel's signature picks the ones it reads).
+jit::Bindings bind(const BobInputs &in) {
+  jit::Bindings b;
+  b.bind(Operand::q, in.q).bind(Operand::k, in.k).bind(Operand::v, in.v).bind(Operand::o, in.o);
+  b.bind(Operand::dO, in.dO).bind(Operand::lse, in.lse);
+  b.bind(Operand::uQ, in.uQ).bind(Operand::uK, in.uK).bind(Operand::uV, in.uV);
+  return b;
+}
 } // namespace
 
 llvm::Error attentionForward(const AttentionProblem &p, const Tensor &q, const Tensor &k,
@@ -88,10 +96,7 @@ llvm::Error attentionBackward(const AttentionProblem &p, const Tensor &q, const 
 
 llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const BobOutputs &out,
                          CUstream stream) {
-  jit::Bindings b;
-  b.bind(Operand::q, in.q).bind(Operand::k, in.k).bind(Operand::v, in.v).bind(Operand::o, in.o);
-  b.bind(Operand::dO, in.dO).bind(Operand::lse, in.lse);
-  b.bind(Operand::uQ, in.uQ).bind(Operand::uK, in.uK).bind(Operand::uV, in.uV);
+  jit::Bindings b = bind(in);
   b.bind(Operand::gQ, out.gQ).bind(Operand::gK, out.gK).bind(Operand::gV, out.gV);
   b.bind(Operand::gdO, out.gdO);
   b.bind(Operand::D, out.dRow).bind(Operand::c, out.cRow).bind(Operand::b, out.bRow);
@@ -100,10 +105,7 @@ llvm::Error attentionBob(const AttentionProblem &p, const BobInputs &in, const B
 
 llvm::Error attentionBobPass1(const AttentionProblem &p, const BobInputs &in,
                               const BobPass1Outputs &out, CUstream stream) {
-  jit::Bindings b;
-  b.bind(Operand::q, in.q).bind(Operand::k, in.k).bind(Operand::v, in.v).bind(Operand::o, in.o);
-  b.bind(Operand::dO, in.dO).bind(Operand::lse, in.lse);
-  b.bind(Operand::uQ, in.uQ).bind(Operand::uK, in.uK).bind(Operand::uV, in.uV);
+  jit::Bindings b = bind(in);
   b.bind(Operand::X1, out.x1).bind(Operand::X2, out.x2).bind(Operand::X3, out.x3);
   b.bind(Operand::X4, out.x4);
   b.bind(Operand::D, out.dRow).bind(Operand::c, out.cRow).bind(Operand::beta, out.betaRow);
@@ -113,10 +115,7 @@ llvm::Error attentionBobPass1(const AttentionProblem &p, const BobInputs &in,
 llvm::Error attentionBobPass2(const AttentionProblem &p, const BobInputs &in,
                               const BobPass2Rows &rows, const Tensor &gK, const Tensor &gV,
                               CUstream stream) {
-  jit::Bindings b;
-  b.bind(Operand::q, in.q).bind(Operand::k, in.k).bind(Operand::v, in.v);
-  b.bind(Operand::dO, in.dO).bind(Operand::lse, in.lse);
-  b.bind(Operand::uQ, in.uQ).bind(Operand::uK, in.uK).bind(Operand::uV, in.uV);
+  jit::Bindings b = bind(in); // its O unread (bob_kv takes none)
   b.bind(Operand::D, rows.dRow).bind(Operand::c, rows.cRow).bind(Operand::b, rows.bRow);
   b.bind(Operand::gK, gK).bind(Operand::gV, gV);
   return run(p, AttentionOp::bob_pass2, b, stream);

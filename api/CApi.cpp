@@ -11,6 +11,7 @@
 #include "support/Knobs.h"
 #include "support/Log.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -122,15 +123,25 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
 
 CUstream stream(void *s) { return static_cast<CUstream>(s); }
 
-// Three consecutive row vectors of n floats each (D, c and b or beta; problem() bounded n) at
-// `rows`: not null, and ending within the address space.
-llvm::Error threeRows(llvm::StringRef name, const float *rows, uint64_t n) {
-  if (!rows)
+// Three consecutive row vectors of batch x heads x seq_q floats each (D, c and b, or beta) at
+// `first`: not null, and ending within the address space (problem() bounded their size).
+llvm::Expected<std::array<flashbob::RowVector, 3>>
+threeRows(llvm::StringRef name, const float *first, const flashbob::AttentionProblem &p) {
+  const uint64_t n = static_cast<uint64_t>(p.tensorBatch() * p.heads * p.seqQ);
+  if (!first)
     return badArgument(name, "is a null pointer");
-  if (reinterpret_cast<uintptr_t>(rows) > UINTPTR_MAX - 3 * n * sizeof(float))
+  if (reinterpret_cast<uintptr_t>(first) > UINTPTR_MAX - 3 * n * sizeof(float))
     return badArgument(name, "of 3 x batch x heads x seq_q floats runs past the end of the "
                              "address space");
-  return llvm::Error::success();
+  return std::array<flashbob::RowVector, 3>{rows(first), rows(first, n), rows(first, 2 * n)};
+}
+
+// BoB's inputs (pass 2 reads no O: {}).
+flashbob::BobInputs bobInputs(flashbob_tensor q, flashbob_tensor k, flashbob_tensor v,
+                              flashbob_tensor o, flashbob_tensor d_o, const float *lse,
+                              flashbob_tensor u_q, flashbob_tensor u_k, flashbob_tensor u_v) {
+  return {tensor(q),   tensor(k),   tensor(v),   tensor(o), tensor(d_o),
+          rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
 }
 } // namespace
 
@@ -231,13 +242,12 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
   auto prob = problem(p);
   if (!prob)
     return fail(prob.takeError());
-  const uint64_t n = static_cast<uint64_t>(prob->tensorBatch() * prob->heads * prob->seqQ);
-  if (llvm::Error e = threeRows("workspace", workspace, n))
-    return fail(std::move(e));
-  flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  tensor(o), tensor(d_o),
-                         rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
-  flashbob::BobOutputs out{tensor(g_q), tensor(g_k), tensor(g_v), tensor(g_d_o),
-                           rows(workspace), rows(workspace, n), rows(workspace, 2 * n)};
+  auto work = threeRows("workspace", workspace, *prob);
+  if (!work)
+    return fail(work.takeError());
+  auto [dRow, cRow, bRow] = *work;
+  flashbob::BobOutputs out{tensor(g_q), tensor(g_k), tensor(g_v), tensor(g_d_o), dRow, cRow, bRow};
+  const flashbob::BobInputs in = bobInputs(q, k, v, o, d_o, lse, u_q, u_k, u_v);
   return finish(flashbob::attentionBob(*prob, in, out, stream(s)));
 }
 
@@ -250,14 +260,13 @@ flashbob_status flashbob_bob_pass1(const flashbob_problem *p, flashbob_tensor q,
   auto prob = problem(p);
   if (!prob)
     return fail(prob.takeError());
-  const uint64_t n = static_cast<uint64_t>(prob->tensorBatch() * prob->heads * prob->seqQ);
-  if (llvm::Error e = threeRows("workspace", workspace, n))
-    return fail(std::move(e));
-  flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  tensor(o), tensor(d_o),
-                         rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
-  flashbob::BobPass1Outputs out{tensor(x1),      tensor(x2),         tensor(x3),
-                                tensor(x4),      rows(workspace),    rows(workspace, n),
-                                rows(workspace, 2 * n)};
+  auto work = threeRows("workspace", workspace, *prob);
+  if (!work)
+    return fail(work.takeError());
+  auto [dRow, cRow, betaRow] = *work;
+  flashbob::BobPass1Outputs out{tensor(x1), tensor(x2), tensor(x3), tensor(x4),
+                                dRow,       cRow,       betaRow};
+  const flashbob::BobInputs in = bobInputs(q, k, v, o, d_o, lse, u_q, u_k, u_v);
   return finish(flashbob::attentionBobPass1(*prob, in, out, stream(s)));
 }
 
@@ -269,15 +278,13 @@ flashbob_status flashbob_bob_pass2(const flashbob_problem *p, flashbob_tensor q,
   auto prob = problem(p);
   if (!prob)
     return fail(prob.takeError());
-  const uint64_t n = static_cast<uint64_t>(prob->tensorBatch() * prob->heads * prob->seqQ);
-  if (llvm::Error e = threeRows("row_scalars", row_scalars, n))
-    return fail(std::move(e));
-  flashbob::BobInputs in{tensor(q),   tensor(k),   tensor(v),  {}, tensor(d_o),
-                         rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
-  flashbob::BobPass2Rows scalars{rows(row_scalars), rows(row_scalars, n),
-                                 rows(row_scalars, 2 * n)};
-  return finish(flashbob::attentionBobPass2(*prob, in, scalars, tensor(g_k), tensor(g_v),
-                                            stream(s)));
+  auto scalars = threeRows("row_scalars", row_scalars, *prob);
+  if (!scalars)
+    return fail(scalars.takeError());
+  auto [dRow, cRow, bRow] = *scalars;
+  const flashbob::BobInputs in = bobInputs(q, k, v, {}, d_o, lse, u_q, u_k, u_v);
+  return finish(flashbob::attentionBobPass2(*prob, in, {dRow, cRow, bRow}, tensor(g_k),
+                                            tensor(g_v), stream(s)));
 }
 
 } // extern "C"
