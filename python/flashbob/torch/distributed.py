@@ -149,7 +149,8 @@ def _backward(q, k, v, o, lse, do, causal, scale, comm):
             dk[j] = dk[j] + dk_t
             dv[j] = dv[j] + dv_t
         if comm.size > 1:
-            dq = _halves(comm.pass_on([torch.cat(dq, dim=2)], comm.rank - 1, comm.rank + 1)[0])
+            dq = list(_halves(comm.pass_on([torch.cat(dq, dim=2)], comm.rank - 1,
+                                           comm.rank + 1)[0]))
         if pending:
             queries = comm.finish(pending)
     cat = lambda parts, like: torch.cat(parts, dim=2).to(like.dtype)  # noqa: E731
