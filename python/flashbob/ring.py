@@ -32,11 +32,9 @@ def _ring_problem(q, k, causal, scale):
     return problem
 
 
-def _partial(t, rows=None):
-    """A float32 output shaped like `t` (rows: its row count instead)."""
-    b, h, n, d = t.shape
-    return torch.empty((b, h, n if rows is None else rows, d), device=t.device,
-                       dtype=torch.float32)
+def _partial(t):
+    """A float32 output shaped like `t`."""
+    return torch.empty(t.shape, device=t.device, dtype=torch.float32)
 
 
 def _row_vector(t):
@@ -150,3 +148,15 @@ def pair_mask(query_chunk, key_chunk, causal):
     if not causal or key_chunk < query_chunk:
         return "full"
     return "causal" if key_chunk == query_chunk else None
+
+
+def chunk_pairs(ranks, query_rank, key_rank, causal):
+    """The chunk pairs of a zigzag ring's step in which `query_rank`'s queries meet
+    `key_rank`'s keys, as (i, j, diagonal): i and j index the two shards' chunks (0 or 1),
+    diagonal whether the pair runs with the causal mask. Masked-out pairs are left out."""
+    chunks = zigzag_chunks(ranks)
+    for i, qc in enumerate(chunks[query_rank]):
+        for j, kc in enumerate(chunks[key_rank]):
+            mask = pair_mask(qc, kc, causal)
+            if mask is not None:
+                yield i, j, mask == "causal"

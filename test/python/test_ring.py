@@ -42,12 +42,9 @@ def simulate(q, k, v, do, uq, uk, uv, ranks, causal):
     cut = lambda t, c: t[:, :, c * size:(c + 1) * size]  # noqa: E731 (chunk c's rows)
     shards = ring.zigzag_chunks(ranks)
 
-    def pairs(query_rank, key_rank):
-        for qc in shards[query_rank]:
-            for kc in shards[key_rank]:
-                mask = ring.pair_mask(qc, kc, causal)
-                if mask is not None:
-                    yield qc, kc, mask == "causal"
+    def pairs(query_rank, key_rank):  # (query chunk, key chunk, diagonal)
+        for i, j, diagonal in ring.chunk_pairs(ranks, query_rank, key_rank, causal):
+            yield shards[query_rank][i], shards[key_rank][j], diagonal
 
     out = {name: {} for name in ("O", "L", "dQ", "dK", "dV", "gQ", "gdO", "gK", "gV", "c", "b")}
     # Forward, query-major: rank r holds its queries; at step t the keys of rank r - t arrive.
@@ -127,3 +124,6 @@ def test_ring_steps_refuse_what_has_no_ring_form():
     assert ring.pair_mask(1, 0, True) == "full" and ring.pair_mask(1, 1, True) == "causal"
     assert ring.pair_mask(0, 1, True) is None and ring.pair_mask(0, 1, False) == "full"
     assert ring.zigzag_chunks(3) == [(0, 5), (1, 4), (2, 3)]
+    # Rank 0 (chunks 0, 3) against rank 1's keys (chunks 1, 2), causal: only 3 sees 1 and 2.
+    assert list(ring.chunk_pairs(2, 0, 1, True)) == [(1, 0, False), (1, 1, False)]
+    assert list(ring.chunk_pairs(2, 1, 1, True)) == [(0, 0, True), (1, 0, False), (1, 1, True)]

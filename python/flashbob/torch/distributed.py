@@ -68,6 +68,14 @@ class _Comm:
         self.size, self.rank = _world(group)
         self.cpu = dist.get_backend(group) == dist.Backend.GLOO  # gloo sends host tensors
 
+    def keys_at(self, step):
+        """Whose key shard this rank holds at `step` of a query-major ring (keys travel on)."""
+        return (self.rank - step) % self.size
+
+    def queries_at(self, step):
+        """Whose query shard this rank holds at `step` of a key-major ring (queries travel back)."""
+        return (self.rank + step) % self.size
+
     def _global(self, r):
         r %= self.size
         return r if self.group is None else dist.get_global_rank(self.group, r)
@@ -97,19 +105,9 @@ def _halves(t):
     return t.chunk(2, dim=2)
 
 
-def _pairs(ranks, query_rank, key_rank, causal):
-    """(i, j, causal mask) for the chunk pairs of a query shard and a key shard that a causal
-    ring computes; i and j index the two shards' chunks."""
-    chunks = ring.zigzag_chunks(ranks)
-    for i, qc in enumerate(chunks[query_rank]):
-        for j, kc in enumerate(chunks[key_rank]):
-            mask = ring.pair_mask(qc, kc, causal)
-            if mask is not None:
-                yield i, j, mask == "causal"
-
-
-def _zeros(like, count=2):
-    return [torch.zeros(h.shape, device=h.device, dtype=torch.float32) for h in _halves(like)][:count]
+def _zeros(like):
+    """Float32 zeros for each of a shard's two chunks."""
+    return [torch.zeros(h.shape, device=h.device, dtype=torch.float32) for h in _halves(like)]
 
 
 # --- the rings ---------------------------------------------------------------------------------
@@ -123,7 +121,7 @@ def _forward(q, k, v, causal, scale, comm):
     for t in range(comm.size):
         pending = comm.start(keys, comm.rank + 1, comm.rank - 1) if t < comm.size - 1 else None
         ks, vs = _halves(keys[0]), _halves(keys[1])
-        for i, j, diagonal in _pairs(comm.size, comm.rank, (comm.rank - t) % comm.size, causal):
+        for i, j, diagonal in ring.chunk_pairs(comm.size, comm.rank, comm.keys_at(t), causal):
             o_t, l_t = ring.forward_step(qs[i], ks[j], vs[j], causal=diagonal, scale=scale)
             o[i], lse[i] = ring.merge_forward(o[i], lse[i], o_t, l_t)
         if pending:
@@ -142,7 +140,7 @@ def _backward(q, k, v, o, lse, do, causal, scale, comm):
         pending = comm.start(queries, comm.rank - 1, comm.rank + 1) if t < comm.size - 1 else None
         qs, os, dos = (_halves(x) for x in queries[:3])
         ls = queries[3].chunk(2, dim=2)
-        for i, j, diagonal in _pairs(comm.size, (comm.rank + t) % comm.size, comm.rank, causal):
+        for i, j, diagonal in ring.chunk_pairs(comm.size, comm.queries_at(t), comm.rank, causal):
             dq_t, dk_t, dv_t, _ = ring.backward_step(qs[i], ks[j], vs[j], os[i], dos[i], ls[i],
                                                      causal=diagonal, scale=scale)
             dq[i] = dq[i] + dq_t
@@ -166,7 +164,7 @@ def _bob(q, k, v, o, lse, do, uq, uk, uv, causal, scale, comm):
     for t in range(comm.size):
         pending = comm.start(keys, comm.rank + 1, comm.rank - 1) if t < comm.size - 1 else None
         ks, vs, uks, uvs = (_halves(x) for x in keys)
-        for i, j, diagonal in _pairs(comm.size, comm.rank, (comm.rank - t) % comm.size, causal):
+        for i, j, diagonal in ring.chunk_pairs(comm.size, comm.rank, comm.keys_at(t), causal):
             part, d_rows[i] = ring.bob_pass1_step(qs[i], ks[j], vs[j], os[i], dos[i], ls[i],
                                                   uqs[i], uks[j], uvs[j], causal=diagonal,
                                                   scale=scale)
@@ -187,7 +185,7 @@ def _bob(q, k, v, o, lse, do, uq, uk, uv, causal, scale, comm):
         qs, dos, uqs = (_halves(x) for x in queries[:3])
         ls = queries[3].chunk(2, dim=2)
         ds, cs, bs = (r.chunk(2, dim=2) for r in queries[4])
-        for i, j, diagonal in _pairs(comm.size, (comm.rank + t) % comm.size, comm.rank, causal):
+        for i, j, diagonal in ring.chunk_pairs(comm.size, comm.queries_at(t), comm.rank, causal):
             gk_t, gv_t = ring.bob_pass2_step(qs[i], ks[j], vs[j], dos[i], ls[i], ds[i], cs[i],
                                              bs[i], uqs[i], uks[j], uvs[j], causal=diagonal,
                                              scale=scale)
