@@ -46,12 +46,13 @@ def unshard(local, group=None, dim=2):
     """The whole sequence from every rank's shard (an all-gather), in sequence order."""
     ranks, _ = _world(group)
     comm = _Comm(group)
-    staged = local.contiguous().cpu() if comm.cpu else local.contiguous()
+    # gloo gathers host tensors, and not every dtype: float32 holds bf16 and fp16 exactly.
+    staged = local.float().cpu() if comm.cpu else local.contiguous()
     gathered = [torch.empty_like(staged) for _ in range(ranks)]
     dist.all_gather(gathered, staged, group=group)
     chunks = [None] * (2 * ranks)
     for r, part in enumerate(gathered):
-        a, b = part.to(local.device).chunk(2, dim=dim)
+        a, b = part.to(local.device, local.dtype).chunk(2, dim=dim)
         first, second = ring.zigzag_chunks(ranks)[r]
         chunks[first], chunks[second] = a, b
     return torch.cat(chunks, dim=dim)
