@@ -97,9 +97,6 @@ class _Comm:
             request.wait()
         return [t.to(device) for t in receives] if self.cpu else receives
 
-    def pass_on(self, tensors, to, source):
-        return self.finish(self.start(tensors, to, source))
-
 
 def _halves(t):
     """A shard's two chunks (views)."""
@@ -131,29 +128,36 @@ def _forward(q, k, v, causal, scale, comm):
 
 
 def _backward(q, k, v, o, lse, do, causal, scale, comm):
-    """Key-major: queries travel backward with their O, dO, L and the dQ they have gathered
-    (rank r holds query shard r + t at step t); dQ makes one more hop home at the end."""
+    """Key-major: queries travel backward with their O, dO and L (rank r holds query shard r + t
+    at step t). The dQ a shard has gathered follows it one hop behind: sent after a step, it is
+    added to the next holder's own partials once they are computed, so the hop overlaps that
+    compute; after the last step it makes one more hop home."""
     ks, vs = _halves(k), _halves(v)
     dk, dv = _zeros(k), _zeros(v)
     queries = [q, o, do, lse]
-    dq = _zeros(q)
+    dq_hop = None  # the dQ of the query shard held next, on its way
     for t in range(comm.size):
         pending = comm.start(queries, comm.rank - 1, comm.rank + 1) if t < comm.size - 1 else None
         qs, os, dos = (_halves(x) for x in queries[:3])
         ls = queries[3].chunk(2, dim=2)
+        dq = _zeros(q)
         for i, j, diagonal in ring.chunk_pairs(comm.size, comm.queries_at(t), comm.rank, causal):
             dq_t, dk_t, dv_t, _ = ring.backward_step(qs[i], ks[j], vs[j], os[i], dos[i], ls[i],
                                                      causal=diagonal, scale=scale)
             dq[i] = dq[i] + dq_t
             dk[j] = dk[j] + dk_t
             dv[j] = dv[j] + dv_t
+        dq = torch.cat(dq, dim=2)
+        if dq_hop is not None:
+            dq = comm.finish(dq_hop)[0] + dq  # the earlier holders' sum first: a fixed order
         if comm.size > 1:
-            dq = list(_halves(comm.pass_on([torch.cat(dq, dim=2)], comm.rank - 1,
-                                           comm.rank + 1)[0]))
+            dq_hop = comm.start([dq], comm.rank - 1, comm.rank + 1)
         if pending:
             queries = comm.finish(pending)
+    if dq_hop is not None:
+        dq = comm.finish(dq_hop)[0]  # this rank's own queries' dQ, home
     cat = lambda parts, like: torch.cat(parts, dim=2).to(like.dtype)  # noqa: E731
-    return cat(dq, q), cat(dk, k), cat(dv, v)
+    return dq.to(q.dtype), cat(dk, k), cat(dv, v)
 
 
 def _bob(q, k, v, o, lse, do, uq, uk, uv, causal, scale, comm):
