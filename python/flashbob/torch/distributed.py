@@ -46,8 +46,9 @@ def unshard(local, group=None, dim=2):
     """The whole sequence from every rank's shard (an all-gather), in sequence order."""
     ranks, _ = _world(group)
     comm = _Comm(group)
-    # gloo gathers host tensors, and not every dtype: float32 holds bf16 and fp16 exactly.
-    staged = local.float().cpu() if comm.cpu else local.contiguous()
+    staged = local.contiguous()
+    if comm.cpu:  # gloo gathers host tensors, and not every dtype: float32 holds these exactly
+        staged = (staged.float() if staged.dtype in (torch.bfloat16, torch.float16) else staged).cpu()
     gathered = [torch.empty_like(staged) for _ in range(ranks)]
     dist.all_gather(gathered, staged, group=group)
     chunks = [None] * (2 * ranks)
