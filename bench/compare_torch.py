@@ -7,7 +7,7 @@ Phases, each its own process so PyTorch's cached memory never sits beside our ru
   ceiling        PyTorch's dense bf16 matmul 8192^3 (the ceiling if the CLI cannot load cuBLAS)
   ours           `flashbob bench --json` over the grid (op x d x causal x N), with --check
   torch          exact BoB by eager double backward through plain matmul/softmax attention,
-                 and SDPA forward/backward with the flash backend, on the same shapes
+                 and SDPA forward/backward with the cuDNN and flash backends, same shapes
   compile-probe  torch.compile on the double backward, once, one small shape
   table          perf-table.md and perf-raw.json from the phases' JSON files
 
@@ -462,44 +462,47 @@ def run_torch(args):
                        f"peak {rec['peak_bytes'] / 2**30:.2f} GiB" if rec["status"] == "ok" else rec.get("error", "")))
                 write_json(out_path, state)
 
-                # (c) SDPA with the flash backend: forward, backward.
-                rec = {"kind": "sdpa-flash", "d": d, "causal": causal, "N": n, "M": n, "heads": HEADS}
-                if budget_ok("sdpa", d, causal, n, rec):
-                    x = None
-                    try:
-                        torch.cuda.empty_cache()
-                        base = torch.cuda.memory_allocated()
-                        torch.cuda.reset_peak_memory_stats()
-                        x = inputs(n, d, ["q", "k", "v", "do"], {"q", "k", "v"})
-                        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                            def fwd(ev):
-                                F.scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=causal)
-
-                            (fwd_ms,), fruns = torch_measure(torch, fwd, flush)
-                            out = F.scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=causal)
-
-                            def bwd(ev):
-                                torch.autograd.grad(out, (x["q"], x["k"], x["v"]), x["do"], retain_graph=True)
-
-                            (bwd_ms,), bruns = torch_measure(torch, bwd, flush)
-                        rec.update(status="ok", fwd_ms=fwd_ms, bwd_ms=bwd_ms, fwd_iters=len(fruns),
-                                   bwd_iters=len(bruns),
-                                   fwd_tflops=canonical_flops("fwd", n, n, d, causal) / (fwd_ms * 1e-3) / 1e12,
-                                   bwd_tflops=canonical_flops("bwd", n, n, d, causal) / (bwd_ms * 1e-3) / 1e12,
-                                   peak_bytes=torch.cuda.max_memory_allocated() - base)
-                        prev_ms[("sdpa", d, causal)] = (n, fwd_ms + bwd_ms)
-                    except Exception as e:
-                        rec.update(status="OOM" if is_oom(torch, e) else "failed", error=short(e))
-                        if is_oom(torch, e):
-                            rec["tried_alloc"] = tried_alloc(e)
-                    finally:
+                # (b) SDPA, its flash (FlashAttention-2) and cuDNN backends: forward, backward.
+                for backend_name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                              ("flash", SDPBackend.FLASH_ATTENTION)):
+                    kind = f"sdpa-{backend_name}"
+                    rec = {"kind": kind, "d": d, "causal": causal, "N": n, "M": n, "heads": HEADS}
+                    if budget_ok(kind, d, causal, n, rec):
                         x = out = None
-                        torch.cuda.empty_cache()
-                state["sdpa"].append(rec)
-                log(f"torch SDPA flash d={d} causal={int(causal)} N={fmt_n(n)}: {rec['status']} "
-                    + (f"fwd {rec['fwd_ms']:.3f} ms, bwd {rec['bwd_ms']:.3f} ms" if rec["status"] == "ok"
-                       else rec.get("error", "")))
-                write_json(out_path, state)
+                        try:
+                            torch.cuda.empty_cache()
+                            base = torch.cuda.memory_allocated()
+                            torch.cuda.reset_peak_memory_stats()
+                            x = inputs(n, d, ["q", "k", "v", "do"], {"q", "k", "v"})
+                            with sdpa_kernel(backend):
+                                def fwd(ev):
+                                    F.scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=causal)
+
+                                (fwd_ms,), fruns = torch_measure(torch, fwd, flush)
+                                out = F.scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=causal)
+
+                                def bwd(ev):
+                                    torch.autograd.grad(out, (x["q"], x["k"], x["v"]), x["do"], retain_graph=True)
+
+                                (bwd_ms,), bruns = torch_measure(torch, bwd, flush)
+                            rec.update(status="ok", fwd_ms=fwd_ms, bwd_ms=bwd_ms, fwd_iters=len(fruns),
+                                       bwd_iters=len(bruns),
+                                       fwd_tflops=canonical_flops("fwd", n, n, d, causal) / (fwd_ms * 1e-3) / 1e12,
+                                       bwd_tflops=canonical_flops("bwd", n, n, d, causal) / (bwd_ms * 1e-3) / 1e12,
+                                       peak_bytes=torch.cuda.max_memory_allocated() - base)
+                            prev_ms[(kind, d, causal)] = (n, fwd_ms + bwd_ms)
+                        except Exception as e:
+                            rec.update(status="OOM" if is_oom(torch, e) else "failed", error=short(e))
+                            if is_oom(torch, e):
+                                rec["tried_alloc"] = tried_alloc(e)
+                        finally:
+                            x = out = None
+                            torch.cuda.empty_cache()
+                    state["sdpa"].append(rec)
+                    log(f"torch SDPA {backend_name} d={d} causal={int(causal)} N={fmt_n(n)}: {rec['status']} "
+                        + (f"fwd {rec['fwd_ms']:.3f} ms, bwd {rec['bwd_ms']:.3f} ms" if rec["status"] == "ok"
+                           else rec.get("error", "")))
+                    write_json(out_path, state)
     write_json(out_path, state)
 
 
@@ -633,8 +636,10 @@ def make_table(args):
 
     o = {(r["op"], r["d"], r["causal"], r["N"]): r for r in ours.get("results", [])}
     tb = {(r["d"], r["causal"], r["N"]): r for r in tor.get("bob", [])}
-    ts = {(r["d"], r["causal"], r["N"]): r for r in tor.get("sdpa", [])}
-    keys = sorted({(d, c, n) for (_, d, c, n) in o} | set(tb) | set(ts), key=lambda k: (k[0], k[1], k[2]))
+    # SDPA records by backend ("sdpa-cudnn", "sdpa-flash"; older runs wrote flash alone)
+    ts = {(r.get("kind", "sdpa-flash"), r["d"], r["causal"], r["N"]): r for r in tor.get("sdpa", [])}
+    keys = sorted({(d, c, n) for (_, d, c, n) in o} | set(tb) | {k[1:] for k in ts},
+                  key=lambda k: (k[0], k[1], k[2]))
 
     ceiling = ours.get("ceiling_tflops")
     dev = ours.get("device") or {}
@@ -724,40 +729,45 @@ def make_table(args):
         L.append("| " + " | ".join(cells) + " |")
     L.append("")
 
-    # Table 2: fwd / bwd vs SDPA flash.
-    L.append("## Forward and backward: ours vs SDPA (flash backend)")
+    # Table 2: fwd / bwd vs SDPA's cuDNN (FlashAttention-3 class) and flash (FlashAttention-2).
+    L.append("## Forward and backward: ours vs SDPA's cuDNN and flash backends")
     L.append("")
-    L.append("| op | d | causal | N | ours ms | TFLOP/s | % ceiling | TB/s (% copy) | ours peak GiB | "
-             "SDPA flash ms | SDPA TFLOP/s | ratio SDPA/ours (>1: ours faster) | SDPA peak GiB (fwd+bwd) | check |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("Ratios are SDPA's time over ours: above 1, ours is faster. cuDNN is the fastest "
+             "attention on this machine (FlashAttention-3 class); flash is FlashAttention-2.")
+    L.append("")
+    L.append("| op | d | causal | N | ours ms | TFLOP/s | % ceiling | ours peak GiB | cuDNN ms | cuDNN TFLOP/s | "
+             "cuDNN/ours | flash ms | flash TFLOP/s | flash/ours | check |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def sdpa_cells(op, kind, d, c, n, ours_ms):
+        t = ts.get((kind, d, c, n))
+        if t and t.get("status") == "ok":
+            return [ms(t[f"{op}_ms"]), f"{t[f'{op}_tflops']:.1f}", ratio(t[f"{op}_ms"], ours_ms)]
+        if t is not None and t.get("status") != "OOM" and op == "fwd":
+            failures.append(f"torch {kind} d={d} causal={c} N={n}: {status_text(t)}")
+        text = "not run" if t is None else (f"OOM (tried {t.get('tried_alloc') or '?'})"
+                                            if t.get("status") == "OOM" else t.get("status", "?"))
+        return [text, "-", "-"]
+
     for op in ("fwd", "bwd"):
         for d, c, n in keys:
             r = o.get((op, d, c, n))
-            t = ts.get((d, c, n))
-            if r is None and t is None:
+            if r is None and not any((kind, d, c, n) in ts for kind in ("sdpa-cudnn", "sdpa-flash")):
                 continue
             b = ours_cell(r)
-            if t and t.get("status") == "ok":
-                sms = t[f"{op}_ms"]
-                s_ms, s_tf, s_pk = ms(sms), f"{t[f'{op}_tflops']:.1f}", gib(t.get("peak_bytes"))
-            else:
-                sms = None
-                s_ms = "not run" if t is None else (f"OOM (tried {t.get('tried_alloc') or '?'})"
-                                                    if t.get("status") == "OOM" else t.get("status", "?"))
-                s_tf, s_pk = "-", "-"
-                if t is not None and t.get("status") not in ("OOM",) and op == "fwd":
-                    failures.append(f"torch sdpa d={d} causal={c} N={n}: {status_text(t)}")
+            cells = [op, str(d), "yes" if c else "no", fmt_n(n)]
             if b:
-                pct = pct_text(b, ceiling)
-                bw = f"{b['bandwidth_tbs']:.3f}" + (f" ({b['percent_of_copy']:.1f}%)" if b.get("percent_of_copy") is not None else "")
-                L.append(f"| {op} | {d} | {'yes' if c else 'no'} | {fmt_n(n)} | {ms(b['median_ms'])} | "
-                         f"{b['tflops']:.1f} | {pct} | {bw} | {gib(b.get('device_memory_used_bytes'))} | "
-                         f"{s_ms} | {s_tf} | {ratio(sms, b['median_ms'])} | {s_pk} | {check_text(row_check(r))} |")
+                cells += [ms(b["median_ms"]), f"{b['tflops']:.1f}", pct_text(b, ceiling),
+                          gib(b.get("device_memory_used_bytes"))]
             else:
                 if r is not None:
                     failures.append(f"ours {op} d={d} causal={c} N={n}: {status_text(r)}")
-                L.append(f"| {op} | {d} | {'yes' if c else 'no'} | {fmt_n(n)} | "
-                         f"{status_text(r).split(':')[0]} | - | - | - | - | {s_ms} | {s_tf} | - | {s_pk} | - |")
+                cells += [status_text(r).split(":")[0], "-", "-", "-"]
+            ours_ms = b["median_ms"] if b else None
+            for kind in ("sdpa-cudnn", "sdpa-flash"):
+                cells += sdpa_cells(op, kind, d, c, n, ours_ms)
+            cells.append(check_text(row_check(r)) if b else "-")
+            L.append("| " + " | ".join(cells) + " |")
     L.append("")
 
     # Checks.

@@ -2,7 +2,7 @@
 # GPU machine: the performance table of issue 6 in ONE device call of at most 10 minutes.
 # `flashbob bench --json --check` over batch 1, 16 heads, d = 64 and 128, causal and not,
 # N = M = 1K, 2K, ..., 128K, ops fwd, bwd, bob; then PyTorch on the same shapes (exact BoB by
-# eager double backward, SDPA flash forward/backward), PyTorch's bf16 matmul ceiling, one
+# eager double backward, SDPA cuDNN and flash forward/backward), PyTorch's bf16 matmul ceiling, one
 # torch.compile probe; then the markdown table (bench/compare_torch.py does the work).
 #
 # Here, on the project machine (build flashbob first, e.g. `ninja -C build-bench flashbob`):
