@@ -143,6 +143,15 @@ flashbob::BobInputs bobInputs(flashbob_tensor q, flashbob_tensor k, flashbob_ten
   return {tensor(q),   tensor(k),   tensor(v),   tensor(o), tensor(d_o),
           rows(lse),   tensor(u_q), tensor(u_k), tensor(u_v)};
 }
+
+// Every entry point that takes a problem: converted and validated first (nothing runs on a bad
+// one), then `call` on it, its llvm::Error becoming the status and the last error message.
+template <typename Call> flashbob_status withProblem(const flashbob_problem *p, Call call) {
+  auto prob = problem(p);
+  if (!prob)
+    return fail(prob.takeError());
+  return finish(call(*prob));
+}
 } // namespace
 
 extern "C" {
@@ -180,57 +189,53 @@ flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op) {
 
 flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbob_op *ops,
                                         int64_t count) {
-  auto prob = problem(p);
-  if (!prob)
-    return fail(prob.takeError());
-  if (count < 1 || count > 64)
-    return fail(badArgument("count", "must be 1 to 64, got " + std::to_string(count)));
-  if (!ops)
-    return fail(badArgument("ops", "must not be NULL"));
-  std::vector<flashbob::AttentionOp> list;
-  for (int64_t i = 0; i < count; ++i) {
-    const int value = enumValue(ops[i]);
-    if (value < FLASHBOB_OP_FORWARD || value > FLASHBOB_OP_BOB_PASS2)
-      return fail(badArgument(count == 1 ? std::string("op") : "ops[" + std::to_string(i) + "]",
-                              "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
-                              "FLASHBOB_OP_BOB, FLASHBOB_OP_FORWARD_JVP, FLASHBOB_OP_BOB_PASS1 "
-                              "or FLASHBOB_OP_BOB_PASS2"));
-    list.push_back(static_cast<flashbob::AttentionOp>(value));
-  }
-  return finish(flashbob::attentionPrecompile(*prob, list));
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) -> llvm::Error {
+    if (count < 1 || count > 64)
+      return badArgument("count", "must be 1 to 64, got " + std::to_string(count));
+    if (!ops)
+      return badArgument("ops", "must not be NULL");
+    std::vector<flashbob::AttentionOp> list;
+    for (int64_t i = 0; i < count; ++i) {
+      const int value = enumValue(ops[i]);
+      if (value < FLASHBOB_OP_FORWARD || value > FLASHBOB_OP_BOB_PASS2)
+        return badArgument(count == 1 ? std::string("op") : "ops[" + std::to_string(i) + "]",
+                           "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
+                           "FLASHBOB_OP_BOB, FLASHBOB_OP_FORWARD_JVP, FLASHBOB_OP_BOB_PASS1 "
+                           "or FLASHBOB_OP_BOB_PASS2");
+      list.push_back(static_cast<flashbob::AttentionOp>(value));
+    }
+    return flashbob::attentionPrecompile(prob, list);
+  });
 }
 
 flashbob_status flashbob_forward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
                                  flashbob_tensor v, flashbob_tensor o, float *lse, void *s) {
-  auto prob = problem(p);
-  if (!prob)
-    return fail(prob.takeError());
-  return finish(flashbob::attentionForward(*prob, tensor(q), tensor(k), tensor(v), tensor(o),
-                                           rows(lse), stream(s)));
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) {
+    return flashbob::attentionForward(prob, tensor(q), tensor(k), tensor(v), tensor(o), rows(lse),
+                                      stream(s));
+  });
 }
 
 flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor q,
                                      flashbob_tensor k, flashbob_tensor v, flashbob_tensor o,
                                      const float *lse, flashbob_tensor t_q, flashbob_tensor t_k,
                                      flashbob_tensor t_v, flashbob_tensor t_o, void *s) {
-  auto prob = problem(p);
-  if (!prob)
-    return fail(prob.takeError());
-  return finish(flashbob::attentionForwardJvp(*prob, tensor(q), tensor(k), tensor(v), tensor(o),
-                                              rows(lse), tensor(t_q), tensor(t_k), tensor(t_v),
-                                              tensor(t_o), stream(s)));
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) {
+    return flashbob::attentionForwardJvp(prob, tensor(q), tensor(k), tensor(v), tensor(o),
+                                         rows(lse), tensor(t_q), tensor(t_k), tensor(t_v),
+                                         tensor(t_o), stream(s));
+  });
 }
 
 flashbob_status flashbob_backward(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
                                   flashbob_tensor v, flashbob_tensor o, flashbob_tensor d_o,
                                   const float *lse, flashbob_tensor d_q, flashbob_tensor d_k,
                                   flashbob_tensor d_v, float *d_workspace, void *s) {
-  auto prob = problem(p);
-  if (!prob)
-    return fail(prob.takeError());
-  return finish(flashbob::attentionBackward(*prob, tensor(q), tensor(k), tensor(v), tensor(o),
-                                            tensor(d_o), rows(lse), tensor(d_q), tensor(d_k),
-                                            tensor(d_v), rows(d_workspace), stream(s)));
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) {
+    return flashbob::attentionBackward(prob, tensor(q), tensor(k), tensor(v), tensor(o),
+                                       tensor(d_o), rows(lse), tensor(d_q), tensor(d_k),
+                                       tensor(d_v), rows(d_workspace), stream(s));
+  });
 }
 
 flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flashbob_tensor k,
@@ -239,16 +244,16 @@ flashbob_status flashbob_bob(const flashbob_problem *p, flashbob_tensor q, flash
                              flashbob_tensor u_v, flashbob_tensor g_q, flashbob_tensor g_k,
                              flashbob_tensor g_v, flashbob_tensor g_d_o, float *workspace,
                              void *s) {
-  auto prob = problem(p);
-  if (!prob)
-    return fail(prob.takeError());
-  auto work = threeRows("workspace", workspace, *prob);
-  if (!work)
-    return fail(work.takeError());
-  auto [dRow, cRow, bRow] = *work;
-  flashbob::BobOutputs out{tensor(g_q), tensor(g_k), tensor(g_v), tensor(g_d_o), dRow, cRow, bRow};
-  const flashbob::BobInputs in = bobInputs(q, k, v, o, d_o, lse, u_q, u_k, u_v);
-  return finish(flashbob::attentionBob(*prob, in, out, stream(s)));
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) -> llvm::Error {
+    auto work = threeRows("workspace", workspace, prob);
+    if (!work)
+      return work.takeError();
+    auto [dRow, cRow, bRow] = *work;
+    flashbob::BobOutputs out{tensor(g_q), tensor(g_k), tensor(g_v), tensor(g_d_o), dRow, cRow,
+                             bRow};
+    return flashbob::attentionBob(prob, bobInputs(q, k, v, o, d_o, lse, u_q, u_k, u_v), out,
+                                  stream(s));
+  });
 }
 
 flashbob_status flashbob_bob_pass1(const flashbob_problem *p, flashbob_tensor q,
@@ -257,17 +262,16 @@ flashbob_status flashbob_bob_pass1(const flashbob_problem *p, flashbob_tensor q,
                                    flashbob_tensor u_k, flashbob_tensor u_v, flashbob_tensor x1,
                                    flashbob_tensor x2, flashbob_tensor x3, flashbob_tensor x4,
                                    float *workspace, void *s) {
-  auto prob = problem(p);
-  if (!prob)
-    return fail(prob.takeError());
-  auto work = threeRows("workspace", workspace, *prob);
-  if (!work)
-    return fail(work.takeError());
-  auto [dRow, cRow, betaRow] = *work;
-  flashbob::BobPass1Outputs out{tensor(x1), tensor(x2), tensor(x3), tensor(x4),
-                                dRow,       cRow,       betaRow};
-  const flashbob::BobInputs in = bobInputs(q, k, v, o, d_o, lse, u_q, u_k, u_v);
-  return finish(flashbob::attentionBobPass1(*prob, in, out, stream(s)));
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) -> llvm::Error {
+    auto work = threeRows("workspace", workspace, prob);
+    if (!work)
+      return work.takeError();
+    auto [dRow, cRow, betaRow] = *work;
+    flashbob::BobPass1Outputs out{tensor(x1), tensor(x2), tensor(x3), tensor(x4),
+                                  dRow,       cRow,       betaRow};
+    return flashbob::attentionBobPass1(prob, bobInputs(q, k, v, o, d_o, lse, u_q, u_k, u_v), out,
+                                       stream(s));
+  });
 }
 
 flashbob_status flashbob_bob_pass2(const flashbob_problem *p, flashbob_tensor q,
@@ -275,16 +279,14 @@ flashbob_status flashbob_bob_pass2(const flashbob_problem *p, flashbob_tensor q,
                                    const float *lse, const float *row_scalars,
                                    flashbob_tensor u_q, flashbob_tensor u_k, flashbob_tensor u_v,
                                    flashbob_tensor g_k, flashbob_tensor g_v, void *s) {
-  auto prob = problem(p);
-  if (!prob)
-    return fail(prob.takeError());
-  auto scalars = threeRows("row_scalars", row_scalars, *prob);
-  if (!scalars)
-    return fail(scalars.takeError());
-  auto [dRow, cRow, bRow] = *scalars;
-  const flashbob::BobInputs in = bobInputs(q, k, v, {}, d_o, lse, u_q, u_k, u_v);
-  return finish(flashbob::attentionBobPass2(*prob, in, {dRow, cRow, bRow}, tensor(g_k),
-                                            tensor(g_v), stream(s)));
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) -> llvm::Error {
+    auto scalars = threeRows("row_scalars", row_scalars, prob);
+    if (!scalars)
+      return scalars.takeError();
+    auto [dRow, cRow, bRow] = *scalars;
+    return flashbob::attentionBobPass2(prob, bobInputs(q, k, v, {}, d_o, lse, u_q, u_k, u_v),
+                                       {dRow, cRow, bRow}, tensor(g_k), tensor(g_v), stream(s));
+  });
 }
 
 } // extern "C"

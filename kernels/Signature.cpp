@@ -137,15 +137,14 @@ std::vector<Param> withOffsets(llvm::ArrayRef<Param> dense) {
 llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen, bool partial) {
   if (!varlen)
     return denseSignature(kind, partial);
+  constexpr size_t kinds = bob::getMaxEnumValForKernelKind() + 1;
   static const auto varlenSignatures = [] {
-    constexpr size_t kinds = bob::getMaxEnumValForKernelKind() + 1;
     std::array<std::vector<Param>, 2 * kinds> all; // [partial][kind]
     for (size_t i = 0; i < all.size(); ++i)
       all[i] = withOffsets(denseSignature(static_cast<bob::KernelKind>(i % kinds), i >= kinds));
     return all;
   }();
-  return varlenSignatures[static_cast<size_t>(kind) +
-                          (partial ? bob::getMaxEnumValForKernelKind() + 1 : 0)];
+  return varlenSignatures[(partial ? kinds : 0) + static_cast<size_t>(kind)];
 }
 
 size_t operandCount(bob::KernelKind kind, bool varlen, bool partial) {

@@ -214,7 +214,7 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
       [&](OpBuilder &nested, Location, Value blockIndex, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-        sweepStep_ = blockIndex;
+        insideSweep_ = true;
         if (groupSweep) {
           Value t = narrow(blockIndex);
           sweptHead = arith::AddIOp::create(b, firstHead,
@@ -233,7 +233,7 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
       });
   if (keyMajor())
     sweptHead = Value();
-  sweepStep_ = Value();
+  insideSweep_ = false;
   return llvm::SmallVector<Value>(loop.getResults());
 }
 
@@ -246,7 +246,7 @@ Value KernelBuilder::reserve(const Tile &like) {
 }
 
 Tile KernelBuilder::flush(const Tile &acc, Value reserve) {
-  assert(sweepStep_ && "flush is for accumulators inside a sweep");
+  assert(insideSweep_ && "flush is for accumulators inside a sweep");
   if (!reserve)
     return acc;
   // Due every kFlushBlocks steps; bob-chunk-sweeps runs the sweep in chunks of that many steps

@@ -141,7 +141,7 @@ private:
   std::array<mlir::Value, kScalarCount> scalars_{};
   std::array<mlir::Value, kOperandCount> shared_{};
   llvm::SmallVector<Operand> swept_;
-  mlir::Value sweepStep_; // the sweep's induction variable, inside its body
+  bool insideSweep_ = false; // building a sweep's body (flush is only for its accumulators)
 };
 
 } // namespace flashbob::kernels
