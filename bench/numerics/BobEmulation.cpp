@@ -170,7 +170,8 @@ struct Accum {
 void forwardBlock(const Context& x, Index i0, Outputs& out) {
   const Problem& p = x.p;
   const Index d = p.d, i1 = std::min(i0 + x.t.fwdM, p.N), rows = i1 - i0;
-  Accum acc(at(rows * d), 32);
+  Accum acc(at(rows * d), 32), pk(at(rows * d), 32);  // pk: P K (Fix::X3FromForward)
+  const bool withPK = x.m.fix == Fix::X3FromForward;
   std::vector<double> mx(at(rows), -kInf), l(at(rows), 0.0);
   std::vector<double> S, P, scratch;
   const double sl2 = x.constant(p.scale * kLog2e);
@@ -196,14 +197,22 @@ void forwardBlock(const Context& x, Index i0, Outputs& out) {
         P[at(r * cols + c)] = x.op(x.m.fwdP, e);
       }
       l[at(r)] = x.ew(x.ew(l[at(r)] * rescale) + blockSum);
-      for (Index k = 0; k < d; ++k) {
-        acc.reg[at(r * d + k)] = x.ew(acc.reg[at(r * d + k)] * rescale);
-        acc.master[at(r * d + k)] = x.ew(acc.master[at(r * d + k)] * rescale);
+      for (Accum* a : {&acc, &pk}) {
+        if (a == &pk && !withPK)
+          continue;
+        for (Index k = 0; k < d; ++k) {
+          a->reg[at(r * d + k)] = x.ew(a->reg[at(r * d + k)] * rescale);
+          a->master[at(r * d + k)] = x.ew(a->master[at(r * d + k)] * rescale);
+        }
       }
       mx[at(r)] = newMax;
     }
     accumulate(x, acc.reg, P, cols, x.in.V, j0, rows);
     acc.maybeFlush(x, blk);
+    if (withPK) {
+      accumulate(x, pk.reg, P, cols, x.in.K, j0, rows);
+      pk.maybeFlush(x, blk);
+    }
   }
   const double ln2 = x.constant(kLn2);
   for (Index r = 0; r < rows; ++r) {
@@ -211,6 +220,8 @@ void forwardBlock(const Context& x, Index i0, Outputs& out) {
     for (Index k = 0; k < d; ++k) {
       const double o = x.ew(acc.value(x, at(r * d + k)) / sum);
       out.O(i0 + r, k) = x.m.storeO16 ? toBf16(o) : o;
+      if (withPK)
+        out.x3Forward(i0 + r, k) = x.ew(pk.value(x, at(r * d + k)) / sum);
     }
     out.L[at(i0 + r)] = l[at(r)] == 0 ? -kInf : x.ew(x.ew(mx[at(r)] + x.ew(std::log2(l[at(r)]))) * ln2);
   }
@@ -268,7 +279,12 @@ void backwardQueryBlock(const Context& x, Index i0, const std::vector<double>& D
   }
   const double s = x.constant(p.scale);
   for (Index r = 0; r < rows; ++r)
-    for (Index k = 0; k < d; ++k) out.dQ(i0 + r, k) = x.out(x.ew(acc.value(x, at(r * d + k)) * s));
+    for (Index k = 0; k < d; ++k) {
+      const double dq = x.ew(acc.value(x, at(r * d + k)) * s);
+      out.dQ(i0 + r, k) = x.out(dq);
+      if (x.m.fix == Fix::X3FromForward)
+        out.dQ32(i0 + r, k) = dq;
+    }
 }
 
 // ---- bwd_kv ------------------------------------------------------------------------------------
@@ -421,9 +437,12 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
       pOp[e] = x.op(m.qP, S[e]);
       gP[e] = x.op(m.qGP, gP[e]);
     }
+    const bool twoAccumulators = m.fix == Fix::X3FromForward;  // no X2, X3 in pass 1
     accumulate(x, x1.reg, dS, cols, x.in.uK, j0, rows);
-    accumulate(x, x2.reg, pdP, cols, x.in.K, j0, rows);
-    accumulate(x, x3.reg, pOp, cols, x.in.K, j0, rows);
+    if (!twoAccumulators) {
+      accumulate(x, x2.reg, pdP, cols, x.in.K, j0, rows);
+      accumulate(x, x3.reg, pOp, cols, x.in.K, j0, rows);
+    }
     accumulate(x, x4.reg, pOp, cols, x.in.uV, j0, rows);
     accumulate(x, x1.reg, t1, cols, x.in.K, j0, rows);
     if (m.fix == Fix::SplitT1) accumulate(x, x1.reg, lo, cols, x.in.K, j0, rows);
@@ -437,11 +456,18 @@ void bobQueryBlock(const Context& x, Index i0, const Matrix& O, const std::vecto
     // With centering X1 already holds -c^ X2 - b^ X3: only the rest of c, b is left.
     const double cx = center ? x.ew(ci - cHat[at(r)]) : ci;
     const double bx = center ? x.ew(bi - bHat[at(r)]) : bi;
+    // Fix::X3FromForward: gQ = s X1 - c o dQ - (s b') o X3, b' = b + c D the raw row sum.
+    const double sb = x.ew(b[at(r)] * scale);
     for (Index k = 0; k < d; ++k) {
       const std::size_t e = at(r * d + k);
-      double g = x.ew(x1.value(x, e) - x2.value(x, e) * cx);
-      g = x.ew(g - x3.value(x, e) * bx);
-      out.gQ(i, k) = x.out(x.ew(g * scale));
+      if (m.fix == Fix::X3FromForward) {
+        double g = x.ew(x.ew(x1.value(x, e) * scale) - x.ew(ci * out.dQ32(i, k)));
+        out.gQ(i, k) = x.out(x.ew(g - x.ew(sb * out.x3Forward(i, k))));
+      } else {
+        double g = x.ew(x1.value(x, e) - x2.value(x, e) * cx);
+        g = x.ew(g - x3.value(x, e) * bx);
+        out.gQ(i, k) = x.out(x.ew(g * scale));
+      }
       // gdO = X4 - c O, or with centerGP X4 - (c - c^) P V from the accumulated P V.
       out.gdO(i, k) = m.centerGP ? x.out(x.ew(x4.value(x, e) - y.value(x, e) * cx))
                                  : x.out(x.ew(x4.value(x, e) - O(i, k) * ci));
@@ -549,6 +575,10 @@ Outputs emulate(const Problem& p, const Inputs& in, const Model& m, const Tiles&
   Outputs out;
   out.O = Matrix(p.N, p.d);
   out.L.assign(at(p.N), 0.0);
+  if (m.fix == Fix::X3FromForward) {
+    out.x3Forward = Matrix(p.N, p.d);
+    out.dQ32 = Matrix(p.N, p.d);
+  }
   parallelBlocks((p.N + t.fwdM - 1) / t.fwdM, threads,
                  [&](Index blk) { forwardBlock(x, blk * t.fwdM, out); });
   Matrix O = out.O;

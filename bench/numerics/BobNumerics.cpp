@@ -82,6 +82,8 @@ const std::vector<Named>& configs() {
        [](Model& m) { m.fix = Fix::CenterKnown; }},
       {"split", "fix: G o dS + P o W as bf16 hi + lo (one more product)",
        [](Model& m) { m.fix = Fix::SplitT1; }},
+      {"x3-fwd", "pass 1 with two accumulators: X3 from the forward, X2 from an f32 dQ",
+       [](Model& m) { m.fix = Fix::X3FromForward; }},
       {"lazy-acc-rn", "lazy centering and round-to-nearest MMA sums",
        [](Model& m) { m.fix = Fix::CenterLazy; m.acc = Acc::Float32; }},
       {"lazy-exact-fwd", "lazy centering on the exact O, L",
