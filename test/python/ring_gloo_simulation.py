@@ -1,8 +1,8 @@
 """flashbob.torch.distributed's rings on CPUs, in CI (issue 20): R = 2 and 3 processes of a gloo
-group, each holding its zigzag shard, run the module's own forward, backward and BoB rings, its
-transfers (batch_isend_irecv), its merges (flashbob.ring: merge_forward, add_pass1,
-finish_pass1, chunk_pairs) and its autograd Functions, through the gradient of a loss with
-create_graph and a Hessian-vector product. Only the ring *steps* (one pair of chunks each, the
+group, each holding its zigzag shard (K and V with all or half the query heads), run the
+module's own forward, backward and BoB rings, its transfers (batch_isend_irecv), its merges
+(flashbob.ring: merge_forward, add_pass1, finish_pass1, chunk_pairs) and its autograd
+Functions, through the gradient of a loss with create_graph and a Hessian-vector product. Only the ring *steps* (one pair of chunks each, the
 GPU kernels' job) are replaced: by float64 statements of the same contract (docs/context-
 parallel.md; the C++ oracle's ring::forwardStep ... bobPass2Step). Gathered in sequence order,
 every output must match dense float64 autograd on the whole sequence, which shares nothing with
@@ -29,7 +29,10 @@ import torch.multiprocessing as mp
 
 PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
 TOL = 1e-10  # relative L2: float64 throughout (measured: below 1e-15)
-CASES = [(ranks, causal) for ranks in (2, 3) for causal in (True, False)]
+HEADS = 2
+# (ranks, causal, key/value heads): 1 of 2 is grouped-query attention.
+CASES = [(ranks, causal, HEADS) for ranks in (2, 3) for causal in (True, False)]
+CASES += [(2, True, 1), (3, False, 1)]
 
 
 # --- the ring steps' contract, in float64 ------------------------------------------------------
@@ -38,9 +41,20 @@ def _scale(q, scale):
     return q.shape[-1] ** -0.5 if scale is None else scale
 
 
+def _expand(t, q):
+    """K-side heads repeated for their query heads (grouped-query attention)."""
+    return t.repeat_interleave(q.shape[1] // t.shape[1], dim=1)
+
+
+def _fold(t, like):
+    """A K-side gradient summed over each K head's query heads."""
+    b, h, m, d = t.shape
+    return t.reshape(b, like.shape[1], h // like.shape[1], m, d).sum(2)
+
+
 def _scores(q, k, causal, scale):
     """s q k^T of one chunk pair, the square causal mask on a diagonal pair."""
-    s = _scale(q, scale) * q @ k.transpose(-1, -2)
+    s = _scale(q, scale) * q @ _expand(k, q).transpose(-1, -2)
     if causal:
         n, m = s.shape[-2:]
         s = s.masked_fill(torch.ones(n, m, dtype=torch.bool).triu(1), float("-inf"))
@@ -49,11 +63,12 @@ def _scores(q, k, causal, scale):
 
 def _tiles(q, k, v, do, lse, d_row, causal, scale):
     p = torch.exp(_scores(q, k, causal, scale) - lse.unsqueeze(-1))  # the global L: global P
-    dp = do @ v.transpose(-1, -2)
+    dp = do @ _expand(v, q).transpose(-1, -2)
     return p, dp, p * (dp - d_row.unsqueeze(-1))
 
 
 def _bob_tiles(q, k, do, uq, uk, uv, scale):
+    k, uk, uv = (_expand(t, q) for t in (k, uk, uv))
     g = _scale(q, scale) * (uq @ k.transpose(-1, -2) + q @ uk.transpose(-1, -2))
     return g, do @ uv.transpose(-1, -2)
 
@@ -61,20 +76,22 @@ def _bob_tiles(q, k, do, uq, uk, uv, scale):
 def forward_step(q, k, v, causal=False, scale=None):
     s = _scores(q, k, causal, scale)
     lse = torch.logsumexp(s, dim=-1)
-    return torch.exp(s - lse.unsqueeze(-1)) @ v, lse
+    return torch.exp(s - lse.unsqueeze(-1)) @ _expand(v, q), lse
 
 
 def backward_step(q, k, v, o, do, lse, causal=False, scale=None):
     d_row = (do * o).sum(-1)
     p, _, ds = _tiles(q, k, v, do, lse, d_row, causal, scale)
     s = _scale(q, scale)
-    return s * ds @ k, s * ds.transpose(-1, -2) @ q, p.transpose(-1, -2) @ do, d_row
+    return (s * ds @ _expand(k, q), _fold(s * ds.transpose(-1, -2) @ q, k),
+            _fold(p.transpose(-1, -2) @ do, v), d_row)
 
 
 def bob_pass1_step(q, k, v, o, do, lse, uq, uk, uv, causal=False, scale=None):
     d_row = (do * o).sum(-1)
     p, dp, ds = _tiles(q, k, v, do, lse, d_row, causal, scale)
     g, w = _bob_tiles(q, k, do, uq, uk, uv, scale)
+    k, v, uk, uv = (_expand(t, q) for t in (k, v, uk, uv))
     gdspw = g * ds + p * w
     x1 = ds @ uk + gdspw @ k
     x2 = (p * dp) @ k
@@ -90,7 +107,7 @@ def bob_pass2_step(q, k, v, do, lse, d_row, c, b, uq, uk, uv, causal=False, scal
     dp_bar = p * (g - c)
     s_bar = g * ds + p * w - c * p * dp - b * p
     gk = _scale(q, scale) * (ds.transpose(-1, -2) @ uq + s_bar.transpose(-1, -2) @ q)
-    return gk, dp_bar.transpose(-1, -2) @ do
+    return _fold(gk, k), _fold(dp_bar.transpose(-1, -2) @ do, v)
 
 
 RING = None
@@ -123,20 +140,21 @@ def load_rings():
 def dense(q, k, v, w, vec, causal):
     """O, its gradients and the HVP by float64 autograd on the whole sequence."""
     q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
-    o = torch.softmax(_scores(q, k, causal, None), -1) @ v
+    o = torch.softmax(_scores(q, k, causal, None), -1) @ _expand(v, q)
     grads = torch.autograd.grad((o * w).sum(), (q, k, v), create_graph=True)
     hvp = torch.autograd.grad(sum((g * u).sum() for g, u in zip(grads, vec)), (q, k, v))
     return [o.detach(), *(g.detach() for g in grads), *hvp]
 
 
-def worker(rank, ranks, init, out, causal):
+def worker(rank, ranks, init, out, causal, heads_kv):
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=ranks)
     try:
         fd = load_rings()
         g = torch.Generator().manual_seed(29 + ranks)
         n = 2 * ranks * 5  # chunks of 5 rows
-        q, k, v, w, *vec = (torch.randn(1, 2, n, 8, generator=g, dtype=torch.float64)
-                            for _ in range(7))
+        heads = [HEADS, heads_kv, heads_kv, HEADS, HEADS, heads_kv, heads_kv]  # q k v w uq uk uv
+        q, k, v, w, *vec = (torch.randn(1, h, n, 8, generator=g, dtype=torch.float64)
+                            for h in heads)
         leaves = [fd.shard(t).clone().requires_grad_() for t in (q, k, v)]
         o = fd._RingAttention.apply(*leaves, causal, None, None)
         grads = torch.autograd.grad((o * fd.shard(w)).sum(), leaves, create_graph=True)
@@ -155,18 +173,19 @@ def worker(rank, ranks, init, out, causal):
 
 def main():
     failed = []
-    for ranks, causal in CASES:
+    for ranks, causal, heads_kv in CASES:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "errors.json")
-            mp.spawn(worker, args=(ranks, os.path.join(tmp, "init"), out, causal), nprocs=ranks)
+            mp.spawn(worker, args=(ranks, os.path.join(tmp, "init"), out, causal, heads_kv),
+                     nprocs=ranks)
             with open(out) as f:
                 errors = json.load(f)
         bad = {name: e for name, e in errors.items() if not e <= TOL}
-        print(f"gloo ring R={ranks} causal={causal}: " +
+        print(f"gloo ring R={ranks} causal={causal} heads_kv={heads_kv}/{HEADS}: " +
               " ".join(f"{name} {e:.1e}" for name, e in errors.items()) +
               (f"  FAIL (> {TOL:g}): {sorted(bad)}" if bad else ""))
         if bad:
-            failed.append((ranks, causal))
+            failed.append((ranks, causal, heads_kv))
     if failed:
         sys.exit(f"{len(failed)} of {len(CASES)} rings missed float64 autograd: {failed}")
     print(f"all {len(CASES)} rings within {TOL:g} of float64 autograd on the whole sequence")

@@ -23,18 +23,20 @@ NCCL = os.environ.get("FLASHBOB_TEST_NCCL") == "1"
 
 def reference(q, k, v, w, vec, causal):
     q, k, v = (t.double().requires_grad_() for t in (q, k, v))
-    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    group = q.shape[1] // k.shape[1]  # grouped-query attention: each K, V head serves `group`
+    kk, vv = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    scores = (q @ kk.transpose(-1, -2)) * q.shape[-1] ** -0.5
     if causal:
         n = q.shape[2]
         scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1),
                                     float("-inf"))
-    o = torch.softmax(scores, -1) @ v
+    o = torch.softmax(scores, -1) @ vv
     grads = torch.autograd.grad((o * w.double()).sum(), (q, k, v), create_graph=True)
     hvp = torch.autograd.grad(sum((g * u.double()).sum() for g, u in zip(grads, vec)), (q, k, v))
     return [o, *grads, *hvp]
 
 
-def worker(rank, world, init, out, causal, d):
+def worker(rank, world, init, out, causal, d, heads_kv):
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # the GPU machine requires it
     device = torch.device("cuda", rank if NCCL else 0)
     torch.cuda.set_device(device)
@@ -44,8 +46,9 @@ def worker(rank, world, init, out, causal, d):
         from flashbob.torch import distributed as fd
         g = torch.Generator(device=device).manual_seed(7 + d)
         n = 2 * world * 96
-        q, k, v, w, *vec = (torch.randn(1, 2, n, d, device=device, generator=g)
-                            .to(torch.bfloat16) for _ in range(7))
+        heads = [2, heads_kv, heads_kv, 2, 2, heads_kv, heads_kv]  # q, k, v, w, uq, uk, uv
+        q, k, v, w, *vec = (torch.randn(1, h, n, d, device=device, generator=g)
+                            .to(torch.bfloat16) for h in heads)
         leaves = [fd.shard(t).clone().requires_grad_() for t in (q, k, v)]
         o = fd.attention(*leaves, causal=causal)
         grads = torch.autograd.grad((o.float() * fd.shard(w).float()).sum(), leaves,
@@ -64,15 +67,17 @@ def worker(rank, world, init, out, causal, d):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("d", [64, 128])
-def test_two_ranks_match_float64_through_a_hessian_vector_product(tmp_path, causal, d):
+@pytest.mark.parametrize("causal, d, heads_kv", [(True, 64, 2), (False, 64, 2), (True, 128, 2),
+                                                (False, 128, 2), (True, 64, 1)])
+def test_two_ranks_match_float64_through_a_hessian_vector_product(tmp_path, causal, d, heads_kv):
+    """heads_kv 1 of 2 query heads: grouped-query attention through the rings."""
     if NCCL and torch.cuda.device_count() < 2:
         pytest.skip("FLASHBOB_TEST_NCCL=1 needs two GPUs")
     out = tmp_path / "errors.json"
-    mp.spawn(worker, args=(2, str(tmp_path / "init"), str(out), causal, d), nprocs=2)
+    mp.spawn(worker, args=(2, str(tmp_path / "init"), str(out), causal, d, heads_kv), nprocs=2)
     errors = json.loads(out.read_text())
-    print(f"distributed {'nccl' if NCCL else 'gloo'} 2 ranks causal={causal} d={d}: " +
+    print(f"distributed {'nccl' if NCCL else 'gloo'} 2 ranks causal={causal} d={d} "
+          f"heads_kv={heads_kv}: " +
           " ".join(f"{name} {e:.2e}" for name, e in errors.items()))
     for name, e in errors.items():
         assert e <= TOL, (name, e)
