@@ -142,6 +142,14 @@ def zigzag_chunks(ranks):
     return [(r, 2 * ranks - 1 - r) for r in range(ranks)]
 
 
+def zigzag_shard(x, ranks, rank, dim=2):
+    """Rank `rank`'s rows of the whole-sequence `x` under the zigzag layout (chunks rank and
+    2 ranks - 1 - rank of 2 ranks, concatenated); dim's length a multiple of 2 ranks."""
+    chunks = x.chunk(2 * ranks, dim=dim)
+    first, second = zigzag_chunks(ranks)[rank]
+    return torch.cat([chunks[first], chunks[second]], dim=dim)
+
+
 def pair_mask(query_chunk, key_chunk, causal):
     """How a causal ring treats a pair of chunks: "full" (every key earlier, or no mask),
     "causal" (a chunk with itself: the square triangle) or None (every key later: skipped)."""

@@ -37,9 +37,7 @@ def shard(x, group=None, dim=2):
     n = x.shape[dim]
     if n % (2 * ranks):
         raise ValueError(f"the sequence ({n} rows) must be a multiple of 2 x ranks = {2 * ranks}")
-    chunks = x.chunk(2 * ranks, dim=dim)
-    first, second = ring.zigzag_chunks(ranks)[rank]
-    return torch.cat([chunks[first], chunks[second]], dim=dim)
+    return ring.zigzag_shard(x, ranks, rank, dim)
 
 
 def unshard(local, group=None, dim=2):
