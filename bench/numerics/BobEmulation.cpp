@@ -172,6 +172,9 @@ void forwardBlock(const Context& x, Index i0, Outputs& out) {
   const Index d = p.d, i1 = std::min(i0 + x.t.fwdM, p.N), rows = i1 - i0;
   Accum acc(at(rows * d), 32), pk(at(rows * d), 32);  // pk: P K (Fix::X3FromForward)
   const bool withPK = x.m.fix == Fix::X3FromForward;
+  std::vector<Accum*> rescaled{&acc};
+  if (withPK)
+    rescaled.push_back(&pk);
   std::vector<double> mx(at(rows), -kInf), l(at(rows), 0.0);
   std::vector<double> S, P, scratch;
   const double sl2 = x.constant(p.scale * kLog2e);
@@ -197,9 +200,7 @@ void forwardBlock(const Context& x, Index i0, Outputs& out) {
         P[at(r * cols + c)] = x.op(x.m.fwdP, e);
       }
       l[at(r)] = x.ew(x.ew(l[at(r)] * rescale) + blockSum);
-      for (Accum* a : {&acc, &pk}) {
-        if (a == &pk && !withPK)
-          continue;
+      for (Accum* a : rescaled) {
         for (Index k = 0; k < d; ++k) {
           a->reg[at(r * d + k)] = x.ew(a->reg[at(r * d + k)] * rescale);
           a->master[at(r * d + k)] = x.ew(a->master[at(r * d + k)] * rescale);
