@@ -28,7 +28,8 @@ def eager(q, k, v, causal):
     s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
     if causal:
         n = q.shape[2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        above = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+        s = s.masked_fill(above, float("-inf"))
     return torch.softmax(s, -1) @ v
 
 

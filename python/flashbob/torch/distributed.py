@@ -46,7 +46,9 @@ def unshard(local, group=None, dim=2):
     comm = _Comm(group)
     staged = local.contiguous()
     if comm.cpu:  # gloo gathers host tensors, and not every dtype: float32 holds these exactly
-        staged = (staged.float() if staged.dtype in (torch.bfloat16, torch.float16) else staged).cpu()
+        if staged.dtype in (torch.bfloat16, torch.float16):
+            staged = staged.float()
+        staged = staged.cpu()
     gathered = [torch.empty_like(staged) for _ in range(ranks)]
     dist.all_gather(gathered, staged, group=group)
     chunks = [None] * (2 * ranks)
