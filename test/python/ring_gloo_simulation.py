@@ -3,10 +3,11 @@ group, each holding its zigzag shard (K and V with all or half the query heads),
 module's own forward, backward and BoB rings, its transfers (batch_isend_irecv), its merges
 (flashbob.ring: merge_forward, add_pass1, finish_pass1, chunk_pairs) and its autograd
 Functions, through the gradient of a loss with create_graph and a Hessian-vector product.
-Only the ring *steps* (one pair of chunks each, the GPU kernels' job) are replaced: by float64 statements of the same contract (docs/context-
-parallel.md; the C++ oracle's ring::forwardStep ... bobPass2Step). Gathered in sequence order,
-every output must match dense float64 autograd on the whole sequence, which shares nothing with
-the rings. The same code on GPUs is test_distributed.py.
+Only the ring *steps* (one pair of chunks each, the GPU kernels' job) are replaced: by float64
+statements of the same contract (docs/context-parallel.md; the C++ oracle's ring::forwardStep
+... bobPass2Step). Gathered in sequence order, every output must match dense float64 autograd
+on the whole sequence, which shares nothing with the rings. The same code on GPUs is
+test_distributed.py.
 
     python3 test/python/ring_gloo_simulation.py      (test/python/run-ring-gloo.sh picks a python
                                                       with torch.distributed and gloo)
