@@ -349,11 +349,15 @@ def Bob_MaskOp : Bob_Op<"mask", [Pure, AllTypesMatch<["source", "result"]>]> {
     at or past `keys` (M), or, with `causal`, key > query + M - N (bottom-right alignment).
     A sliding window masks key > query + M - N + `window_right` and
     key < query + M - N - `window_left` (each side only when given; flash-attn's window_size).
+    With `tile_test` (implied by a window) the lowering first tests the whole tile and runs the
+    element tests only on tiles the mask cuts (sequence ends, diagonal, window edges): fewer
+    instructions per tile, at the cost of a branch whose join ptxas must allocate registers for.
   }];
   let arguments = (ins Bob_RegTileType:$source, Index:$row, Index:$col, Index:$queries,
                        Index:$keys, UnitAttr:$causal, UnitAttr:$keys_on_rows,
                        DefaultValuedAttr<F32Attr, "-std::numeric_limits<float>::infinity()">:$value,
-                       OptionalAttr<I64Attr>:$window_left, OptionalAttr<I64Attr>:$window_right);
+                       OptionalAttr<I64Attr>:$window_left, OptionalAttr<I64Attr>:$window_right,
+                       UnitAttr:$tile_test);
   let results = (outs Bob_RegTileType:$result);
   let builders = [OpBuilder<(ins "::mlir::Value":$source, "::mlir::Value":$row, "::mlir::Value":$col,
                                  "::mlir::Value":$queries, "::mlir::Value":$keys, "bool":$causal,
@@ -361,7 +365,7 @@ def Bob_MaskOp : Bob_Op<"mask", [Pure, AllTypesMatch<["source", "result"]>]> {
     build($_builder, $_state, source.getType(), source, row, col, queries, keys,
           causal ? $_builder.getUnitAttr() : nullptr, keysOnRows ? $_builder.getUnitAttr() : nullptr,
           $_builder.getF32FloatAttr(-std::numeric_limits<float>::infinity()),
-          /*window_left=*/nullptr, /*window_right=*/nullptr);
+          /*window_left=*/nullptr, /*window_right=*/nullptr, /*tile_test=*/nullptr);
   }]>];
   let assemblyFormat = [{
     $source `at` `(` $row `,` $col `)` `within` `(` $queries `,` $keys `)` attr-dict `:` type($source)

@@ -57,10 +57,22 @@ Value queryBlocksEnd(KernelBuilder &kb, Value key0, Value n, Value m) {
   return arith::CeilDivUIOp::create(b, queryEnd, kb.index(kb.spec.tiles.blockM));
 }
 
+namespace {
+// Whether a kernel's masks test whole tiles first (bob.mask's tile_test): most tiles then skip
+// the element tests, but the branch's join costs registers. The BoB kernels, at the register
+// limit, spill more with it (bob_q d = 128 164 -> 184 bytes, bob_kv d = 64 376 -> 536 at the
+// tile table's tiles; bench/NOTES.md, "The mask's tile test").
+bool testsWholeTiles(bob::KernelKind kind) {
+  return kind != bob::KernelKind::bob_q && kind != bob::KernelKind::bob_kv;
+}
+} // namespace
+
 Tile maskedLog2Scores(KernelBuilder &kb, const Tile &scores, Value row0, Value col0) {
   Tile s = scores * kb.scaleLog2e();
   auto mask = bob::MaskOp::create(kb.b, s, row0, col0, kb.n, kb.m, kb.spec.causal,
                                   /*keysOnRows=*/kb.keyMajor());
+  if (testsWholeTiles(kb.spec.kind))
+    mask.setTileTest(true);
   if (kb.spec.windowLeft >= 0)
     mask.setWindowLeftAttr(kb.b.getI64IntegerAttr(kb.spec.windowLeft));
   if (kb.spec.windowRight >= 0)

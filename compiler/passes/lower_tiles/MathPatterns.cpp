@@ -110,13 +110,12 @@ struct MaskLowering : TilePattern<MaskOp> {
   using TilePattern::TilePattern;
   LogicalResult lower(MaskOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     auto vecType = cast<VectorType>(a.getSource().getType());
-    // Windowed masks first test the whole tile: one that the mask hides nothing of (every
-    // query < N, key < M, every key inside every query's window) passes through, and only the
-    // tiles along the sequence ends, the diagonal and the window's edges run the element tests,
-    // which for a window are twice the plain ones. Other masks keep the element tests alone:
-    // the branch costs registers (measured: bob_kv d = 64 spills 536 bytes instead of 376 with
-    // it on its causal and sequence-end masks).
-    if (!op.getWindowLeftAttr() && !op.getWindowRightAttr()) {
+    // With tile_test (always for windows) the whole tile is tested first: one that the mask
+    // hides nothing of (every query < N, key < M, every key inside every query's window) passes
+    // through, and only the tiles along the sequence ends, the diagonal and the window's edges
+    // run the element tests, which for a window are twice the plain ones. The kernels ask for
+    // it where their registers afford the branch (kernels/common/AttentionTiles.cpp).
+    if (!op.getTileTest() && !op.getWindowLeftAttr() && !op.getWindowRightAttr()) {
       rw.replaceOp(op, elementTests(op, a, e, rw));
       return success();
     }
