@@ -46,6 +46,21 @@ inline RegisterSplit registerSplit(SpecAttr spec, int64_t sharedBytes) {
   return split;
 }
 
+// The named barriers a block uses (bar.sync ids, 16 per block); 0 is bar.sync 0's, the whole
+// block's.
+inline constexpr int32_t kConsumerBarrier = 1;  // the consumer warps of a producer kernel
+inline constexpr int32_t kWarpgroupBarrier = 2; // + warpgroup: one row warpgroup's 128 threads
+inline constexpr int32_t kTurnBarrier = 4;      // + warpgroup: its turn to issue products
+
+// Two consumer warpgroups that own disjoint rows of the block (sm_90a, 8 warps, no column
+// groups): each issues wgmma for its own 64 rows, and the A operands it stages are its own rows
+// of the scratch tile, so a staging store needs only its own warpgroup's barrier. Such a pair
+// also takes turns issuing each sweep step's first products (ping-pong, PingPong.cpp): one's
+// softmax runs while the other's products do.
+inline bool hasRowWarpgroups(SpecAttr spec) {
+  return hasHopperFeatures(spec) && spec.getWarps() == 8 && spec.getWarpCols() == 1;
+}
+
 // Attributes LowerKernel puts on a producer kernel's gpu.func for WarpSpecialization.cpp.
 inline constexpr llvm::StringLiteral kProducerRegistersAttrName = "bob.producer_registers";
 inline constexpr llvm::StringLiteral kConsumerRegistersAttrName = "bob.consumer_registers";

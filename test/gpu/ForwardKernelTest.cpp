@@ -20,13 +20,21 @@ struct Case {
   int64_t batch, heads, n, m, d;
   bool causal, bf16;
   int64_t blockM, blockN;
+  int64_t warps = 4;
+  bool producer = false;
 };
 
 void runCase(const Case &c) {
   compiler::KernelSpec spec;
   spec.kind = bob::KernelKind::fwd;
   spec.headDim = c.d;
-  spec.tiles = {c.blockM, c.blockN, /*warps=*/4};
+  spec.tiles = {c.blockM, c.blockN, c.warps};
+  if (c.producer) {
+    if (!bob::hasHopperFeatures(test::deviceArch()))
+      return; // a producer warpgroup needs sm_90a (TMA, setmaxnreg)
+    spec.tiles.stages = 2;
+    spec.tiles.producer = true;
+  }
   spec.dtype = c.bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   spec.causal = c.causal;
   spec.arch = test::deviceArch();
@@ -88,9 +96,9 @@ void runCase(const Case &c) {
   }
   test::ErrorStats eo = test::relativeError(out, refO), el = test::relativeError(gotL, refL);
   double tol = c.bf16 ? 5e-3 : 1e-3;
-  std::printf("fwd %s d=%ld N=%ld M=%ld %s tiles %ldx%ld: rel L2 O %.2e, L %.2e (tol %.0e)\n",
+  std::printf("fwd %s d=%ld N=%ld M=%ld %s tiles %s: rel L2 O %.2e, L %.2e (tol %.0e)\n",
               c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n, (long)c.m,
-              c.causal ? "causal" : "full", (long)c.blockM, (long)c.blockN, eo.relL2, el.relL2, tol);
+              c.causal ? "causal" : "full", spec.tiles.name().c_str(), eo.relL2, el.relL2, tol);
   CHECK(eo.nonFinite == 0);
   CHECK(el.nonFinite == 0);
   CHECK(eo.relL2 <= tol);
@@ -114,4 +122,20 @@ TEST_CASE("forward kernel matches the float64 oracle", "[gpu][fwd]") {
 TEST_CASE("forward kernel with other tiles", "[gpu][fwd]") {
   runCase({1, 2, 300, 500, 64, true, true, 128, 32});
   runCase({1, 2, 129, 77, 128, false, true, 64, 32});
+}
+
+// Two warpgroups of 64 rows each (on sm_90a: their own staging barriers and ping-pong turns,
+// compiler/passes/lower_tiles/PingPong.cpp), with and without a producer warpgroup, over
+// sweeps of several steps, ragged ends and the causal diagonal.
+TEST_CASE("forward kernel with two row warpgroups", "[gpu][fwd]") {
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (bool producer : {false, true})
+        for (int64_t blockN : {64, 128}) {
+          DYNAMIC_SECTION("d" << d << (causal ? " causal" : "") << (producer ? " producer" : "")
+                              << " block_n " << blockN) {
+            runCase({2, 3, 700, 650, d, causal, true, 128, blockN, 8, producer});
+            runCase({1, 2, 1024, 1024, d, causal, true, 128, blockN, 8, producer});
+          }
+        }
 }

@@ -3,6 +3,7 @@
 // loads/stores. Barriers that make shared tiles safe to overwrite and to read are emitted here,
 // so kernel authors never write one.
 #include "compiler/passes/SharedLayout.h"
+#include "compiler/passes/WarpRoles.h"
 #include "compiler/passes/lower_tiles/TileLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -171,8 +172,16 @@ struct StoreSharedLowering : TilePattern<StoreSharedOp> {
     shared::Layout layout = conv->layout(op.getDst().getType());
     ThreadCoords c = e.coords(conv);
     Value colBase = e.threadColBase(c, s);
+    // Row warpgroups stage only their own rows, for their own products (WarpRoles.h).
+    const bool ownRows = hasRowWarpgroups(getEnclosingSpec(op));
+    auto barrier = [&] {
+      if (ownRows)
+        warpgroupBarrier(e, c);
+      else
+        gpu::BarrierOp::create(e.b);
+    };
     if (!runs.continuing.contains(op))
-      gpu::BarrierOp::create(e.b);
+      barrier();
     forEachOwnedRow(e, c, s, [&](Value row, int64_t mi, int64_t h) {
       for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
         Value pair = e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
@@ -183,7 +192,7 @@ struct StoreSharedLowering : TilePattern<StoreSharedOp> {
     });
     if (!runs.continued.contains(op)) {
       publishToAsyncProxy(e, *conv);
-      gpu::BarrierOp::create(e.b);
+      barrier();
     }
     rw.eraseOp(op);
     return success();

@@ -30,9 +30,6 @@ namespace {
 // Marks the role branch so that useConsumerBarriers finds its consumer side.
 constexpr llvm::StringLiteral kRolesAttrName = "bob.warp_roles";
 
-// Named barrier of the consumers (0 is bar.sync's, the whole block's).
-constexpr int32_t kConsumerBarrier = 1;
-
 struct WarpSpecializeLowering : TilePattern<WarpSpecializeOp> {
   using TilePattern::TilePattern;
   LogicalResult lower(WarpSpecializeOp op, OpAdaptor, Emitter &e, ConversionPatternRewriter &rw) const override {
