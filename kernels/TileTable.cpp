@@ -26,20 +26,23 @@ struct Row {
 // already. The generic
 // column keeps every kernel within sm_80's shared memory (padded tiles are larger, and the
 // scratch tiles of column groups come on top): test/unit/PtxMatrixTest.cpp checks both budgets.
-// Rows ending in `true` take a producer warpgroup (warp specialization: 4 consumer warps, two
-// blocks per SM, compiler/passes/WarpRoles.h), tuned with it at 16 heads x 16K
+// Rows ending in `true` take a producer warpgroup (warp specialization: 4 consumer warps and two
+// blocks per SM, or 8 consumer warps in two row warpgroups and one block per SM,
+// compiler/passes/WarpRoles.h), tuned with it at 16 heads x 16K
 // (bench/NOTES.md, "Warp specialization"); the BoB kernels were faster without it
 // (the same section).
 const Row kTable[] = {
     // tuned: 3.52 vs 3.63 ms (64x64x4 without producer)
     {bob::KernelKind::fwd, 64, {64, 128, 4, 2, 1, true}, {64, 64, 4, 2}},
-    // tuned: 4.95 vs 5.17 ms (128x128x8; that one before: 5.97 vs 6.52 ms for 64x64x4)
-    {bob::KernelKind::fwd, 128, {64, 64, 4, 2, 1, true}, {64, 64, 4, 2}},
+    // tuned with row warpgroups (bench/NOTES.md): 3.87 vs 4.45 ms (64x64x4 with producer);
+    // before: 4.95 vs 5.17 ms (128x128x8), 5.97 vs 6.52 ms (64x64x4)
+    {bob::KernelKind::fwd, 128, {128, 128, 8, 2, 1, true}, {64, 64, 4, 2}},
     {bob::KernelKind::fwd, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
     // tuned: 3.71 vs 4.33 ms (64x64x4 without producer)
     {bob::KernelKind::bwd_q, 64, {64, 128, 4, 2, 1, true}, {64, 64, 4, 2}},
-    // tuned: 5.73 vs 7.19 ms (64x64x4 without producer); before: 6.62 vs 7.36 ms (64x32x4)
-    {bob::KernelKind::bwd_q, 128, {64, 64, 4, 2, 1, true}, {64, 64, 4, 2}},
+    // tuned with row warpgroups: the bwd op 13.2 vs 14.4 ms (64x64x4 with producer); before:
+    // 5.73 vs 7.19 ms (64x64x4 without producer), 6.62 vs 7.36 ms (64x32x4)
+    {bob::KernelKind::bwd_q, 128, {128, 128, 8, 2, 1, true}, {64, 64, 4, 2}},
     {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
     // tuned: after the wgmma register fixes (bench/NOTES.md) 6.07 vs 6.84 ms (32x64x4) at 16K;
     // before them 32x64x4 won (at 64K 99.2 vs 115.0 ms).

@@ -91,7 +91,6 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::populateMmaPatterns(converter, patterns);
       lowering::populateLocalPatterns(converter, patterns);
       lowering::ProductRuns productRuns = lowering::findProductRuns(func);
-      lowering::openAndCloseTurns(productRuns);
       lowering::populateWgmmaPatterns(converter, productRuns, patterns);
       scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
       if (failed(applyPartialConversion(func, target, std::move(patterns))))

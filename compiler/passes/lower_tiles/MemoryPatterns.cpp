@@ -158,6 +158,15 @@ Value truncPair(Emitter &e, Value pair, Type elem) {
   return arith::TruncFOp::create(e.b, VectorType::get({2}, elem), pair);
 }
 
+// The calling thread's warpgroup's own barrier (WarpRoles.h, row warpgroups): id
+// kWarpgroupBarrier + warp / 4, its 128 threads.
+void warpgroupBarrier(Emitter &e, const ThreadCoords &c) {
+  Value warpgroup = arith::DivUIOp::create(e.b, c.warp, e.index(4));
+  Value id = arith::AddIOp::create(e.b, e.i32(kWarpgroupBarrier),
+                                   arith::IndexCastOp::create(e.b, e.b.getI32Type(), warpgroup));
+  NVVM::BarrierOp::create(e.b, TypeRange{}, id, e.i32(128), NVVM::BarrierReductionAttr(), Value());
+}
+
 // Register tile -> shared tile. The barrier before keeps readers of the tile's previous contents
 // ahead of the writes; the one after publishes them. Inside a run of stores (StoreRuns) only
 // the run's first store waits before and its last one publishes.

@@ -171,25 +171,12 @@ void populateLocalPatterns(TileTypeConverter &converter, mlir::RewritePatternSet
 // side-effect-free ops in between, by another wgmma product that reads none of the results
 // still in flight does not wait for its own completion; the last product of such a run waits
 // for all of them (wgmma.wait_group 0). Found before the conversion.
-// With row warpgroups (WarpRoles.h) the first run of each sweep step is also a turn: its first
-// product waits for the warpgroup's turn, its last one passes the turn once issued (PingPong.cpp).
 struct ProductRuns {
   llvm::DenseSet<mlir::Operation *> inFlight; // products whose wait a later product does
-  llvm::DenseSet<mlir::Operation *> turnStarts, turnEnds;
-  llvm::SmallVector<mlir::Operation *> turnLoops; // the scf.for of each step with a turn
 };
 ProductRuns findProductRuns(mlir::gpu::GPUFuncOp func);
 void populateWgmmaPatterns(TileTypeConverter &converter, const ProductRuns &runs,
                            mlir::RewritePatternSet &patterns);
-
-// Row warpgroups (PingPong.cpp). The calling thread's warpgroup's own barrier (128 threads);
-// waiting for its turn and passing it to the other warpgroup; before the conversion, the turns'
-// opening (warpgroup 1 lets 0 go first) before each loop of `runs.turnLoops` and their closing
-// after it.
-void warpgroupBarrier(Emitter &e, const ThreadCoords &c);
-void waitForTurn(Emitter &e, const ThreadCoords &c);
-void passTurn(Emitter &e, const ThreadCoords &c);
-void openAndCloseTurns(const ProductRuns &runs);
 
 // Name of the external shared-memory symbol every shared tile is carved from. It is declared
 // `[0 x i8]` external so PTX says `.extern .shared .align 16 .b8 flashbob_smem[];` (a zero-size

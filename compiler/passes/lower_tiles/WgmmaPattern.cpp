@@ -14,7 +14,6 @@
 //   MN-major operand (the inner dimension runs down the tile: A = tile^T, B = tile):
 //     start = k0 * W + block of the first M/N column;  SBO = 8W (next 8 rows of k);
 //     LBO = bytes of one column block (next W/2 columns of M/N).
-#include "compiler/passes/WarpRoles.h"
 #include "compiler/passes/WgmmaRules.h"
 #include "compiler/passes/lower_tiles/TileLowering.h"
 
@@ -22,7 +21,6 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
@@ -128,8 +126,6 @@ struct WgmmaLowering : TilePattern<MmaOp> {
     // tnspA = (layoutA == col), tnspB = (layoutB == row): MN-major operands.
     auto layoutA = aKMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col;
     auto layoutB = bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row;
-    if (runs.turnStarts.contains(op))
-      waitForTurn(e, c);
     NVVM::WgmmaFenceAlignedOp::create(e.b);
     for (int64_t k0 = 0; k0 < inner; k0 += 16) {
       Value descA = da.at(e, sliceOffset(e, la, aKMajor, k0, firstRow));
@@ -142,8 +138,6 @@ struct WgmmaLowering : TilePattern<MmaOp> {
           NVVM::MMAIntOverflowAttr());
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
-    if (runs.turnEnds.contains(op))
-      passTurn(e, c);
     if (!runs.inFlight.contains(op))
       NVVM::WgmmaWaitGroupSyncOp::create(e.b, e.b.getI64IntegerAttr(0));
 
@@ -164,8 +158,6 @@ ProductRuns findProductRuns(gpu::GPUFuncOp func) {
     auto mma = dyn_cast_or_null<MmaOp>(op);
     return mma && wgmma::applies(mma, spec);
   };
-  // A sweep step (the body of an scf.for) of row warpgroups takes turns over its first run.
-  const bool turns = hasRowWarpgroups(spec);
   func.walk([&](Block *block) {
     llvm::SmallPtrSet<Operation *, 8> run; // products of the current run, all in flight
     auto readsRun = [&](Operation *op) {
@@ -173,38 +165,23 @@ ProductRuns findProductRuns(gpu::GPUFuncOp func) {
         return v.getDefiningOp() && run.contains(v.getDefiningOp());
       });
     };
-    // The first run's first and last products, while it is the current run.
-    Operation *turnStart = nullptr, *turnEnd = nullptr;
-    bool turnOpen = turns && isa<scf::ForOp>(block->getParentOp());
     for (Operation &op : *block) {
       if (isWgmma(&op) && !run.empty() && !readsRun(&op)) {
         // The previous products stay in flight; this one joins them.
         for (Operation *p : run)
           runs.inFlight.insert(p);
         run.insert(&op);
-        if (turnOpen && turnStart)
-          turnEnd = &op;
         continue;
       }
       if (isWgmma(&op)) {
-        turnOpen &= !turnStart; // a second run: the turn was the first one
-        if (turnOpen)
-          turnStart = turnEnd = &op;
         run.clear();
         run.insert(&op);
         continue;
       }
       // Pure ops that do not touch in-flight results (the next product's zero accumulator)
       // may sit between products of a run; anything else ends it.
-      if (!isMemoryEffectFree(&op) || readsRun(&op) || op.getNumRegions() != 0) {
+      if (!isMemoryEffectFree(&op) || readsRun(&op) || op.getNumRegions() != 0)
         run.clear();
-        turnOpen &= !turnStart;
-      }
-    }
-    if (turnStart) {
-      runs.turnStarts.insert(turnStart);
-      runs.turnEnds.insert(turnEnd);
-      runs.turnLoops.push_back(block->getParentOp());
     }
   });
   // The last product of each run waits: it was never marked.
