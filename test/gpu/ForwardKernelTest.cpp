@@ -124,9 +124,9 @@ TEST_CASE("forward kernel with other tiles", "[gpu][fwd]") {
   runCase({1, 2, 129, 77, 128, false, true, 64, 32});
 }
 
-// Two warpgroups of 64 rows each (on sm_90a: their own staging barriers and ping-pong turns,
-// compiler/passes/lower_tiles/PingPong.cpp), with and without a producer warpgroup, over
-// sweeps of several steps, ragged ends and the causal diagonal.
+// Two warpgroups of 64 rows each (on sm_90a: row warpgroups, each staging P behind its own
+// barrier, compiler/passes/WarpRoles.h), with and without a producer warpgroup, over sweeps of
+// several steps, ragged ends and the causal diagonal.
 TEST_CASE("forward kernel with two row warpgroups", "[gpu][fwd]") {
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
