@@ -8,7 +8,8 @@
 //   }
 // and, once the whole kernel is converted, every barrier of the consumer branch becomes the
 // named barrier 1 for the 32 * warps consumer threads: bar.sync 0 would wait for the producer,
-// which never arrives.
+// which never arrives. (Row warpgroups' staging barriers are already their own warpgroup's,
+// MemoryPatterns.cpp, and stay so.)
 //
 // Registers (WarpRoles.h, numbers put on the function by bob-lower-kernel): ptxas compiles the
 // kernel for 32 * (warps + 4) threads (65536 / 384 = 168 per thread with 8 warps); setmaxnreg
