@@ -123,8 +123,9 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
     return emitError() << "block_m " << blockM << " must be a positive multiple of 16";
   if (blockN <= 0 || blockN % 16 != 0)
     return emitError() << "block_n " << blockN << " must be a positive multiple of 16";
-  if (warps != 1 && warps != 2 && warps != 4 && warps != 8)
-    return emitError() << "warps " << warps << " must be 1, 2, 4 or 8";
+  // 12: three warpgroups of 64 rows each, FlashAttention-3's forward at d = 64 (192-row tiles).
+  if (warps != 1 && warps != 2 && warps != 4 && warps != 8 && warps != 12)
+    return emitError() << "warps " << warps << " must be 1, 2, 4, 8 or 12";
   if (warpCols != 1 && warpCols != 2 && warpCols != 4)
     return emitError() << "warp_cols " << warpCols << " must be 1, 2 or 4";
   if (warps % warpCols != 0)

@@ -124,18 +124,20 @@ TEST_CASE("forward kernel with other tiles", "[gpu][fwd]") {
   runCase({1, 2, 129, 77, 128, false, true, 64, 32});
 }
 
-// Two warpgroups of 64 rows each (on sm_90a: row warpgroups, each staging P behind its own
-// barrier, compiler/passes/WarpRoles.h), with and without a producer warpgroup, over sweeps of
-// several steps, ragged ends and the causal diagonal.
-TEST_CASE("forward kernel with two row warpgroups", "[gpu][fwd]") {
-  for (int64_t d : {64, 128})
-    for (bool causal : {false, true})
-      for (bool producer : {false, true})
-        for (int64_t blockN : {64, 128}) {
-          DYNAMIC_SECTION("d" << d << (causal ? " causal" : "") << (producer ? " producer" : "")
-                              << " block_n " << blockN) {
-            runCase({2, 3, 700, 650, d, causal, true, 128, blockN, 8, producer});
-            runCase({1, 2, 1024, 1024, d, causal, true, 128, blockN, 8, producer});
+// Two or three warpgroups of 64 rows each (on sm_90a: row warpgroups, each staging P behind its
+// own barrier, compiler/passes/WarpRoles.h), with and without a producer warpgroup, over sweeps
+// of several steps, ragged ends and the causal diagonal.
+TEST_CASE("forward kernel with row warpgroups", "[gpu][fwd]") {
+  for (int64_t warps : {8, 12})
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        for (bool producer : {false, true})
+          for (int64_t blockN : {64, 128}) {
+            DYNAMIC_SECTION(warps << " warps d" << d << (causal ? " causal" : "")
+                                  << (producer ? " producer" : "") << " block_n " << blockN) {
+              const int64_t blockM = 16 * warps;
+              runCase({2, 3, 700, 650, d, causal, true, blockM, blockN, warps, producer});
+              runCase({1, 2, 1024, 1024, d, causal, true, blockM, blockN, warps, producer});
+            }
           }
-        }
 }

@@ -59,7 +59,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // warps 3
-// expected-error @+1 {{warps 3 must be 1, 2, 4 or 8}}
+// expected-error @+1 {{warps 3 must be 1, 2, 4, 8 or 12}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 3, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
@@ -67,7 +67,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 // -----
 
 // warps 16
-// expected-error @+1 {{warps 16 must be 1, 2, 4 or 8}}
+// expected-error @+1 {{warps 16 must be 1, 2, 4, 8 or 12}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 256, block_n = 64, warps = 16, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
