@@ -90,8 +90,8 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::populateWarpSpecializationPatterns(converter, patterns);
       lowering::populateMmaPatterns(converter, patterns);
       lowering::populateLocalPatterns(converter, patterns);
-      lowering::ProductRuns productRuns = lowering::findProductRuns(func);
-      lowering::populateWgmmaPatterns(converter, productRuns, patterns);
+      lowering::placeProductWaits(func);
+      lowering::populateWgmmaPatterns(converter, patterns);
       scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
       if (failed(applyPartialConversion(func, target, std::move(patterns))))
         return signalPassFailure();

@@ -167,16 +167,14 @@ void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &
 // Reserves in local memory (LocalPatterns.cpp).
 void populateLocalPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 
-// wgmma products left in flight (WgmmaPattern.cpp): a product followed, with only
-// side-effect-free ops in between, by another wgmma product that reads none of the results
-// still in flight does not wait for its own completion; the last product of such a run waits
-// for all of them (wgmma.wait_group 0). Found before the conversion.
-struct ProductRuns {
-  llvm::DenseSet<mlir::Operation *> inFlight; // products whose wait a later product does
-};
-ProductRuns findProductRuns(mlir::gpu::GPUFuncOp func);
-void populateWgmmaPatterns(TileTypeConverter &converter, const ProductRuns &runs,
-                           mlir::RewritePatternSet &patterns);
+// wgmma products in flight (WgmmaPattern.cpp): every product is its own commit group and is
+// waited for only where it must be, found before the conversion and marked there with
+// wgmma.wait_group N: before the first op that reads its result (N: the products issued after
+// it, left in flight, so that e.g. the softmax of S runs under the product dP), and with N = 0
+// before any op that writes memory, has regions or ends the block (a staging store may
+// overwrite a tile that a product in flight reads). Tile arithmetic and reads overlap them.
+void placeProductWaits(mlir::gpu::GPUFuncOp func);
+void populateWgmmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 
 // Name of the external shared-memory symbol every shared tile is carved from. It is declared
 // `[0 x i8]` external so PTX says `.extern .shared .align 16 .b8 flashbob_smem[];` (a zero-size

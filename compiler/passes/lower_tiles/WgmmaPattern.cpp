@@ -2,8 +2,9 @@
 // warpgroups of accumulator rows (WgmmaRules.h) -> wgmma.mma_async m64nNk16, one per 16-wide
 // slice of the inner dimension, issued by every warpgroup for its own 64 rows (and its column
 // group's columns), then committed and waited for, or left in flight while the next
-// independent products are issued (ProductRuns). Otherwise MmaPattern's mma.sync applies
-// (this pattern has the higher benefit).
+// independent products are issued; each is waited for where its result is first read
+// (placeProductWaits). Otherwise MmaPattern's mma.sync applies (this pattern has the higher
+// benefit).
 //
 // Operands are read through 64-bit matrix descriptors (PTX ISA, "matrix descriptor"): start
 // address, leading and stride byte offsets (LBO, SBO), swizzle mode. With the swizzled layout of
@@ -23,7 +24,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 
@@ -88,9 +88,7 @@ bool startsFromZero(MmaOp op) {
 }
 
 struct WgmmaLowering : TilePattern<MmaOp> {
-  WgmmaLowering(TypeConverter &conv, const ProductRuns &runs, MLIRContext *ctx)
-      : TilePattern(conv, ctx, /*benefit=*/2), runs(runs) {}
-  const ProductRuns &runs;
+  WgmmaLowering(TypeConverter &conv, MLIRContext *ctx) : TilePattern(conv, ctx, /*benefit=*/2) {}
 
   LogicalResult lower(MmaOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
     auto conv = converter();
@@ -137,9 +135,9 @@ struct WgmmaLowering : TilePattern<MmaOp> {
           NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, layoutA, layoutB,
           NVVM::MMAIntOverflowAttr());
     }
+    // Its own group, waited for by the wgmma.wait_group that placeProductWaits put before
+    // the first reader of the result.
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
-    if (!runs.inFlight.contains(op))
-      NVVM::WgmmaWaitGroupSyncOp::create(e.b, e.b.getI64IntegerAttr(0));
 
     Value result = a.getAcc();
     for (int64_t i = 0; i < n / 2; ++i)
@@ -151,46 +149,59 @@ struct WgmmaLowering : TilePattern<MmaOp> {
 
 } // namespace
 
-ProductRuns findProductRuns(gpu::GPUFuncOp func) {
-  ProductRuns runs;
+void placeProductWaits(gpu::GPUFuncOp func) {
   SpecAttr spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
   auto isWgmma = [&](Operation *op) {
-    auto mma = dyn_cast_or_null<MmaOp>(op);
+    auto mma = dyn_cast<MmaOp>(op);
     return mma && wgmma::applies(mma, spec);
   };
-  func.walk([&](Block *block) {
-    llvm::SmallPtrSet<Operation *, 8> run; // products of the current run, all in flight
-    auto readsRun = [&](Operation *op) {
-      return llvm::any_of(op->getOperands(), [&](Value v) {
-        return v.getDefiningOp() && run.contains(v.getDefiningOp());
-      });
+  // Ops that may run while products are in flight: the tile arithmetic (no memory effects, no
+  // regions) and reads, e.g. of the swept rows' L and D. A write could be to a tile that a
+  // product in flight reads (a staging store), so anything else waits for every product.
+  auto mayOverlap = [](Operation *op) {
+    if (op->getNumRegions() != 0 || op->hasTrait<OpTrait::IsTerminator>())
+      return false;
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if (!effects)
+      return isMemoryEffectFree(op);
+    return effects.onlyHasEffect<MemoryEffects::Read>() || isMemoryEffectFree(op);
+  };
+  llvm::SmallVector<Block *> blocks;
+  func.walk([&](Block *block) { blocks.push_back(block); });
+  for (Block *block : blocks) {
+    llvm::SmallVector<Operation *> inFlight; // committed groups, oldest first
+    auto waitBefore = [&](Operation *op, size_t left) {
+      OpBuilder b(op);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, op->getLoc(), b.getI64IntegerAttr(left));
+      inFlight.erase(inFlight.begin(), inFlight.end() - left);
     };
-    for (Operation &op : *block) {
-      if (isWgmma(&op) && !run.empty() && !readsRun(&op)) {
-        // The previous products stay in flight; this one joins them.
-        for (Operation *p : run)
-          runs.inFlight.insert(p);
-        run.insert(&op);
+    for (Operation &op : llvm::make_early_inc_range(*block)) {
+      if (inFlight.empty()) {
+        if (isWgmma(&op))
+          inFlight.push_back(&op);
         continue;
       }
-      if (isWgmma(&op)) {
-        run.clear();
-        run.insert(&op);
+      if (!isWgmma(&op) && !mayOverlap(&op)) {
+        waitBefore(&op, 0);
         continue;
       }
-      // Pure ops that do not touch in-flight results (the next product's zero accumulator)
-      // may sit between products of a run; anything else ends it.
-      if (!isMemoryEffectFree(&op) || readsRun(&op) || op.getNumRegions() != 0)
-        run.clear();
+      // The newest product in flight that `op` reads completes first, with all older ones
+      // (wgmma.wait_group N waits until at most N groups are pending).
+      size_t newestRead = 0;
+      for (size_t i = 0; i < inFlight.size(); ++i)
+        for (Value v : op.getOperands())
+          if (v.getDefiningOp() == inFlight[i])
+            newestRead = i + 1;
+      if (newestRead)
+        waitBefore(&op, inFlight.size() - newestRead);
+      if (isWgmma(&op))
+        inFlight.push_back(&op);
     }
-  });
-  // The last product of each run waits: it was never marked.
-  return runs;
+  }
 }
 
-void populateWgmmaPatterns(TileTypeConverter &converter, const ProductRuns &runs,
-                           RewritePatternSet &patterns) {
-  patterns.add<WgmmaLowering>(converter, runs, patterns.getContext());
+void populateWgmmaPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
+  patterns.add<WgmmaLowering>(converter, patterns.getContext());
 }
 
 } // namespace flashbob::bob::lowering

@@ -10,7 +10,7 @@
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.for
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // P staged behind the warpgroup's own barrier (2 + thread / 32 / 4, 128 threads), before and
 // after the stores.
 // CHECK: %[[TID:.+]] = gpu.thread_id x

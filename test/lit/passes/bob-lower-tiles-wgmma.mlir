@@ -39,7 +39,10 @@
 // CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// Waited for before its first reader, the staging store of P (a write: every product).
+// CHECK-NOT: nvvm.wgmma.wait.group
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: gpu.thread_id
 // O = P V: P stored to its scratch tile (fenced), V read MN-major (B row) with LBO = one
 // column block of V (64 rows x 128 B = 8192 B, field 512 at bit 16).
 // CHECK: nvvm.fence.proxy
@@ -81,10 +84,10 @@ bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head
   bob.return
 }
 
-// Runs. Two independent products: the first is committed and left in flight, the second waits
-// for both (wgmma.wait_group 0). The two staged operands are stored in one run: one barrier
-// before the first store, one proxy fence and barrier after the last. Then P2's product reads
-// O1, so O1's product waits before it starts.
+// Runs. Two independent products, each its own group, both in flight; the staging store that
+// reads the first (a write) waits for both (wgmma.wait_group 0). The two staged operands are
+// stored in one run: one barrier before the first store, one proxy fence and barrier after the
+// last. Then P2's product reads O1, so O1's product waits before it starts.
 // CHECK-LABEL: gpu.func @runs(
 // CHECK:      nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async
@@ -93,7 +96,9 @@ bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head
 // CHECK:      nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK:      nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT:  nvvm.wgmma
 // CHECK:      gpu.barrier
 // CHECK-COUNT-16: vector.store {{.*}} : memref<1x64x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 // CHECK-NOT:  gpu.barrier
@@ -101,14 +106,17 @@ bob.kernel @not_warpgroup_shaped() attributes {spec = #bob.spec<kind = fwd, head
 // CHECK-NEXT: nvvm.fence.proxy
 // CHECK-NEXT: gpu.barrier
 // CHECK:      nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK:      nvvm.wgmma.wait.group.sync.aligned 0
 // O2 accumulates into O1: O1's values go into its registers and every slice accumulates.
 // CHECK-COUNT-32: llvm.insertvalue
 // CHECK-NEXT: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, D[<f32>, <one>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK:      gpu.return
+// The kernel's end waits for the last one.
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK:      nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: gpu.return
 bob.kernel @runs() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
   %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
@@ -120,5 +128,34 @@ bob.kernel @runs() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block
   %p2 = bob.convert %s2 : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
   %o1 = bob.mma %p1, %ks, %z1 : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
   %o2 = bob.mma %p2, %ks, %o1 : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  bob.return
+}
+
+// Waits at the first reader: the arithmetic on S1 waits for S1 only (wait_group 1: S2 stays in
+// flight under it, as dP does under the softmax of S in the backward kernels); the product
+// that reads S2 waits for the rest.
+// CHECK-LABEL: gpu.func @first_reader(
+// CHECK-COUNT-2: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK:      nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK-COUNT-32: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK:      nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT:  nvvm.wgmma.wait.group
+// CHECK:      arith.mulf
+// CHECK:      gpu.return
+bob.kernel @first_reader(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %q, %c2 : !T
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %z = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %s1 = bob.mma %qs, %ks, %z {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %s2 = bob.mma %ks, %qs, %z {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %e = bob.exp2 %s1 : !bob.rtile<64x64xf32>
+  %x = bob.mul %e, %s2 : !bob.rtile<64x64xf32>, !bob.rtile<64x64xf32>
+  bob.store_tile %x, %q[%c0, %c0, %c0] bound %n : !bob.rtile<64x64xf32>, !T
   bob.return
 }
