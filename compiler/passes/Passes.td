@@ -87,8 +87,9 @@ def BobLowerTiles : Pass<"bob-lower-tiles", "::mlir::gpu::GPUModuleOp"> {
     from bob-use-tma) or nvgpu.device_async_copy with zero fill past the sequence end;
     reductions use quad shuffles (and, with column groups, a static shared exchange between
     groups). Barriers and mbarriers are inserted here: one pair per run of adjacent
-    bob.store_shared; adjacent independent wgmma products stay in flight together and the
-    last one waits for all.
+    bob.store_shared; wgmma products stay in flight until their first reader, which waits
+    for them with wgmma.wait_group N (later products stay in flight), or until an op that
+    writes memory, which waits for all.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::vector::VectorDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
