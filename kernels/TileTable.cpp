@@ -117,8 +117,10 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim, bo
   // Two warpgroups side by side over 64 own rows: half the per-thread state of 4 warps.
   for (int64_t other : {32, 64, 128})
     add(config(64, other, 8, 2));
-  // Three row warpgroups over 192 own rows (wgmma only): FlashAttention-3's forward at d = 64.
-  if (bob::hasHopperFeatures(arch))
+  // Three row warpgroups over 192 query rows (wgmma only): FlashAttention-3's forward tile at
+  // d = 64. Key-major kernels keep two accumulators of their own rows, which spill at 160
+  // registers a thread (bwd_kv d = 128: 42 ms against 7.8, bench/NOTES.md).
+  if (bob::hasHopperFeatures(arch) && !keyMajor)
     for (int64_t other : {64, 128})
       add(config(192, other, 12, 1));
   // Warp specialization (bob-pipeline-loads): the same tiles, their loads issued by a producer

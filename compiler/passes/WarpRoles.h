@@ -52,10 +52,11 @@ inline constexpr int32_t kConsumerBarrier = 1;  // the consumer warps of a produ
 inline constexpr int32_t kWarpgroupBarrier = 2; // + warpgroup: one row warpgroup's 128 threads
 
 // Two or three consumer warpgroups that own disjoint rows of the block (sm_90a, 8 or 12 warps,
-// no column groups): each issues wgmma for its own 64 rows, and the A operands it stages are its own rows
-// of the scratch tile, so a staging store needs only its own warpgroup's barrier. The two then
-// meet only at the loads, and drift apart so that one's softmax overlaps the other's products
-// (fwd d = 128 at 128 x 128: 4.65 -> 3.87 ms on the H200, bench/NOTES.md "Row warpgroups").
+// no column groups): each issues wgmma for its own 64 rows, and the A operands it stages are
+// its own rows of the scratch tile, so a staging store needs only its own warpgroup's barrier.
+// They then meet only at the loads, and drift apart so that one's softmax overlaps another's
+// products (fwd d = 128 at 128 x 128: 4.65 -> 3.87 ms on the H200, bench/NOTES.md "Row
+// warpgroups").
 inline bool hasRowWarpgroups(SpecAttr spec) {
   return hasHopperFeatures(spec) && spec.getWarps() >= 8 && spec.getWarps() % 4 == 0 &&
          spec.getWarpCols() == 1;

@@ -1,10 +1,9 @@
 // bob-lower-tiles, Hopper tensor cores: bob.mma with both operands in shared memory and whole
 // warpgroups of accumulator rows (WgmmaRules.h) -> wgmma.mma_async m64nNk16, one per 16-wide
 // slice of the inner dimension, issued by every warpgroup for its own 64 rows (and its column
-// group's columns), then committed and waited for, or left in flight while the next
-// independent products are issued; each is waited for where its result is first read
-// (placeProductWaits). Otherwise MmaPattern's mma.sync applies (this pattern has the higher
-// benefit).
+// group's columns), then committed as its own group, which placeProductWaits waits for where
+// its result is first read. Otherwise MmaPattern's mma.sync applies (this pattern has the
+// higher benefit).
 //
 // Operands are read through 64-bit matrix descriptors (PTX ISA, "matrix descriptor"): start
 // address, leading and stride byte offsets (LBO, SBO), swizzle mode. With the swizzled layout of
@@ -23,7 +22,6 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-
 
 using namespace mlir;
 
@@ -162,9 +160,7 @@ void placeProductWaits(gpu::GPUFuncOp func) {
     if (op->getNumRegions() != 0 || op->hasTrait<OpTrait::IsTerminator>())
       return false;
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-    if (!effects)
-      return isMemoryEffectFree(op);
-    return effects.onlyHasEffect<MemoryEffects::Read>() || isMemoryEffectFree(op);
+    return isMemoryEffectFree(op) || (effects && effects.onlyHasEffect<MemoryEffects::Read>());
   };
   llvm::SmallVector<Block *> blocks;
   func.walk([&](Block *block) { blocks.push_back(block); });
