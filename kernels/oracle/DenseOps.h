@@ -5,9 +5,13 @@
 
 #include "kernels/oracle/Oracle.h"
 
+#include <string>
 #include <vector>
 
 namespace flashbob::oracle::detail {
+
+// Every oracle error: std::invalid_argument("oracle: " + msg).
+[[noreturn]] void fail(const std::string& msg);
 
 Matrix mulABt(const Matrix& A, const Matrix& B);                       // A B^T
 Matrix mulAB(const Matrix& A, const Matrix& B);                        // A B

@@ -17,11 +17,11 @@
 
 namespace flashbob::oracle {
 
+using detail::fail;
+
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument("oracle: " + msg); }
 
 std::size_t checkedSize(Index rows, Index cols, const char* what) {
   if (rows < 0 || cols < 0) {
@@ -134,6 +134,12 @@ void validateMatrix(const Matrix& m, const char* name, Index rows, const char* r
   }
 }
 
+void validateSavedDQ(const Matrix& dQ, const Problem& p, Index rows, const char* rowsName) {
+  validateMatrix(dQ, "dQ", rows, rowsName, p.d, "d");
+  if (p.scale == 0.0)
+    fail("scale must be nonzero with X2Source::FromDQ (X2 = dQ / s + D o X3)");
+}
+
 void validateVector(const std::vector<double>& v, const char* name, Index n, const char* nName) {
   if (v.size() != static_cast<std::size_t>(n)) {
     std::ostringstream os;
@@ -158,6 +164,8 @@ void validateQKV(const Problem& p, const Matrix& Q, const Matrix& K, const Matri
 // ---- Dense matrix helpers (DenseOps.h) ----------------------------------------------------------
 
 namespace detail {
+
+void fail(const std::string& msg) { throw std::invalid_argument("oracle: " + msg); }
 
 // C = A B^T  (A: n x d, B: m x d)
 Matrix mulABt(const Matrix& A, const Matrix& B) {

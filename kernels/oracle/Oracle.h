@@ -85,6 +85,9 @@ void validate(const Problem& p);
 void validateMatrix(const Matrix& m, const char* name, Index rows, const char* rowsName,
                     Index cols, const char* colsName);
 void validateVector(const std::vector<double>& v, const char* name, Index n, const char* nName);
+// The saved first-backward dQ that X2Source::FromDQ reads (rows x d; `rowsName` as above) and
+// the nonzero scale it divides by (X2 = dQ / s + D o X3).
+void validateSavedDQ(const Matrix& dQ, const Problem& p, Index rows, const char* rowsName);
 
 // ---- Results ------------------------------------------------------------------------------
 struct ForwardResult {

@@ -25,8 +25,6 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 inline std::size_t at(Index i) { return static_cast<std::size_t>(i); }
 inline Index size(const std::vector<Index>& rows) { return static_cast<Index>(rows.size()); }
 
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument("oracle: " + msg); }
-
 // Which fields of a shard a step reads (Ring.h says which, per step).
 enum Needs : unsigned {
   kQ = 1, kDO = 2, kUQ = 4, kL = 8, kD = 16, kCB = 32,  // query side
@@ -284,9 +282,7 @@ Pass1Rows finishPass1(const Problem& p, const QueryShard& q, const Pass1Partial&
   validateVector(total.beta, "beta", n, "query shard rows");
   Matrix X2 = total.X2;
   if (x2 == X2Source::FromDQ) {
-    validateMatrix(dQ, "dQ", n, "query shard rows", p.d, "d");
-    if (p.scale == 0.0)
-      fail("scale must be nonzero with X2Source::FromDQ (X2 = dQ / s + D o X3)");
+    validateSavedDQ(dQ, p, n, "query shard rows");
     X2 = Matrix(n, p.d);
     for (Index i = 0; i < n; ++i)
       for (Index c = 0; c < p.d; ++c) X2(i, c) = dQ(i, c) / p.scale + q.D[at(i)] * total.X3(i, c);
@@ -403,7 +399,7 @@ BobResult bob(const Problem& p, const Ring& ring, const Matrix& Q, const Matrix&
   validateMatrix(fwd.O, "O", p.N, "N", p.d, "d");
   validateVector(fwd.L, "L", p.N, "N");
   validateVector(bwd.D, "D", p.N, "N");
-  if (x2 == X2Source::FromDQ) validateMatrix(bwd.dQ, "dQ", p.N, "N", p.d, "d");
+  if (x2 == X2Source::FromDQ) validateSavedDQ(bwd.dQ, p, p.N, "N");
   std::vector<QueryShard> qs = queryShards(ring, p.N, Q, dO, uQ, &fwd);
   const std::vector<KeyShard> ks = keyShards(ring, p.M, K, V, uK, uV);
   // The backward's D is the same rowsum(dO o O); use the one it saved, as the kernels do.

@@ -261,11 +261,8 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
   validateMatrix(fwd.O, "O", p.N, "N", p.d, "d");
   validateVector(fwd.L, "L", p.N, "N");
   validateVector(bwd.D, "D", p.N, "N");
-  if (x2 == X2Source::FromDQ) {
-    validateMatrix(bwd.dQ, "dQ", p.N, "N", p.d, "d");
-    if (p.scale == 0.0)
-      throw std::invalid_argument("oracle: scale must be nonzero with X2Source::FromDQ (X2 = dQ / s + D o X3)");
-  }
+  if (x2 == X2Source::FromDQ)
+    validateSavedDQ(bwd.dQ, p, p.N, "N");
 
   const BobInputs in{Q, K, V, dO, uQ, uK, uV};
   const double s = p.scale;

@@ -303,6 +303,12 @@ TEST_CASE("ring oracle: bad arguments throw std::invalid_argument naming the arg
   REQUIRE_THROWS_WITH(ring::bob(p, ring::Ring{2}, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, noDQ,
                                 X2Source::FromDQ),
                       Contains("dQ has 0 rows, expected N = 8"));
+  // X2 = dQ / s + D o X3 divides by the scale: refused before any step, as the tiled model does.
+  Problem unscaled = p;
+  unscaled.scale = 0.0;
+  REQUIRE_THROWS_WITH(ring::bob(unscaled, ring::Ring{2}, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, b,
+                                X2Source::FromDQ),
+                      Contains("oracle: scale must be nonzero with X2Source::FromDQ"));
 
   // Step functions: the shard's rows and each field the step reads.
   Shards s = shardInputs(p, ring::Ring{2}, in, f);
