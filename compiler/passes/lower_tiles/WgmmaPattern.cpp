@@ -183,13 +183,11 @@ void placeProductWaits(gpu::GPUFuncOp func) {
       }
       // The newest product in flight that `op` reads completes first, with all older ones
       // (wgmma.wait_group N waits until at most N groups are pending).
-      size_t newestRead = 0;
-      for (size_t i = 0; i < inFlight.size(); ++i)
-        for (Value v : op.getOperands())
-          if (v.getDefiningOp() == inFlight[i])
-            newestRead = i + 1;
-      if (newestRead)
-        waitBefore(&op, inFlight.size() - newestRead);
+      auto newestRead = llvm::find_if(llvm::reverse(inFlight), [&](Operation *product) {
+        return llvm::is_contained(op.getOperands(), product->getResult(0));
+      });
+      if (newestRead != llvm::reverse(inFlight).end())
+        waitBefore(&op, std::distance(llvm::reverse(inFlight).begin(), newestRead));
       if (isWgmma(&op))
         inFlight.push_back(&op);
     }
