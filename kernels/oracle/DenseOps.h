@@ -10,7 +10,7 @@
 
 namespace flashbob::oracle::detail {
 
-// Every oracle error: std::invalid_argument("oracle: " + msg).
+// Every oracle error, the tiled model's too: std::invalid_argument("oracle: " + msg).
 [[noreturn]] void fail(const std::string& msg);
 
 Matrix mulABt(const Matrix& A, const Matrix& B);                       // A B^T

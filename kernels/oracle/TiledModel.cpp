@@ -9,12 +9,12 @@
 //   * the only extra global state is O(N) per-row scalars: L (forward), D (backward), c, b (BoB).
 // Causal and sliding windows: tiles the mask hides entirely are skipped by loop bounds
 // (visibleKeyBegin/End, visibleQueryBegin/End), and the remaining tiles are masked per element.
+#include "kernels/oracle/DenseOps.h"
 #include "kernels/oracle/Oracle.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
 #include <string>
 
 namespace flashbob::oracle {
@@ -139,9 +139,9 @@ void validateInputs(const Problem& p, const Tiling& t, const Matrix& Q, const Ma
 
 void validate(const Tiling& t) {
   if (t.block_m <= 0)
-    throw std::invalid_argument("oracle: block_m must be positive, got " + std::to_string(t.block_m));
+    detail::fail("block_m must be positive, got " + std::to_string(t.block_m));
   if (t.block_n <= 0)
-    throw std::invalid_argument("oracle: block_n must be positive, got " + std::to_string(t.block_n));
+    detail::fail("block_n must be positive, got " + std::to_string(t.block_n));
 }
 
 namespace tiled {
