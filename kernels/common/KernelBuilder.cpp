@@ -173,6 +173,27 @@ Value KernelBuilder::shared(Operand operand) const {
 }
 
 llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body) {
+  return sweepImpl(initial, {}, body);
+}
+
+llvm::SmallVector<Value> KernelBuilder::sweepLagging(ValueRange initial,
+                                                     std::initializer_list<Operand> lagging,
+                                                     SweepBody body) {
+  assert(!keyMajor() && "the lagging sweep is written for query-major kernels");
+  return sweepImpl(initial, llvm::ArrayRef<Operand>(lagging.begin(), lagging.size()), body);
+}
+
+Value KernelBuilder::scratch(int64_t rows, int64_t cols) {
+  return bob::AllocSharedOp::create(b, smem(rows, cols), nullptr);
+}
+
+void KernelBuilder::storeInto(const Tile &tile, Value scratch) {
+  bob::StoreSharedOp::create(b, tile, scratch);
+}
+
+llvm::SmallVector<Value> KernelBuilder::sweepImpl(ValueRange initial,
+                                                  llvm::ArrayRef<Operand> lagging,
+                                                  SweepBody body) {
   // Query-major: key blocks [firstKeyBlock, keyBlocksToVisit); key-major: query blocks
   // [firstQueryBlock, queryBlocksEnd) (AttentionTiles.h). Key-major with spec.grouped: the same blocks of each
   // of the group's query heads, in one loop over steps [0, group * blocks): step t visits block
@@ -204,6 +225,12 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
                                          keyMajor() ? m : n);
     upper = arith::SelectOp::create(b, inside, upper, lower);
   }
+  // One step more when there are steps at all (a block with none keeps none).
+  Value firstStep = lower;
+  if (!lagging.empty()) {
+    Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, lower, upper);
+    upper = arith::SelectOp::create(b, any, arith::AddIOp::create(b, upper, index(1)), upper);
+  }
   const Side sweptSide = keyMajor() ? Side::query : Side::key;
   llvm::SmallVector<Value> bounds; // of each swept tile's loads, outside the loop
   for (Operand o : swept_)
@@ -225,10 +252,17 @@ llvm::SmallVector<Value> KernelBuilder::sweep(ValueRange initial, SweepBody body
           sweptHead = ownHead;
         }
         Value start = arith::MulIOp::create(b, blockIndex, index(sweptRows()));
-        Value row = rowOf(sweptSide, start);
+        Value row = rowOf(sweptSide, start), laggingRow;
+        if (!lagging.empty()) {
+          // Block j - 1, and block `first` again on the first step (never a row before it).
+          Value previous = arith::MaxSIOp::create(
+              b, arith::SubIOp::create(b, blockIndex, index(1)), firstStep);
+          laggingRow = rowOf(sweptSide, arith::MulIOp::create(b, previous, index(sweptRows())));
+        }
         for (auto [o, bound] : llvm::zip_equal(swept_, bounds))
-          bob::LoadSharedOp::create(b, arg(o), batch, headOf(o), row, bound, shared(o),
-                                    /*tensor_map=*/Value(), /*async=*/false);
+          bob::LoadSharedOp::create(b, arg(o), batch, headOf(o),
+                                    llvm::is_contained(lagging, o) ? laggingRow : row, bound,
+                                    shared(o), /*tensor_map=*/Value(), /*async=*/false);
         scf::YieldOp::create(b, body(start, carried));
       });
   if (keyMajor())

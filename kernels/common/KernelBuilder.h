@@ -72,6 +72,21 @@ public:
   using SweepBody =
       llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value start, mlir::ValueRange carried)>;
   llvm::SmallVector<mlir::Value> sweep(mlir::ValueRange initial, SweepBody body);
+  // The same sweep rotated by one block for the operands in `lagging` (query-major only): the
+  // step at block j loads the other swept tiles of block j and these of block j - 1, and the
+  // loop runs one step more (blocks first .. last + 1), so that a body can issue block j's
+  // products before block j - 1's (FlashAttention-3's overlap within a warpgroup, kernels/fwd).
+  // The extra first step gets the lagging tiles of block `first` and the extra last step the
+  // other tiles of the block past the sweep (zero past the sequence; the mask hides them): a
+  // body must make both steps' contributions vanish (e.g. a zero P before the first).
+  llvm::SmallVector<mlir::Value> sweepLagging(mlir::ValueRange initial,
+                                              std::initializer_list<Operand> lagging,
+                                              SweepBody body);
+
+  // A shared tile of rows x cols in the input type, for a register tile the kernel stores
+  // itself (storeInto) and reads as a product's operand later, e.g. in the next step.
+  mlir::Value scratch(int64_t rows, int64_t cols);
+  void storeInto(const Tile &tile, mlir::Value scratch); // rounded to the input type
 
   // Long sweeps stay exact (docs/numerics.md, "Long sequences"): the tensor cores truncate
   // each sum into an accumulator, so an accumulator that takes many steps drifts toward zero in
@@ -142,6 +157,8 @@ private:
   std::array<mlir::Value, kOperandCount> shared_{};
   llvm::SmallVector<Operand> swept_;
   bool insideSweep_ = false; // building a sweep's body (flush is only for its accumulators)
+  llvm::SmallVector<mlir::Value> sweepImpl(mlir::ValueRange initial,
+                                           llvm::ArrayRef<Operand> lagging, SweepBody body);
 };
 
 } // namespace flashbob::kernels

@@ -67,6 +67,10 @@ Tile accumulate(const Tile &acc, const Tile &a, Value b) {
   return {acc.kb(), bob::MmaOp::create(acc.kb().b, operand, b, acc, false, false)};
 }
 
+Tile accumulate(const Tile &acc, Value aShared, Value b) {
+  return {acc.kb(), bob::MmaOp::create(acc.kb().b, aShared, b, acc, false, false)};
+}
+
 llvm::SmallVector<Tile> tiles(KernelBuilder &kb, ValueRange values) {
   llvm::SmallVector<Tile> out;
   for (Value v : values)

@@ -1,8 +1,21 @@
 // Forward attention, FlashAttention-2 style: a block owns block_m query rows, keeps Q in shared
 // memory, sweeps key blocks with an online softmax in the log2 domain, and writes O and the
-// natural log-sum-exp L. Exactly kernels/oracle/TiledModel.cpp's tiled::forward.
+// natural log-sum-exp L. Exactly kernels/oracle/TiledModel.cpp's tiled::forward, up to where
+// the rescale of the accumulator is rounded (below).
+//
+// With wgmma (sm_90a) the sweep is rotated as in FlashAttention-3, so that a warpgroup's
+// softmax runs while its own previous product P V is in flight: the step at key block j issues
+// S(j) = Q K(j)^T, then acc + P(j-1) V(j-1) (P(j-1) staged by the step before), then computes
+// the softmax of S(j) (waiting for S(j) only: bob-lower-tiles waits at a product's first
+// reader), and only then waits for P V to rescale: acc = (acc + P(j-1) V(j-1)) r(j). V lags K
+// by one block (KernelBuilder::sweepLagging), and the sweep runs one step more: the first
+// multiplies a zero P, the last scores the block past the sweep, which the mask hides
+// entirely. mma.sync products are synchronous, so tiles that wgmma cannot take (and sm_80) keep
+// the plain sweep.
 #include "kernels/Kernels.h"
 #include "kernels/common/AttentionTiles.h"
+
+#include "compiler/passes/WgmmaRules.h"
 
 #include <limits>
 
@@ -10,35 +23,69 @@ using namespace mlir;
 
 namespace flashbob::kernels {
 
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// One block of the online softmax: P = exp2(S - new max) with S the masked scores in log2
+// units, the running row max and sum carried over, and r = exp2(old max - new max) for the
+// accumulator. A row with no visible key so far keeps max = -inf; subtracting 0 instead keeps
+// exp2(-inf - 0) = 0 rather than NaN.
+struct SoftmaxStep {
+  Tile p, rescale, newMax, newSum;
+};
+SoftmaxStep softmaxStep(KernelBuilder &kb, const Tile &scores, Value col0, const Tile &oldMax,
+                        const Tile &oldSum) {
+  // S in log2 units: s log2(e) Q K^T, -inf outside the sequences and past the diagonal.
+  Tile s = maskedLog2Scores(kb, scores, kb.ownStart, col0);
+  Tile blockMax = rowMax(s);
+  Tile newMax = max(oldMax, blockMax);
+  Tile safeMax = replace(newMax, kNegInf, 0.0);
+  Tile rescale = exp2(oldMax - safeMax);
+  Tile p = exp2(s - safeMax);
+  Tile blockSum = rowSum(p);
+  Tile newSum = oldSum * rescale + blockSum;
+  return {p, rescale, newMax, newSum};
+}
+} // namespace
+
 void buildForward(KernelBuilder &kb) {
-  const double negInf = -std::numeric_limits<double>::infinity();
-  const int64_t bm = kb.ownRows(), d = kb.headDim();
+  const int64_t bm = kb.ownRows(), bn = kb.sweptRows(), d = kb.headDim();
+  const bool rotated =
+      bob::wgmma::accumulatorFits(kb.rtile(bm, d), kb.spec.toAttr(kb.b.getContext()));
   kb.beginKernel();
   kb.stage({Operand::q}, {Operand::k, Operand::v});
   Value qs = kb.shared(Operand::q), ks = kb.shared(Operand::k), vs = kb.shared(Operand::v);
 
   Tile acc0 = kb.splat(kb.rtile(bm, d), 0);
-  Tile max0 = kb.splat(kb.rowvec(bm), negInf);
+  Tile max0 = kb.splat(kb.rowvec(bm), kNegInf);
   Tile sum0 = kb.splat(kb.rowvec(bm), 0);
-  auto final = tiles(kb, kb.sweep({acc0, max0, sum0}, [&](Value col0, ValueRange carried) {
-    auto in = tiles(kb, carried);
-    Tile acc = in[0], oldMax = in[1], oldSum = in[2];
-    // S in log2 units: s log2(e) Q K^T, -inf outside the sequences and past the diagonal.
-    Tile scores = productT(kb, qs, ks);
-    Tile s = maskedLog2Scores(kb, scores, kb.ownStart, col0);
-    // Online softmax. A row with no visible key so far keeps max = -inf; subtracting 0 instead
-    // keeps exp2(-inf - 0) = 0 rather than NaN.
-    Tile blockMax = rowMax(s);
-    Tile newMax = max(oldMax, blockMax);
-    Tile safeMax = replace(newMax, negInf, 0.0);
-    Tile rescale = exp2(oldMax - safeMax);
-    Tile p = exp2(s - safeMax);
-    Tile blockSum = rowSum(p);
-    Tile newSum = oldSum * rescale + blockSum;
-    Tile scaled = acc * rescale;
-    Tile newAcc = accumulate(scaled, p, vs);
-    return values({newAcc, newMax, newSum});
-  }));
+  llvm::SmallVector<Tile> final;
+  if (!rotated) {
+    final = tiles(kb, kb.sweep({acc0, max0, sum0}, [&](Value col0, ValueRange carried) {
+      auto in = tiles(kb, carried);
+      Tile acc = in[0], oldMax = in[1], oldSum = in[2];
+      Tile scores = productT(kb, qs, ks);
+      SoftmaxStep step = softmaxStep(kb, scores, col0, oldMax, oldSum);
+      Tile scaled = acc * step.rescale;
+      Tile newAcc = accumulate(scaled, step.p, vs);
+      return values({newAcc, step.newMax, step.newSum});
+    }));
+  } else {
+    // P of the previous step, zero before the first.
+    Value previousP = kb.scratch(bm, bn);
+    kb.storeInto(kb.splat(kb.rtile(bm, bn), 0), previousP);
+    final = tiles(kb, kb.sweepLagging({acc0, max0, sum0}, {Operand::v},
+                                      [&](Value col0, ValueRange carried) {
+      auto in = tiles(kb, carried);
+      Tile acc = in[0], oldMax = in[1], oldSum = in[2];
+      Tile scores = productT(kb, qs, ks);            // S(j), K(j)
+      Tile summed = accumulate(acc, previousP, vs);  // acc + P(j-1) V(j-1), in flight
+      SoftmaxStep step = softmaxStep(kb, scores, col0, oldMax, oldSum);
+      Tile newAcc = summed * step.rescale;
+      kb.storeInto(step.p, previousP);
+      return values({newAcc, step.newMax, step.newSum});
+    }));
+  }
   Tile acc = final[0], rowMaxLog2 = final[1], rowSumExp = final[2];
 
   // O = acc / l (fully masked rows: l = 0, acc = 0 -> O = 0 by dividing by 1).
