@@ -53,6 +53,9 @@ void buildForward(KernelBuilder &kb) {
   const bool rotated =
       bob::wgmma::accumulatorFits(kb.rtile(bm, d), kb.spec.toAttr(kb.b.getContext()));
   kb.beginKernel();
+  // P of the previous step (rotated sweep), allocated with the other shared tiles: a producer
+  // kernel's roles split after the last of them (bob-pipeline-loads).
+  Value previousP = rotated ? kb.scratch(bm, bn) : Value();
   kb.stage({Operand::q}, {Operand::k, Operand::v});
   Value qs = kb.shared(Operand::q), ks = kb.shared(Operand::k), vs = kb.shared(Operand::v);
 
@@ -71,8 +74,7 @@ void buildForward(KernelBuilder &kb) {
       return values({newAcc, step.newMax, step.newSum});
     }));
   } else {
-    // P of the previous step, zero before the first.
-    Value previousP = kb.scratch(bm, bn);
+    // Zero before the first step.
     kb.storeInto(kb.splat(kb.rtile(bm, bn), 0), previousP);
     final = tiles(kb, kb.sweepLagging({acc0, max0, sum0}, {Operand::v},
                                       [&](Value col0, ValueRange carried) {
