@@ -44,9 +44,9 @@ const Row kTable[] = {
     // 5.73 vs 7.19 ms (64x64x4 without producer), 6.62 vs 7.36 ms (64x32x4)
     {bob::KernelKind::bwd_q, 128, {128, 128, 8, 2, 1, true}, {64, 64, 4, 2}},
     {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
-    // tuned: after the wgmma register fixes (bench/NOTES.md) 6.07 vs 6.84 ms (32x64x4) at 16K;
-    // before them 32x64x4 won (at 64K 99.2 vs 115.0 ms).
-    {bob::KernelKind::bwd_kv, 64, {64, 64, 4, 2}, {32, 64, 4, 2}},
+    // tuned with a producer (2026-12-03, results/2026-12-03-h200-rotated-forward.md): 5.72 vs
+    // 6.12 ms (64x64x4 without, the earlier winner: 6.07 vs 6.84 ms for 32x64x4).
+    {bob::KernelKind::bwd_kv, 64, {64, 64, 4, 2, 1, true}, {32, 64, 4, 2}},
     // tuned: 9.29 vs 11.90 ms (32x64x4)
     {bob::KernelKind::bwd_kv, 128, {64, 64, 4, 2}, {64, 64, 4, 2}},
     {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 2}, {32, 64, 4, 2}},

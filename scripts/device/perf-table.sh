@@ -3,7 +3,8 @@
 # `flashbob bench --json --check` over batch 1, 16 heads, d = 64 and 128, causal and not,
 # N = M = 1K, 2K, ..., 128K, ops fwd, bwd, bob; then PyTorch on the same shapes (exact BoB by
 # eager double backward, SDPA cuDNN and flash forward/backward), PyTorch's bf16 matmul ceiling, one
-# torch.compile probe; then the markdown table (bench/compare_torch.py does the work).
+# torch.compile probe; Nsight Compute on each of our kernels at 16K (kernel-profile.sh); then
+# the markdown table (bench/compare_torch.py does the work), with issue 18's targets.
 #
 # Here, on the project machine (build flashbob first, e.g. `ninja -C build-bench flashbob`):
 #   FLASHBOB_BUILD_DIR=$PWD/build-bench scripts/device/pack.sh   # from the repository root;
@@ -12,7 +13,8 @@
 #   bash scripts/device/run-gpu.sh bash scripts/device/perf-table.sh
 # Comes back under $OUT (at most 8 files): perf-table.md (the table), perf-raw.json (every
 # figure: bench JSON per call, torch measurements, ceilings, probe), perf-table.log (this
-# script's progress lines, timestamped), flashbob-bench.log (every bench call's full output).
+# script's progress lines, timestamped), flashbob-bench.log (every bench call's full output),
+# profile.log (Nsight Compute's details per kernel).
 # The table is rewritten after each phase, so a run cut short still returns what it measured.
 # PERF_BUDGET_S (default 540) is the wall time this script plans for; PERF_NS / PERF_DS restrict
 # the grid (comma-separated) for a quick try.
@@ -20,6 +22,8 @@ set -uo pipefail
 START=$(date +%s)
 BUDGET=${PERF_BUDGET_S:-540}
 END=$((START + BUDGET))
+# Seconds kept for the last phase, the kernels' profile (PERF_PROFILE_S=0 leaves it out).
+PROFILE_S=${PERF_PROFILE_S:-80}
 : "${OUT:?OUT must name the output directory (the device tool sets it)}"
 WORK=/tmp/flashbob-perf
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -34,7 +38,7 @@ stamp() { echo "[$(date +%H:%M:%S) +$(($(date +%s) - START))s] $*"; }
 left() { echo $((END - $(date +%s))); }
 publish() { # the table so far, and the files that come back
   timeout 60 "${PY[@]}" table > /dev/null 2>&1 || stamp "table phase failed (rc=$?)"
-  for f in perf-table.md perf-raw.json flashbob-bench.log; do
+  for f in perf-table.md perf-raw.json flashbob-bench.log profile.log; do
     [ -f "$WORK/$f" ] && cp "$WORK/$f" "$OUT/$f"
   done
 }
@@ -77,15 +81,20 @@ CUBLAS_DIR=$(dirname "${FLASHBOB_CUBLAS:-/nonexistent/x}")
 phase ceiling 90 "${PY[@]}" ceiling
 # 2. Ours (most of the budget; the later phases need about 200 s). cuBLAS's directory goes on
 #    the library path of this phase only (libcublasLt beside it), never into PyTorch's.
-phase ours $(( $(left) - 190 )) env LD_LIBRARY_PATH="$CUBLAS_DIR:${LD_LIBRARY_PATH:-}" \
-  "${PY[@]}" ours --flashbob "$F" --deadline $((END - 200)) ${GRID[@]+"${GRID[@]}"}
+phase ours $(( $(left) - 190 - PROFILE_S )) env LD_LIBRARY_PATH="$CUBLAS_DIR:${LD_LIBRARY_PATH:-}" \
+  "${PY[@]}" ours --flashbob "$F" --deadline $((END - 200 - PROFILE_S)) ${GRID[@]+"${GRID[@]}"}
 publish
 # 3. PyTorch on the same shapes.
-phase torch $(( $(left) - 60 )) "${PY[@]}" torch --deadline $((END - 70)) ${GRID[@]+"${GRID[@]}"}
+phase torch $(( $(left) - 60 - PROFILE_S )) "${PY[@]}" torch --deadline $((END - 70 - PROFILE_S)) ${GRID[@]+"${GRID[@]}"}
 publish
 # 4. torch.compile and double backward, once.
-LIMIT=$(( $(left) - 15 )); ((LIMIT > 120)) && LIMIT=120
+LIMIT=$(( $(left) - 15 - PROFILE_S )); ((LIMIT > 120)) && LIMIT=120
 phase compile-probe "$LIMIT" "${PY[@]}" compile-probe
 publish
+# 5. Nsight Compute on each kernel at 16K (the targets section's profile; kernel-profile.sh).
+if ((PROFILE_S > 0)); then
+  phase profile $(( $(left) - 5 )) bash -c 'bash scripts/device/kernel-profile.sh > "$1/profile.log" 2>&1' _ "$WORK"
+  publish
+fi
 stamp "perf-table: done; the table:"
 cat "$OUT/perf-table.md" 2>/dev/null || stamp "no table was written"
