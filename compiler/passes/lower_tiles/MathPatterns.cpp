@@ -71,8 +71,14 @@ struct BinaryLowering : TilePattern<BobOp> {
   }
 };
 
-// exp2 / log2 through the PTX approximations (ex2.approx.f32: max 2 ulp; lg2.approx.f32, whose LLVM intrinsic is named .f), element
-// by element: these intrinsics are scalar.
+// exp2 / log2 through the PTX approximations, element by element (these intrinsics are scalar).
+// ex2.approx.ftz.f32 (max 2 ulp) is one MUFU.EX2; without .ftz ptxas wraps it in a range test
+// and two multiplies to produce subnormal results. Here every exp2 is a probability
+// (exp2(s - max), exp2(s - L)) or the forward's rescale of its running sums (exp2(old max - new
+// max)), and each enters sums that also hold the row's largest term, exp2(0) = 1 or at least
+// 1/M of the row: a result below 2^-126 is far below float32's resolution of any such sum, so
+// flushing it to zero changes no output (docs/numerics.md). lg2.approx.f32's LLVM intrinsic is
+// named .f.
 template <typename BobOp>
 struct IntrinsicLowering : TilePattern<BobOp> {
   IntrinsicLowering(TypeConverter &tc, MLIRContext *ctx, StringRef intrinsic)
@@ -342,7 +348,7 @@ void populateMathPatterns(TileTypeConverter &converter, RewritePatternSet &patte
                BinaryLowering<AddOp, arith::AddFOp>, BinaryLowering<SubOp, arith::SubFOp>,
                BinaryLowering<MulOp, arith::MulFOp>, BinaryLowering<DivOp, arith::DivFOp>,
                BinaryLowering<MaxOp, arith::MaxNumFOp>>(converter, ctx);
-  patterns.add<IntrinsicLowering<Exp2Op>>(converter, ctx, "llvm.nvvm.ex2.approx.f32");
+  patterns.add<IntrinsicLowering<Exp2Op>>(converter, ctx, "llvm.nvvm.ex2.approx.ftz.f32");
   patterns.add<IntrinsicLowering<Log2Op>>(converter, ctx, "llvm.nvvm.lg2.approx.f");
 }
 

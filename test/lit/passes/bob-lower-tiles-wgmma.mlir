@@ -139,7 +139,7 @@ bob.kernel @runs() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block
 // CHECK-NOT:  nvvm.wgmma.wait.group
 // CHECK:      nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK-NOT:  nvvm.wgmma.wait.group
-// CHECK-COUNT-32: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK-COUNT-32: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK-NOT:  nvvm.wgmma.wait.group
 // CHECK:      nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NOT:  nvvm.wgmma.wait.group

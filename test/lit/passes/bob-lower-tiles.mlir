@@ -308,8 +308,8 @@ bob.kernel @mask(%args: memref<4xindex>) attributes {spec = #bob.spec<kind = fwd
 //===----------------------------------------------------------------------===//
 // exp2 / log2: one PTX approximation per element (rowvec<64> with 4 warps is vector<2xf32>).
 // CHECK-LABEL: gpu.func @exp2_log2(
-// CHECK-COUNT-2: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"(%{{.+}}) : (f32) -> f32
-// CHECK-NOT: llvm.nvvm.ex2.approx.f32
+// CHECK-COUNT-2: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%{{.+}}) : (f32) -> f32
+// CHECK-NOT: llvm.nvvm.ex2.approx.ftz.f32
 // CHECK-COUNT-2: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"(%{{.+}}) : (f32) -> f32
 // CHECK-NOT: llvm.call_intrinsic
 // CHECK-LABEL: gpu.return
