@@ -29,6 +29,8 @@ import sys
 import time
 import traceback
 
+import profile_table  # bench/profile_table.py, beside this script: the kernels' profile table
+
 BATCH = 1
 HEADS = 16
 DEFAULT_NS = [1024 << i for i in range(8)]  # 1K .. 128K
@@ -642,7 +644,6 @@ def read_profile(out_dir):
     path = os.path.join(out_dir, "profile.log")
     if not os.path.exists(path):
         return []
-    import profile_table  # bench/profile_table.py, beside this script
     with open(path) as f:
         return profile_table.parse(f)
 
@@ -709,7 +710,6 @@ def targets_section(o, ts, out_dir):
                  "tensor pipe (wgmma) was busy, the kernel's share of its matmul peak; *XU %*: the "
                  "special-function pipe (exp2) against its peak.")
         L.append("")
-        import profile_table  # bench/profile_table.py, beside this script
         L.append(profile_table.table(rows))
     else:
         L.append("Not run in this call (time budget or no ncu; see perf-table.log): "
