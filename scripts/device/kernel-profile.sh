@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # GPU machine: where each kernel of fwd, bwd and BoB spends its time (issue 18), in one call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/kernel-profile.sh [D ...]   # default 128 64
-# Batch 1, 16 heads, N = M = 16384, bf16, not causal, the default tiles (cache of its own).
+# Batch 1, 16 heads, N = M = 16384, bf16, not causal, the default tiles (FLASHBOB_CACHE_DIR if
+# set, as perf-table.sh sets it, else a cache of its own).
 # Nsight Compute, clocks left alone, one launch of each kernel (after one warm-up run): time,
-# registers, spills (ptxas' local memory, from LaunchStats), occupancy, issue slots, and the
-# pipe utilisation ComputeWorkloadAnalysis reports (the tensor pipe's share of active cycles),
+# registers (LaunchStats), occupancy, issue slots, and the pipe utilisation
+# ComputeWorkloadAnalysis reports (the tensor pipe's share of elapsed and of active cycles),
 # then the warp states (what an issue slot waited for). `--print-details all` prints the
-# pipe breakdown; the lines kept are those of sections with a value.
+# pipe breakdown; the lines kept are those of sections with a value. Spills are ptxas' to
+# report (`flashbob compile ... --emit cubin --dump-dir D`, D/*.ptxas.log).
 set -uo pipefail
 ds=${*:-128 64}
 export FLASHBOB_CACHE_DIR=${FLASHBOB_CACHE_DIR:-/tmp/flashbob-profile-cache}
