@@ -29,6 +29,7 @@ import sys
 import time
 import traceback
 
+import gpu_clocks
 import profile_table  # bench/profile_table.py, beside this script: the kernels' profile table
 
 BATCH = 1
@@ -141,6 +142,7 @@ def bench_call(args, logf, cmd, timeout):
     except OSError:
         pass
     t = time.time()
+    rec["t0"] = t  # the call's window, for the GPU's clock samples (gpu_clocks.py)
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=timeout)
@@ -153,7 +155,8 @@ def bench_call(args, logf, cmd, timeout):
     except OSError as e:
         output = ""
         rec.update(exit=None, status="failed", error=f"could not start: {e}")
-    rec["wall_s"] = time.time() - t
+    rec["t1"] = time.time()
+    rec["wall_s"] = rec["t1"] - t
     logf.write(f"\n$ {rec['cmd']}\n{output}[exit {rec.get('exit')}, {rec['wall_s']:.1f} s]\n")
     logf.flush()
     bench = read_json(last)
@@ -676,8 +679,8 @@ def targets_section(o, ts, out_dir):
     for d in ds:
         need = BOB_TFLOPS.get(d)
         for c in (False, True):
-            cells = {n: ours_cell(r) for (op2, d2, c2, n), r in o.items()
-                     if op2 == "bob" and d2 == d and c2 == c}
+            recs = {n: r for (op2, d2, c2, n), r in o.items() if op2 == "bob" and d2 == d and c2 == c}
+            cells = {n: ours_cell(r) for n, r in recs.items()}
             shape = f"bob d={d}{' causal' if c else ''}"
             sel = [(b["tflops"], n) for n, b in cells.items() if b and n >= BOB_FROM_N]
             if need is not None:
@@ -692,12 +695,22 @@ def targets_section(o, ts, out_dir):
             if short and long_:
                 loss = 1 - long_["tflops"] / short["tflops"]
                 met = "yes" if loss <= BOB_LONG_LOSS else f"**no** ({loss * 100:.1f}% slower)"
+                clocks = [(n, recs[n].get("clocks")) for n in (BOB_LONG_N, BOB_FROM_N)]
+                during = "; ".join(f"{fmt_n(n)}: {gpu_clocks.describe(k)}" for n, k in clocks if k)
                 L.append(f"| BoB at {fmt_n(BOB_LONG_N)} within {BOB_LONG_LOSS * 100:.0f}% of "
-                         f"{fmt_n(BOB_FROM_N)} | {shape} | {long_['tflops']:.1f} vs {short['tflops']:.1f} | {met} |")
+                         f"{fmt_n(BOB_FROM_N)} | {shape} | {long_['tflops']:.1f} vs {short['tflops']:.1f}"
+                         f"{f' ({during})' if during else ''} | {met} |")
             else:
                 L.append(f"| BoB at {fmt_n(BOB_LONG_N)} within {BOB_LONG_LOSS * 100:.0f}% of "
                          f"{fmt_n(BOB_FROM_N)} | {shape} | not measured in this call | - |")
     L.append("")
+    if any(r.get("clocks") for r in o.values()):
+        L.append("In parentheses: the GPU during each of those calls (nvidia-smi every 100 ms through "
+                 "our phase; of the samples between the call's start and end, those where a kernel ran "
+                 f"through at least {gpu_clocks.BUSY_PERCENT:.0f}% of the period; `bench/gpu_clocks.py`). "
+                 "A power-capped board lowers the clock, which long calls reach and short ones do "
+                 "not (bench/NOTES.md, \"Long sequences: the power cap\").")
+        L.append("")
     L.append(f"The HVP step end to end is the BoB table's *ours fwd+bwd+BoB* against *torch whole*. "
              f"What was tried for each gap, and what explains it: {WHAT_WAS_TRIED}.")
     L.append("")
@@ -725,6 +738,11 @@ def make_table(args):
     tceil = read_json(os.path.join(args.out, "torch-ceiling.json"), {}) or {}
     probe = read_json(os.path.join(args.out, "compile-probe.json"), {}) or {}
     env = read_json(os.path.join(args.out, "env.json"), {}) or {}
+    # The GPU's clock and power during each of our calls (perf-table.sh samples them).
+    samples = gpu_clocks.read(os.path.join(args.out, gpu_clocks.SAMPLES_FILE))
+    for r in ours.get("results", []):
+        if samples and "t0" in r and "t1" in r:
+            r["clocks"] = gpu_clocks.summary(samples, r["t0"], r["t1"])
     raw = {"env": env, "ours": ours, "torch": tor, "torch_ceiling": tceil, "compile_probe": probe,
            "profile": read_profile(args.out)}
     write_json(os.path.join(args.out, "perf-raw.json"), raw)

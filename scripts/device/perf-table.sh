@@ -4,7 +4,8 @@
 # N = M = 1K, 2K, ..., 128K, ops fwd, bwd, bob; then PyTorch on the same shapes (exact BoB by
 # eager double backward, SDPA cuDNN and flash forward/backward), PyTorch's bf16 matmul ceiling, one
 # torch.compile probe; Nsight Compute on each of our kernels at 16K (kernel-profile.sh); then
-# the markdown table (bench/compare_torch.py does the work), with issue 18's targets.
+# the markdown table (bench/compare_torch.py does the work), with issue 18's targets and the
+# GPU's clock and power during the calls they are judged on (nvidia-smi samples, gpu_clocks.py).
 #
 # Here, on the project machine (build flashbob first, e.g. `ninja -C build-bench flashbob`):
 #   FLASHBOB_BUILD_DIR=$PWD/build-bench scripts/device/pack.sh   # from the repository root;
@@ -81,9 +82,15 @@ CUBLAS_DIR=$(dirname "${FLASHBOB_CUBLAS:-/nonexistent/x}")
 # 1. PyTorch's matmul ceiling (used by our bench only if the CLI cannot load cuBLAS).
 phase ceiling 90 "${PY[@]}" ceiling
 # 2. Ours (most of the budget; the later phases need about 200 s). cuBLAS's directory goes on
-#    the library path of this phase only (libcublasLt beside it), never into PyTorch's.
+#    the library path of this phase only (libcublasLt beside it), never into PyTorch's. The SM
+#    clock, power and throttle reasons are sampled throughout (bench/gpu_clocks.py), so that the
+#    table says what the GPU ran at during each of our calls.
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,utilization.gpu \
+  --format=csv,noheader,nounits -lms 100 > "$WORK/gpu-samples.csv" 2> /dev/null &
+SAMPLER=$!
 phase ours $(( $(left) - 190 - PROFILE_S )) env LD_LIBRARY_PATH="$CUBLAS_DIR:${LD_LIBRARY_PATH:-}" \
   "${PY[@]}" ours --flashbob "$F" --deadline $((END - 200 - PROFILE_S)) ${GRID[@]+"${GRID[@]}"}
+kill "$SAMPLER" 2> /dev/null; wait "$SAMPLER" 2> /dev/null
 publish
 # 3. PyTorch on the same shapes.
 phase torch $(( $(left) - 60 - PROFILE_S )) "${PY[@]}" torch --deadline $((END - 70 - PROFILE_S)) ${GRID[@]+"${GRID[@]}"}

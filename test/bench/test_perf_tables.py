@@ -1,14 +1,19 @@
-"""The perf table's targets and the kernel profile's table (bench/), from hand-made inputs.
+"""The perf table's targets, the kernel profile's table and the GPU clock summaries (bench/), from
+hand-made inputs.
 
     python3 -m unittest discover -s test/bench     # from the repository root; no GPU, no torch
 """
+import contextlib
+import io
 import os
 import sys
 import tempfile
+import types
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import compare_torch  # noqa: E402
+import gpu_clocks  # noqa: E402
 import profile_table  # noqa: E402
 
 # Two kernels as kernel-profile.sh prints them (Nsight Compute's lines, runs of spaces squeezed).
@@ -78,6 +83,78 @@ class TargetsTest(unittest.TestCase):
         text = self.targets([bench("bob", 64, True, 16384, 1.0, 400.0), bench("bob", 64, True, 131072, 1.0, 380.0)], [])
         self.assertIn("| BoB >= 480 TFLOP/s | bob d=64 causal, N >= 16K | 380.0 at N = 128K | **no** (gap 100 TFLOP/s) |", text)
         self.assertIn("| 380.0 vs 400.0 | **no** (5.0% slower) |", text)
+
+    def test_long_sequence_row_shows_the_clocks_of_both_calls(self):
+        slow = {"samples": 40, "sm_mhz": 1880.4, "watts": 654.2, "max_c": 63.0, "power_capped": 0.65}
+        fast = {"samples": 5, "sm_mhz": 1975.0, "watts": 380.0, "max_c": 59.0, "power_capped": 0.0}
+        long_, short = bench("bob", 128, False, 131072, 1.0, 378.0), bench("bob", 128, False, 16384, 1.0, 420.0)
+        long_["clocks"], short["clocks"] = slow, fast
+        text = self.targets([long_, short], [])
+        self.assertIn("| 378.0 vs 420.0 (128K: SM 1880 MHz, 654 W, power cap in 65% of 40 busy samples; "
+                      "16K: SM 1975 MHz, 380 W, power cap in 0% of 5 busy samples) | **no** (10.0% slower) |", text)
+        self.assertIn("In parentheses: the GPU during each of those calls", text)
+
+    def test_no_clocks_no_parentheses(self):
+        text = self.targets([bench("bob", 64, False, 16384, 1.0, 400.0), bench("bob", 64, False, 131072, 1.0, 399.0)], [])
+        self.assertIn("| 399.0 vs 400.0 | yes |", text)
+        self.assertNotIn("In parentheses", text)
+
+
+# nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,
+# utilization.gpu --format=csv,noheader,nounits, as it prints them: an idle GPU first (its 0x1 is
+# "GPU idle"), a clock it could not read, and a line cut off when the sampler was killed.
+SAMPLES = """\
+2026/12/03 14:43:31.000, 345, 77.17, 34, 0x0000000000000001, 0
+2026/12/03 14:43:31.100, 1980, 120.50, 40, 0x0000000000000000, 100
+2026/12/03 14:43:31.200, 1980, 640.00, 58, 0x0000000000000000, 100
+2026/12/03 14:43:31.300, 1860, 690.00, 62, 0x0000000000000004, 100
+2026/12/03 14:43:31.400, [N/A], 690.00, 62, 0x0000000000000004, 100
+2026/12/03 14:43:31.500, 1900, 670.00, 63, 0x0000000000000004, 94
+2026/12/03 14:43:31.6
+"""
+
+
+class GpuClocksTest(unittest.TestCase):
+    def test_parse_skips_what_is_not_a_sample(self):
+        samples = gpu_clocks.parse(SAMPLES.splitlines())
+        self.assertEqual(len(samples), 5)
+        self.assertAlmostEqual(samples[2][0] - samples[1][0], 0.1, places=6)
+        self.assertEqual(samples[3][1:], (1860.0, 690.0, 62.0, 4, 100.0))
+
+    def test_summary_over_a_window_of_busy_samples(self):
+        samples = gpu_clocks.parse(SAMPLES.splitlines())
+        second = samples[0][0]  # 14:43:31; busy samples at .1, .2, .3 and .5
+        s = gpu_clocks.summary(samples, second + 0.15, second + 0.45)
+        self.assertEqual(s["samples"], 2)  # .2 and .3
+        s = gpu_clocks.summary(samples, second - 1, second + 0.55)
+        self.assertEqual(s["samples"], 4)  # not the idle one at .0
+        self.assertAlmostEqual(s["sm_mhz"], (1980 + 1980 + 1860 + 1900) / 4)
+        self.assertAlmostEqual(s["watts"], (120.5 + 640 + 690 + 670) / 4)
+        self.assertAlmostEqual(s["power_capped"], 2 / 4)
+        self.assertEqual(s["max_c"], 63.0)
+        self.assertEqual(gpu_clocks.describe(gpu_clocks.summary(samples, second + 0.15, second + 0.55)),
+                         "SM 1913 MHz, 667 W, power cap in 67% of 3 busy samples")
+        self.assertIsNone(gpu_clocks.summary(samples, second - 0.05, second + 0.05))  # idle only
+
+
+class TableClocksTest(unittest.TestCase):
+    def test_table_phase_gives_each_call_the_samples_of_its_window(self):
+        second = gpu_clocks.parse(SAMPLES.splitlines())[0][0]
+        long_, short = bench("bob", 128, False, 131072, 1.0, 378.0), bench("bob", 128, False, 16384, 1.0, 420.0)
+        long_.update(t0=second + 0.25, t1=second + 0.55)   # .3 and .5: both power-capped
+        short.update(t0=second - 0.05, t1=second + 0.15)   # .1 alone busy (.0 is idle)
+        with tempfile.TemporaryDirectory() as out:
+            compare_torch.write_json(os.path.join(out, "ours.json"), {"results": [long_, short]})
+            with open(os.path.join(out, gpu_clocks.SAMPLES_FILE), "w") as f:
+                f.write(SAMPLES)
+            with contextlib.redirect_stdout(io.StringIO()):  # it prints the table too
+                compare_torch.make_table(types.SimpleNamespace(out=out))
+            with open(os.path.join(out, "perf-table.md")) as f:
+                table = f.read()
+            raw = compare_torch.read_json(os.path.join(out, "perf-raw.json"))
+        self.assertIn("(128K: SM 1880 MHz, 680 W, power cap in 100% of 2 busy samples; "
+                      "16K: SM 1980 MHz, 120 W, power cap in 0% of 1 busy samples)", table)
+        self.assertEqual(raw["ours"]["results"][0]["clocks"]["samples"], 2)
 
 
 if __name__ == "__main__":
