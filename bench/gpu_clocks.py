@@ -10,7 +10,7 @@ and bench/compare_torch.py judges the long-sequence target with them: a kernel t
 per flop at 128K as at 16K can still run slower there when the board reaches its power limit
 and lowers the clock (bench/NOTES.md, "Long sequences: the power cap").
 
-    python3 bench/gpu_clocks.py gpu-samples.csv      # a summary of every sample
+    python3 bench/gpu_clocks.py gpu-samples.csv      # a summary of all the busy samples
 """
 import sys
 import time
