@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The GPU's SM clock, power and throttle reasons while a benchmark ran, from nvidia-smi samples.
 
-scripts/device/perf-table.sh samples every 100 ms during its `ours` phase:
+scripts/device/perf-table.sh samples every 100 ms during its `ours` phase, asking this file
+which fields (QUERY_FIELDS, the order `parse` reads):
 
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,utilization.gpu \
+    nvidia-smi --query-gpu=$(python3 bench/gpu_clocks.py --query) \
         --format=csv,noheader,nounits -lms 100 > gpu-samples.csv
 
 and bench/compare_torch.py judges the long-sequence target with them: a kernel that is as fast
@@ -11,11 +12,14 @@ per flop at 128K as at 16K can still run slower there when the board reaches its
 and lowers the clock (bench/NOTES.md, "Long sequences: the power cap").
 
     python3 bench/gpu_clocks.py gpu-samples.csv      # a summary of all the busy samples
+    python3 bench/gpu_clocks.py --query              # the fields for nvidia-smi --query-gpu
 """
 import sys
 import time
 
 SAMPLES_FILE = "gpu-samples.csv"
+QUERY_FIELDS = ("timestamp", "clocks.sm", "power.draw", "temperature.gpu",
+                "clocks_event_reasons.active", "utilization.gpu")
 # nvidia-smi's clocks_event_reasons bit for the software power cap (the board at its power limit).
 SW_POWER_CAP = 0x4
 # A sample counts when a kernel ran through most of its period (utilization.gpu, percent): a
@@ -37,7 +41,7 @@ def parse(lines):
     samples = []
     for line in lines:
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 6:
+        if len(fields) != len(QUERY_FIELDS):
             continue
         try:
             samples.append((parse_time(fields[0]), float(fields[1]), float(fields[2]),
@@ -77,6 +81,9 @@ def describe(s):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: gpu_clocks.py SAMPLES.csv")
-    s = summary(read(sys.argv[1]))
-    print(describe(s) if s else "no samples")
+        sys.exit("usage: gpu_clocks.py SAMPLES.csv | --query")
+    if sys.argv[1] == "--query":
+        print(",".join(QUERY_FIELDS))
+    else:
+        s = summary(read(sys.argv[1]))
+        print(describe(s) if s else "no samples")

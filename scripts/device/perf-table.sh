@@ -85,7 +85,7 @@ phase ceiling 90 "${PY[@]}" ceiling
 #    the library path of this phase only (libcublasLt beside it), never into PyTorch's. The SM
 #    clock, power and throttle reasons are sampled throughout (bench/gpu_clocks.py), so that the
 #    table says what the GPU ran at during each of our calls.
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,utilization.gpu \
+nvidia-smi --query-gpu="$(python3 bench/gpu_clocks.py --query)" \
   --format=csv,noheader,nounits -lms 100 > "$WORK/gpu-samples.csv" 2> /dev/null &
 SAMPLER=$!
 phase ours $(( $(left) - 190 - PROFILE_S )) env LD_LIBRARY_PATH="$CUBLAS_DIR:${LD_LIBRARY_PATH:-}" \

@@ -117,9 +117,9 @@ class TargetsTest(unittest.TestCase):
         self.assertTrue(compare_torch.gaps_section().startswith("The perf table prints this section"))
 
 
-# nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,
-# utilization.gpu --format=csv,noheader,nounits, as it prints them: an idle GPU first (its 0x1 is
-# "GPU idle"), a clock it could not read, and a line cut off when the sampler was killed.
+# nvidia-smi --query-gpu=$(gpu_clocks.py --query) --format=csv,noheader,nounits, as it prints them:
+# an idle GPU first (its 0x1 is "GPU idle"), a clock it could not read, and a line cut off when the
+# sampler was killed.
 SAMPLES = """\
 2026/12/03 14:43:31.000, 345, 77.17, 34, 0x0000000000000001, 0
 2026/12/03 14:43:31.100, 1980, 120.50, 40, 0x0000000000000000, 100
