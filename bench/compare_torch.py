@@ -725,8 +725,11 @@ def targets_section(o, ts, out_dir, notes_path=NOTES_PATH):
         L.append("In parentheses: the GPU during each of those calls (nvidia-smi every 100 ms through "
                  "our phase; of the samples between the call's start and end, those where a kernel ran "
                  f"through at least {gpu_clocks.BUSY_PERCENT:.0f}% of the period; `bench/gpu_clocks.py`). "
-                 "A power-capped board lowers the clock, which long calls reach and short ones do "
-                 "not (bench/NOTES.md, \"Long sequences: the power cap\").")
+                 "The power-cap flag shows in short calls too; what it costs grows with how long a "
+                 "call holds the board at its limit: through a call of seconds the SM clock settles "
+                 "lower than through one of tens of milliseconds. The watts are nvidia-smi's "
+                 "power.draw, an average over the last second, so a call shorter than that shows "
+                 "less than it drew (bench/NOTES.md, \"Long sequences: the power cap\").")
         L.append("")
     L.append("The HVP step end to end is the BoB table's *ours fwd+bwd+BoB* against *torch whole*.")
     L.append("")
