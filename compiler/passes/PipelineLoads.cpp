@@ -16,9 +16,10 @@
 // Other loops and other targets of the loads are left alone. With `stages = 1`: no change.
 //
 // With a `producer` spec (warp specialization) the kernel's one such loop is split by role
-// instead: everything after the shared tiles' allocs becomes the consumer region of a
-// bob.warp_specialize, whose producer region runs the same trip count and, for iteration i,
-// acquires buffer i % 2 (bob.producer_acquire) and starts its loads there (async). The
+// instead: everything after the shared tiles' allocs (those before the loop) becomes the
+// consumer region of a bob.warp_specialize, whose producer region runs the same trip count
+// and, for iteration i, acquires buffer i % 2 (bob.producer_acquire) and starts its loads
+// there (async). The
 // consumers' body waits for its buffers where the first load was (bob.consumer_wait) and
 // releases them at its end (bob.consumer_release): no block-wide barrier per iteration, and no
 // consumer thread issues a copy. The values the producer needs (loop bounds, load operands) are
@@ -220,12 +221,17 @@ struct PipelineLoads : impl::BobPipelineLoadsBase<PipelineLoads> {
     Location loc = loop.getLoc();
     llvm::DenseMap<Value, Value> second = addSecondBuffers(plan.loads);
 
-    // Everything after the last alloc moves into the consumer region.
+    // Everything after the last alloc before the loop moves into the consumer region (an alloc
+    // after the loop, say an epilogue's staging tile, goes along: were the split after it, the
+    // loop would stay outside, its barriers waiting for a producer that never comes).
     Block *top = &kernel.getBody().front();
     Operation *lastAlloc = nullptr;
-    for (Operation &op : *top)
+    for (Operation &op : *top) {
+      if (&op == loop.getOperation())
+        break;
       if (isa<AllocSharedOp>(op))
         lastAlloc = &op;
+    }
     OpBuilder b(kernel.getContext());
     b.setInsertionPointAfter(lastAlloc);
     auto split = WarpSpecializeOp::create(b, loc);

@@ -190,6 +190,45 @@ bob.kernel @producer(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, he
 
 // -----
 
+// An alloc after the loop (say an epilogue's staging tile) does not move the split: the loop is in
+// the consumer region, and so is the late alloc. Split after it, the loop would run outside the
+// roles, its barriers waiting for the producer.
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+
+// CHECK-LABEL: bob.kernel @alloc_after_loop
+// CHECK-COUNT-3: bob.alloc_shared : <64x64xbf16>
+// CHECK-NEXT: bob.warp_specialize producer {
+// CHECK:      } consumer {
+// CHECK:        scf.for
+// CHECK:          bob.consumer_wait
+// CHECK:        bob.alloc_shared : <64x32xbf16>
+// CHECK-NEXT:   bob.store_tile
+// CHECK-NEXT: }
+// CHECK-NEXT: bob.return
+bob.kernel @alloc_after_loop(%q: !T, %k: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producer = true>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %n = memref.dim %q, %c2 : !T
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %ks = bob.alloc_shared : !bob.smem<64x64xbf16>
+  bob.load_shared %q[%c0, %c0, %c0] bound %n into %qs : !T, !bob.smem<64x64xbf16>
+  %blocks = arith.divui %n, %c64 : index
+  %zero = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %r = scf.for %i = %c0 to %blocks step %c1 iter_args(%acc = %zero) -> (!bob.rtile<64x64xf32>) {
+    %row = arith.muli %i, %c64 : index
+    bob.load_shared %k[%c0, %c0, %row] bound %n into %ks : !T, !bob.smem<64x64xbf16>
+    %s = bob.mma %qs, %ks, %acc {transpose_b} : !bob.smem<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+    scf.yield %s : !bob.rtile<64x64xf32>
+  }
+  %late = bob.alloc_shared : !bob.smem<64x32xbf16>
+  bob.store_tile %r, %q[%c0, %c0, %c0] bound %n : !bob.rtile<64x64xf32>, !T
+  bob.return
+}
+
+// -----
+
 !T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
 
 // A head computed in the body from the induction variable, as in the grouped key-major sweep
