@@ -19,11 +19,10 @@
 // instead: everything after the shared tiles' allocs (those before the loop) becomes the
 // consumer region of a bob.warp_specialize, whose producer region runs the same trip count
 // and, for iteration i, acquires buffer i % 2 (bob.producer_acquire) and starts its loads
-// there (async). The
-// consumers' body waits for its buffers where the first load was (bob.consumer_wait) and
-// releases them at its end (bob.consumer_release): no block-wide barrier per iteration, and no
-// consumer thread issues a copy. The values the producer needs (loop bounds, load operands) are
-// recomputed in its region from the pure ops that gave them.
+// there (async). The consumers' body waits for its buffers where the first load was
+// (bob.consumer_wait) and releases them at its end (bob.consumer_release): no block-wide
+// barrier per iteration, and no consumer thread issues a copy. The values the producer needs
+// (loop bounds, load operands) are recomputed in its region from the pure ops that gave them.
 #include "compiler/passes/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
