@@ -55,6 +55,16 @@ if profile:
     report("first step", profile, "cumulative")
 step(); torch.cuda.synchronize()
 t3 = time.perf_counter()
+if profile:
+    # Warm steps, back to back: where the host time of a step goes once everything is loaded.
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    profile.disable()
+    report("20 warm steps", profile, "tottime")
+    report("20 warm steps", profile, "cumulative")
 # Warm launch overhead: a forward on a tiny problem (one block; the GPU time is a few
 # microseconds), called back to back, against SDPA on the same tensors. Host time per call.
 tiny = [torch.randn(1, 1, 128, d, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
@@ -106,7 +116,8 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--profile", action="store_true",
-                    help="cProfile the first step and the tiny forwards (to stderr)")
+                    help="cProfile the first step, 20 warm steps and the tiny forwards (to "
+                    "stderr)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as cache:
         cold = run(cache, args)

@@ -414,6 +414,18 @@ LogicalResult StoreTileOp::verify() {
     return failure();
   if (failed(verifyTileTensor(*this, getDst().getType(), tile.getCols(), "destination")))
     return failure();
+  if (getTensorMap() && !getStaging())
+    return emitOpError("a TMA store needs a staging tile (`through`)");
+  if (auto staging = getStaging()) {
+    SharedTileType shared = staging.getType();
+    if (shared.getRows() != tile.getRows() || shared.getCols() != tile.getCols())
+      return emitOpError("staging tile ") << shared << " and register tile " << tile
+                                          << " differ in shape";
+    Type elem = cast<MemRefType>(getDst().getType()).getElementType();
+    if (shared.getElementType() != elem)
+      return emitOpError("staging tile element type ")
+             << shared.getElementType() << " differs from the destination's " << elem;
+  }
   return verifyRowsSplit(*this, tile);
 }
 

@@ -164,14 +164,27 @@ def Bob_LoadTileOp : Bob_Op<"load_tile"> {
   let hasVerifier = 1;
 }
 
-def Bob_StoreTileOp : Bob_Op<"store_tile"> {
+def Bob_StoreTileOp : Bob_Op<"store_tile", [AttrSizedOperandSegments]> {
   let summary = "Store a register tile to rows of dst[batch, head], converting to its element type";
-  let description = [{Rows at or past `bound` are not written.}];
+  let description = [{
+    Rows at or past `bound` are not written.
+
+    `through` names a shared tile of the value's shape and the destination's element type
+    that nobody reads any more (an epilogue's own input tile, such as the forward's Q for O),
+    which the store may use as its staging buffer. With `tma` (placed by bob-use-tma on
+    sm_90a when `bound` is the destination's sequence length) each warp writes its own rows
+    of the value into that tile and one of its threads stores them with TMA (the tensor map's
+    sequence length clips rows past `bound`); without it, and on targets without TMA, every
+    thread writes its elements to global memory itself and the tile is untouched.
+  }];
   let arguments = (ins Bob_RegTileType:$value, Arg<AnyMemRef, "", [MemWrite]>:$dst, Index:$batch,
-                       Index:$head, Index:$row, Index:$bound);
+                       Index:$head, Index:$row, Index:$bound,
+                       Arg<Optional<Bob_SharedTileType>, "", [MemWrite]>:$staging,
+                       Optional<LLVM_AnyPointer>:$tensor_map);
   let assemblyFormat = [{
-    $value `,` $dst `[` $batch `,` $head `,` $row `]` `bound` $bound attr-dict
-    `:` type($value) `,` type($dst)
+    $value `,` $dst `[` $batch `,` $head `,` $row `]` `bound` $bound
+    (`through` $staging^)? (`tma` $tensor_map^)? attr-dict
+    `:` type($value) `,` type($dst) (`,` type($staging)^)? (`,` type($tensor_map)^)?
   }];
   let hasVerifier = 1;
 }

@@ -35,7 +35,8 @@ void buildBackwardQuery(KernelBuilder &kb) {
     return values({kb.flush(acc, dQReserve)});
   }));
   Tile dQ = kb.withReserve(final[0], dQReserve);
-  kb.storeOwn(dQ * kb.scale(), Operand::dQ);
+  // Q's tile is free now: dQ leaves through it (on sm_90a by TMA, each warp its own rows).
+  kb.storeOwn(dQ * kb.scale(), Operand::dQ, /*through=*/Operand::q);
 }
 
 void buildBackwardKeyValue(KernelBuilder &kb) {
@@ -64,8 +65,9 @@ void buildBackwardKeyValue(KernelBuilder &kb) {
   }));
   Tile dK = kb.withReserve(final[0], dKReserve);
   Tile dV = kb.withReserve(final[1], dVReserve);
-  kb.storeOwn(dK * kb.scale(), Operand::dK);
-  kb.storeOwn(dV, Operand::dV);
+  // K's and V's tiles are free now: dK and dV leave through them.
+  kb.storeOwn(dK * kb.scale(), Operand::dK, /*through=*/Operand::k);
+  kb.storeOwn(dV, Operand::dV, /*through=*/Operand::v);
 }
 
 } // namespace flashbob::kernels

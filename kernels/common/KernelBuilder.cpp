@@ -314,9 +314,13 @@ Tile KernelBuilder::loadSweptRows(Operand operand, Value start) {
                                         rowOf(Side::query, n), b.getF32FloatAttr(0))};
 }
 
-void KernelBuilder::storeOwn(Value tile, Operand operand) {
+void KernelBuilder::storeOwn(Value tile, Operand operand, std::optional<Operand> through) {
   auto [start, bound] = ownRange(operand);
-  bob::StoreTileOp::create(b, tile, arg(operand), batch, ownHead, start, bound);
+  // Shared tiles hold the input type: an f32 output (a ring step's partial) stores directly.
+  const bool sameType = cast<MemRefType>(arg(operand).getType()).getElementType() == elementType();
+  Value staging = through && sameType ? shared(*through) : Value();
+  bob::StoreTileOp::create(b, tile, arg(operand), batch, ownHead, start, bound, staging,
+                           /*tensor_map=*/Value());
 }
 
 void KernelBuilder::storeOwnRows(Value rows, Operand operand) {

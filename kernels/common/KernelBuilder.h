@@ -15,6 +15,7 @@
 
 #include <array>
 #include <initializer_list>
+#include <optional>
 
 namespace flashbob::kernels {
 
@@ -112,8 +113,10 @@ public:
   Tile loadOwn(Operand operand);
   Tile loadOwnRows(Operand operand);
   Tile loadSweptRows(Operand operand, mlir::Value start);
-  // Stores of the block's own rows (rows past the sequence are not written).
-  void storeOwn(mlir::Value tile, Operand operand);
+  // Stores of the block's own rows (rows past the sequence are not written). `through`: an
+  // operand whose shared tile (of the block's own rows) the kernel no longer reads, which the
+  // store may stage the tile in (bob.store_tile `through`; on sm_90a a TMA store).
+  void storeOwn(mlir::Value tile, Operand operand, std::optional<Operand> through = {});
   void storeOwnRows(mlir::Value rows, Operand operand);
 
   // Types and constants.

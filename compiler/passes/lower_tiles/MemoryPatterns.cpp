@@ -167,6 +167,31 @@ void warpgroupBarrier(Emitter &e, const ThreadCoords &c) {
   NVVM::BarrierOp::create(e.b, TypeRange{}, id, e.i32(128), NVVM::BarrierReductionAttr(), Value());
 }
 
+// The barrier that orders readers of a shared tile before writes to it and writes before its
+// readers: row warpgroups read and write only their own rows (WarpRoles.h), so their own
+// warpgroup's; else the block's.
+void sharedTileBarrier(Emitter &e, const ThreadCoords &c, Operation *op) {
+  if (hasRowWarpgroups(getEnclosingSpec(op)))
+    warpgroupBarrier(e, c);
+  else
+    gpu::BarrierOp::create(e.b);
+}
+
+// The calling thread's element pairs of register tile `value` (shape `s`) into shared tile
+// `tile` (layout `layout`), rounded to `elem`.
+void writePairs(Emitter &e, const ThreadCoords &c, const layout::TileShape &s, Value value,
+                Value tile, const shared::Layout &layout, Type elem) {
+  Value colBase = e.threadColBase(c, s);
+  forEachOwnedRow(e, c, s, [&](Value row, int64_t mi, int64_t h) {
+    for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
+      Value pair = e.gather(value, {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
+      vector::StoreOp::create(e.b, truncPair(e, pair, elem), tile,
+                              e.sharedIndices(layout, row, e.addConst(colBase, ni * 8)), false,
+                              pairAlignment(elem));
+    }
+  });
+}
+
 // Register tile -> shared tile. The barrier before keeps readers of the tile's previous contents
 // ahead of the writes; the one after publishes them. Inside a run of stores (StoreRuns) only
 // the run's first store waits before and its last one publishes.
@@ -180,37 +205,28 @@ struct StoreSharedLowering : TilePattern<StoreSharedOp> {
     Type elem = op.getDst().getType().getElementType();
     shared::Layout layout = conv->layout(op.getDst().getType());
     ThreadCoords c = e.coords(conv);
-    Value colBase = e.threadColBase(c, s);
-    // Row warpgroups stage only their own rows, for their own products (WarpRoles.h).
-    const bool ownRows = hasRowWarpgroups(getEnclosingSpec(op));
-    auto barrier = [&] {
-      if (ownRows)
-        warpgroupBarrier(e, c);
-      else
-        gpu::BarrierOp::create(e.b);
-    };
     if (!runs.continuing.contains(op))
-      barrier();
-    forEachOwnedRow(e, c, s, [&](Value row, int64_t mi, int64_t h) {
-      for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
-        Value pair = e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
-        vector::StoreOp::create(e.b, truncPair(e, pair, elem), a.getDst(),
-                                e.sharedIndices(layout, row, e.addConst(colBase, ni * 8)), false,
-                                pairAlignment(elem));
-      }
-    });
+      sharedTileBarrier(e, c, op);
+    writePairs(e, c, s, a.getValue(), a.getDst(), layout, elem);
     if (!runs.continued.contains(op)) {
       publishToAsyncProxy(e, *conv);
-      barrier();
+      sharedTileBarrier(e, c, op);
     }
     rw.eraseOp(op);
     return success();
   }
 };
 
+// Register tile -> rows of a global tensor. Direct: every thread writes its element pairs, rows
+// past `bound` skipped. Staged (a tensor map from bob-use-tma): see lowerStaged.
 struct StoreTileLowering : TilePattern<StoreTileOp> {
   using TilePattern::TilePattern;
   LogicalResult lower(StoreTileOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+    if (op.getTensorMap()) {
+      lowerStaged(op, a, e);
+      rw.eraseOp(op);
+      return success();
+    }
     auto conv = converter();
     layout::TileShape s = conv->shape(op.getValue().getType());
     Type elem = cast<MemRefType>(op.getDst().getType()).getElementType();
@@ -231,6 +247,45 @@ struct StoreTileLowering : TilePattern<StoreTileOp> {
     });
     rw.eraseOp(op);
     return success();
+  }
+
+  // Through the staging tile by TMA, each warp on its own: once nobody reads the tile any more
+  // (the barrier a store to shared memory has before it), the warp writes its band of rows (by
+  // its columns) into the tile, makes the writes visible to the async proxy, and its lane 0
+  // stores the band one column block at a time, then waits until TMA has read the band (the
+  // block's shared memory must outlive the reads; the writes to global memory complete on
+  // their own). The map's sequence length clips rows past `bound`.
+  void lowerStaged(StoreTileOp op, OpAdaptor a, Emitter &e) const {
+    auto conv = converter();
+    layout::TileShape s = conv->shape(op.getValue().getType());
+    SharedTileType staging = op.getStaging().getType();
+    shared::Layout layout = conv->layout(staging);
+    Type elem = staging.getElementType();
+    ThreadCoords c = e.coords(conv);
+    sharedTileBarrier(e, c, op);
+    writePairs(e, c, s, a.getValue(), a.getStaging(), layout, elem);
+    publishToAsyncProxy(e, *conv);
+    NVVM::SyncWarpOp::create(e.b, e.i32(-1));
+    Value bandRow = e.mul(c.rowWarp, e.index(s.rowsPerWarp()));
+    Value firstCol = e.groupColBase(c, s);
+    Value desc = tmaDescriptor(e, a.getTensorMap(), layout, s.rowsPerWarp(), elem);
+    Value lane0 = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.lane, e.index(0));
+    e.ifThen(lane0, [&] {
+      for (int64_t j = 0; j < s.colsPerWarp() / layout.blockCols(); ++j) {
+        Value col = e.addConst(firstCol, j * layout.blockCols());
+        Value blockIndex = arith::DivUIOp::create(e.b, col, e.index(layout.blockCols()));
+        SmallVector<OpFoldResult> offsets = {blockIndex, bandRow, e.b.getIndexAttr(0)};
+        SmallVector<OpFoldResult> sizes = {e.b.getIndexAttr(1), e.b.getIndexAttr(s.rowsPerWarp()),
+                                           e.b.getIndexAttr(layout.blockCols())};
+        SmallVector<OpFoldResult> strides(3, e.b.getIndexAttr(1));
+        Value band = memref::SubViewOp::create(e.b, a.getStaging(), offsets, sizes, strides);
+        nvgpu::TmaAsyncStoreOp::create(
+            e.b, asTmaBox(e, band), desc,
+            ValueRange{col, e.add(a.getRow(), bandRow), a.getHead(), a.getBatch()}, Value());
+      }
+      NVVM::CpAsyncBulkCommitGroupOp::create(e.b);
+      NVVM::CpAsyncBulkWaitGroupOp::create(e.b, e.b.getI32IntegerAttr(0), e.b.getUnitAttr());
+    });
   }
 };
 

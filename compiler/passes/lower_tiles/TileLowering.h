@@ -139,6 +139,13 @@ struct TmaBarriers {
   bool producer = false;
 };
 mlir::LogicalResult prepareTmaBarriers(mlir::gpu::GPUFuncOp func, TmaBarriers &tma);
+// The nvgpu descriptor of tensor-map argument `map` whose box is boxRows x one column block of
+// `elem` tiles in `layout` (TmaPatterns.cpp).
+mlir::Value tmaDescriptor(Emitter &e, mlir::Value map, const shared::Layout &layout,
+                          int64_t boxRows, mlir::Type elem);
+// A 1 x rows x block columns subview of a swizzled tile as the 1 x 1 x rows x block columns box
+// a TMA copy moves.
+mlir::Value asTmaBox(Emitter &e, mlir::Value block);
 // Wait for the load in flight on barrier `bar` (an index) to complete.
 void waitTmaBarrier(Emitter &e, const TmaBarriers &tma, mlir::Value bar);
 // Wait for every async TMA load in flight (bob.wait_shared).

@@ -100,24 +100,14 @@ struct TmaLoadLowering : TilePattern<LoadSharedOp> {
       return rw.notifyMatchFailure(op, "TMA loads fill swizzled tiles only");
     const TmaBarriers::Batch &batch = tma.batches[tma.batchOf.lookup(op)];
     const bool first = batch.first == op.getOperation(), last = batch.last == op.getOperation();
-    MLIRContext *ctx = rw.getContext();
 
     // Nobody may still be reading the batch's tiles' previous contents (as for cp.async loads).
     if (first && !op.getAsync())
       gpu::BarrierOp::create(e.b);
     Value bar = barrierOf(e, rw, tma, batch.leaderTile);
 
-    // One box: 1 x 1 x rows x block columns of (batch, head, seq, head_dim), swizzled as the
-    // tile's blocks are. The map argument is a plain pointer (a descriptor-typed gpu.func
-    // argument does not legalize); the cast folds away once nvgpu is lowered.
-    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-    auto box = MemRefType::get({1, 1, layout.rows, layout.blockCols()}, tile.getElementType(),
-                               MemRefLayoutAttrInterface(), space);
-    auto descType = nvgpu::TensorMapDescriptorType::get(
-        ctx, box, swizzleKind(layout.swizzleBytes), nvgpu::TensorMapL2PromoKind::L2PROMO_NONE,
-        nvgpu::TensorMapOOBKind::OOB_ZERO, nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-    Value desc =
-        UnrealizedConversionCastOp::create(e.b, TypeRange{descType}, a.getTensorMap()).getResult(0);
+    // One box: the tile's rows by one column block.
+    Value desc = tmaDescriptor(e, a.getTensorMap(), layout, layout.rows, tile.getElementType());
 
     // The producer region runs on its issuing thread only (WarpSpecialization.cpp).
     const bool byProducer = tma.producer && op.getAsync();
@@ -132,8 +122,7 @@ struct TmaLoadLowering : TilePattern<LoadSharedOp> {
                                            e.b.getIndexAttr(layout.blockCols())};
         SmallVector<OpFoldResult> strides(3, e.b.getIndexAttr(1));
         Value block = memref::SubViewOp::create(e.b, a.getDst(), offsets, sizes, strides);
-        Value block4 = memref::ExpandShapeOp::create(
-            e.b, box.getShape(), block, SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}});
+        Value block4 = asTmaBox(e, block);
         Value col = e.index(j * layout.blockCols());
         nvgpu::TmaAsyncLoadOp::create(e.b, block4, tma.group, desc,
                                       ValueRange{col, a.getRow(), a.getHead(), a.getBatch()}, bar,
@@ -229,6 +218,29 @@ void formBatches(ArrayRef<LoadSharedOp> loads, TmaBarriers &tma) {
 }
 
 } // namespace
+
+Value tmaDescriptor(Emitter &e, Value map, const shared::Layout &layout, int64_t boxRows,
+                    Type elem) {
+  // A box is 1 x 1 x boxRows x block columns of (batch, head, seq, head_dim), swizzled as the
+  // tile's blocks are. The map argument is a plain pointer (a descriptor-typed gpu.func
+  // argument does not legalize); the cast folds away once nvgpu is lowered.
+  MLIRContext *ctx = e.b.getContext();
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto box = MemRefType::get({1, 1, boxRows, layout.blockCols()}, elem,
+                             MemRefLayoutAttrInterface(), space);
+  auto descType = nvgpu::TensorMapDescriptorType::get(
+      ctx, box, swizzleKind(layout.swizzleBytes), nvgpu::TensorMapL2PromoKind::L2PROMO_NONE,
+      nvgpu::TensorMapOOBKind::OOB_ZERO, nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  return UnrealizedConversionCastOp::create(e.b, TypeRange{descType}, map).getResult(0);
+}
+
+Value asTmaBox(Emitter &e, Value block) {
+  auto type = cast<MemRefType>(block.getType());
+  SmallVector<int64_t> shape = {1};
+  llvm::append_range(shape, type.getShape());
+  return memref::ExpandShapeOp::create(e.b, shape, block,
+                                       SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}});
+}
 
 void waitTmaBarrier(Emitter &e, const TmaBarriers &tma, Value bar) {
   Value phases = memref::LoadOp::create(e.b, tma.phases);

@@ -913,3 +913,38 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_q, head_dim = 64, block_
   %t = bob.load_local %r : !bob.ltile<64x64xf32> -> !bob.rtile<32x64xf32>
   bob.return
 }
+
+// -----
+
+// a staging tile of another shape than the stored tile
+bob.kernel @k(%o: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %s = bob.alloc_shared : !bob.smem<32x64xbf16>
+  %v = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{staging tile '!bob.smem<32x64xbf16>' and register tile '!bob.rtile<64x64xf32>' differ in shape}}
+  bob.store_tile %v, %o[%c0, %c0, %c0] bound %c0 through %s : !bob.rtile<64x64xf32>, memref<?x?x?x64xbf16>, !bob.smem<32x64xbf16>
+  bob.return
+}
+
+// -----
+
+// a staging tile of another element type than the destination
+bob.kernel @k(%o: memref<?x?x?x64xbf16>) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %s = bob.alloc_shared : !bob.smem<64x64xf16>
+  %v = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{staging tile element type 'f16' differs from the destination's 'bf16'}}
+  bob.store_tile %v, %o[%c0, %c0, %c0] bound %c0 through %s : !bob.rtile<64x64xf32>, memref<?x?x?x64xbf16>, !bob.smem<64x64xf16>
+  bob.return
+}
+
+// -----
+
+// a TMA store without a staging tile
+bob.kernel @k(%o: memref<?x?x?x64xbf16>, %m: !llvm.ptr) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %v = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{a TMA store needs a staging tile}}
+  "bob.store_tile"(%v, %o, %c0, %c0, %c0, %c0, %m) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1>}> : (!bob.rtile<64x64xf32>, memref<?x?x?x64xbf16>, index, index, index, index, !llvm.ptr) -> ()
+  bob.return
+}

@@ -71,3 +71,63 @@ bob.kernel @ampere(%a: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 6
   bob.load_shared %a[%c0, %c0, %c0] bound %n into %t : !T, !bob.smem<64x64xbf16>
   bob.return
 }
+
+// -----
+
+!T = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>
+
+// A store staged through a shared tile becomes a TMA store whose box is one warp's band: 8 warps
+// over 128 rows give bands of 16 rows by one 64-column block. A store without a staging tile
+// keeps the direct stores, and so does one whose bound is not a sequence length.
+// CHECK-LABEL: bob.kernel @staged
+// CHECK-SAME: (%[[Q:[^:]+]]: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>, %[[O:[^:]+]]: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>, %{{[^:]+}}: !llvm.ptr, %[[MO:[^:]+]]: !llvm.ptr)
+// CHECK-SAME: #bob.tensor_map<map = 3, tensor = 1, rows_of = 0, box_rows = 16, box_cols = 64, swizzle = 128, element_bytes = 2>]
+// CHECK: bob.store_tile %{{.+}}, %[[O]][{{.+}}] bound %{{.+}} through %{{.+}} tma %[[MO]] :
+// CHECK: bob.store_tile %{{.+}}, %[[O]][{{.+}}] bound %{{[^ ]+}} :
+// CHECK: bob.store_tile %{{.+}}, %[[O]][{{.+}}] bound %c100 through %{{[^ ]+}} :
+bob.kernel @staged(%q: !T, %o: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 128, block_m = 128, block_n = 128, warps = 8, stages = 2, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c100 = arith.constant 100 : index
+  %n = memref.dim %q, %c2 : !T
+  %qs = bob.alloc_shared : !bob.smem<128x128xbf16>
+  bob.load_shared %q[%c0, %c0, %c0] bound %n into %qs : !T, !bob.smem<128x128xbf16>
+  %v = bob.splat 1.0 : !bob.rtile<128x128xf32>
+  bob.store_tile %v, %o[%c0, %c0, %c0] bound %n through %qs : !bob.rtile<128x128xf32>, !T, !bob.smem<128x128xbf16>
+  bob.store_tile %v, %o[%c0, %c0, %c0] bound %n : !bob.rtile<128x128xf32>, !T
+  bob.store_tile %v, %o[%c0, %c0, %c0] bound %c100 through %qs : !bob.rtile<128x128xf32>, !T, !bob.smem<128x128xbf16>
+  bob.return
+}
+
+// -----
+
+!T = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+!W = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1]>>
+
+// Column groups: each warp stores its own columns, which must be whole column blocks. At d = 64
+// two groups own 32 columns each, half a 64-column block: direct stores. At d = 128 each owns
+// one block: a TMA store of 4 row warps' bands (16 rows of 64).
+// CHECK-LABEL: bob.kernel @narrow_groups
+// CHECK-NOT: tma
+// CHECK: bob.return
+bob.kernel @narrow_groups(%q: !T) attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %q, %c2 : !T
+  %qs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %v = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  bob.store_tile %v, %q[%c0, %c0, %c0] bound %n through %qs : !bob.rtile<64x64xf32>, !T, !bob.smem<64x64xbf16>
+  bob.return
+}
+// CHECK-LABEL: bob.kernel @wide_groups
+// CHECK-SAME: #bob.tensor_map<map = 1, tensor = 0, rows_of = 0, box_rows = 16, box_cols = 64, swizzle = 128, element_bytes = 2>]
+// CHECK: bob.store_tile {{.+}} through %{{.+}} tma
+bob.kernel @wide_groups(%q: !W) attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %q, %c2 : !W
+  %qs = bob.alloc_shared : !bob.smem<64x128xbf16>
+  %v = bob.splat 1.0 : !bob.rtile<64x128xf32>
+  bob.store_tile %v, %q[%c0, %c0, %c0] bound %n through %qs : !bob.rtile<64x128xf32>, !W, !bob.smem<64x128xbf16>
+  bob.return
+}
