@@ -7,6 +7,7 @@ line "compiling <kind> (i/n): <kernel>" to its DEBUG line "compiled <kernel>: ..
 against the precompile's wall time is what compiling at once saves.
 
     python3 bench/cold_start.py [--heads 16] [--seq 4096] [--head-dim 128] [--causal] [--profile]
+                                [--signature-ab]
 """
 
 import argparse
@@ -89,6 +90,28 @@ with torch.no_grad():
         per_call(lambda: fb.attention(*tiny), calls=500)
         profile.disable()
         report("tiny forwards", profile, "tottime")
+if args["signature_ab"]:
+    # An experiment on the op's host time, in one process: torch's Function.apply recomputes
+    # inspect.signature(forward) on every call; inspect returns a function's __signature__
+    # when it has one. Arms alternate (without, with, ...), three rounds; host time per call of
+    # the tiny forward and per warm step.
+    import inspect
+    forwards = [f.forward for f in (fb._AttentionFn, fb._BackwardFn, fb._BobFn)]
+    def cached(on):
+        for f in forwards:
+            if on:
+                f.__signature__ = inspect.signature(f)
+            else:
+                f.__dict__.pop("__signature__", None)
+    ab = {"without": {"forward_s": [], "step_s": []}, "with": {"forward_s": [], "step_s": []}}
+    for _ in range(3):
+        for arm in ("without", "with"):
+            cached(arm == "with")
+            with torch.no_grad():
+                ab[arm]["forward_s"].append(per_call(lambda: fb.attention(*tiny), calls=1000))
+            ab[arm]["step_s"].append(per_call(step, calls=50))
+    cached(False)
+    launch["signature_ab"] = ab
 compiles, ended = [], {}
 for stamp, message in events:
     if message.startswith("flashbob: compiling "):
@@ -117,6 +140,9 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--signature-ab", action="store_true",
+                    help="time the tiny forward and the warm step with and without each "
+                    "autograd.Function's forward signature cached (__signature__), alternated")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile the first step, 20 warm steps and the tiny forwards (to "
                     "stderr)")
@@ -140,6 +166,12 @@ def main():
     print(f"warm launch, forward of 1 x 1 x 128 x {args.head_dim} back to back (host time per "
           f"call): flashbob {disk['flashbob_forward_s'] * 1e6:.1f} us, SDPA "
           f"{disk['sdpa_forward_s'] * 1e6:.1f} us")
+    if args.signature_ab:
+        for arm, runs in disk["signature_ab"].items():
+            print(f"forward signature {'cached' if arm == 'with' else 'recomputed'} (3 rounds, "
+                  f"alternated): tiny forward "
+                  f"{', '.join(f'{t * 1e6:.1f}' for t in runs['forward_s'])} us; warm step "
+                  f"{', '.join(f'{t * 1e3:.3f}' for t in runs['step_s'])} ms")
 
 
 if __name__ == "__main__":
