@@ -268,20 +268,21 @@ struct StoreTileLowering : TilePattern<StoreTileOp> {
     NVVM::SyncWarpOp::create(e.b, e.i32(-1));
     Value bandRow = e.mul(c.rowWarp, e.index(s.rowsPerWarp()));
     Value firstCol = e.groupColBase(c, s);
+    Value firstBlock = arith::DivUIOp::create(e.b, firstCol, e.index(layout.blockCols()));
+    Value row = e.add(a.getRow(), bandRow);
     Value desc = tmaDescriptor(e, a.getTensorMap(), layout, s.rowsPerWarp(), elem);
     Value lane0 = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, c.lane, e.index(0));
     e.ifThen(lane0, [&] {
       for (int64_t j = 0; j < s.colsPerWarp() / layout.blockCols(); ++j) {
-        Value col = e.addConst(firstCol, j * layout.blockCols());
-        Value blockIndex = arith::DivUIOp::create(e.b, col, e.index(layout.blockCols()));
-        SmallVector<OpFoldResult> offsets = {blockIndex, bandRow, e.b.getIndexAttr(0)};
+        SmallVector<OpFoldResult> offsets = {e.addConst(firstBlock, j), bandRow,
+                                             e.b.getIndexAttr(0)};
         SmallVector<OpFoldResult> sizes = {e.b.getIndexAttr(1), e.b.getIndexAttr(s.rowsPerWarp()),
                                            e.b.getIndexAttr(layout.blockCols())};
         SmallVector<OpFoldResult> strides(3, e.b.getIndexAttr(1));
         Value band = memref::SubViewOp::create(e.b, a.getStaging(), offsets, sizes, strides);
-        nvgpu::TmaAsyncStoreOp::create(
-            e.b, asTmaBox(e, band), desc,
-            ValueRange{col, e.add(a.getRow(), bandRow), a.getHead(), a.getBatch()}, Value());
+        Value col = e.addConst(firstCol, j * layout.blockCols());
+        nvgpu::TmaAsyncStoreOp::create(e.b, asTmaBox(e, band), desc,
+                                       ValueRange{col, row, a.getHead(), a.getBatch()}, Value());
       }
       NVVM::CpAsyncBulkCommitGroupOp::create(e.b);
       NVVM::CpAsyncBulkWaitGroupOp::create(e.b, e.b.getI32IntegerAttr(0), e.b.getUnitAttr());

@@ -19,11 +19,11 @@
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.bar.warp.sync %c-1_i32
 // CHECK: %[[BAND:.+]] = arith.muli %[[WARP]], %c16
+// CHECK: %[[ROW:.+]] = arith.addi %{{.+}}, %[[BAND]] : index
 // CHECK: %[[DESC:.+]] = builtin.unrealized_conversion_cast %[[MO]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<1x1x16x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[LANE]], %c0
 // CHECK: scf.if %[[FIRST]] {
 // CHECK: memref.subview %{{.+}}[%{{.+}}, %[[BAND]], 0] [1, 16, 64] [1, 1, 1]
-// CHECK: %[[ROW:.+]] = arith.addi %{{.+}}, %[[BAND]] : index
 // CHECK: nvgpu.tma.async.store %{{.+}} to %[[DESC]][%{{.+}}, %[[ROW]], %{{.+}}, %{{.+}}] : memref<1x1x16x64xbf16, strided<[4096, 4096, 64, 1], offset: ?>
 // CHECK: nvgpu.tma.async.store %{{.+}} to %[[DESC]]
 // CHECK-NEXT: nvvm.cp.async.bulk.commit.group
