@@ -36,6 +36,7 @@ operator, which autograd never sees: the saved inputs are the caller's tensors);
 the current stream.
 """
 
+import inspect
 from typing import Optional
 
 import torch
@@ -453,6 +454,14 @@ class _BobFn(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, *tangents):
         _bob_grad(ctx)
+
+
+# torch's Function.apply binds forward's arguments through inspect.signature(forward) on every
+# call of a Function with setup_context; inspect returns a function's __signature__ as it is, so
+# the signature is computed once here instead (bench/NOTES.md "Warm host overhead").
+for _fn in (_AttentionFn, _BackwardFn, _BobFn):
+    _fn.forward.__signature__ = inspect.signature(_fn.forward)
+del _fn
 
 
 def _tangents(tangents, like):
