@@ -99,12 +99,14 @@ if args["signature_ab"]:
     import inspect
     forwards = [f.forward for f in (fb._AttentionFn, fb._BackwardFn, fb._BobFn)]
     as_imported = {f: f.__dict__.get("__signature__") for f in forwards}
+    def put(f, signature):
+        if signature is None:
+            f.__dict__.pop("__signature__", None)
+        else:
+            f.__signature__ = signature
     def cached(on):
         for f in forwards:
-            if on:
-                f.__signature__ = inspect.signature(f)
-            else:
-                f.__dict__.pop("__signature__", None)
+            put(f, inspect.signature(f) if on else None)
     ab = {"without": {"forward_s": [], "step_s": []}, "with": {"forward_s": [], "step_s": []}}
     for _ in range(3):
         for arm in ("without", "with"):
@@ -113,10 +115,7 @@ if args["signature_ab"]:
                 ab[arm]["forward_s"].append(per_call(lambda: fb.attention(*tiny), calls=1000))
             ab[arm]["step_s"].append(per_call(step, calls=50))
     for f, signature in as_imported.items():
-        if signature is None:
-            f.__dict__.pop("__signature__", None)
-        else:
-            f.__signature__ = signature
+        put(f, signature)
     launch["signature_ab"] = ab
 compiles, ended = [], {}
 for stamp, message in events:
