@@ -4,17 +4,15 @@
 // directory behind because it holds something other than plain files, never leaving half a file
 // behind when a write fails (a full disk).
 //
-// The ...At forms work relative to an open directory descriptor (AT_FDCWD: the current
-// directory), so that a directory checked once is the one used afterwards: no path is resolved
-// again, and renaming or replacing a directory on the way cannot redirect them. `shown` is the
-// path their messages name.
+// Everything works relative to an open directory descriptor (TrustedDirectory), so that a
+// directory checked once is the one used afterwards: no path is resolved again, and renaming or
+// replacing a directory on the way cannot redirect anything. `shown` is the path messages name.
 #pragma once
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
-#include <fcntl.h>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -59,9 +57,6 @@ std::error_code readDirectoryAt(int dirFd, std::vector<std::string> &names);
 // "<shown>: not a regular file (FIFO)", "<shown>: 300000000 B, more than the 268435456 B bound".
 llvm::Expected<std::string> readRegularFileAt(int dirFd, llvm::StringRef name, uint64_t maxBytes,
                                               llvm::StringRef shown);
-inline llvm::Expected<std::string> readRegularFile(llvm::StringRef path, uint64_t maxBytes) {
-  return readRegularFileAt(AT_FDCWD, path, maxBytes, path);
-}
 
 // Creates `name` in `dirFd` (it must not exist: never through a link, never over another file),
 // mode 0666 less the umask, and writes `bytes` to it. Every write and the close are checked: on
@@ -91,8 +86,5 @@ bool touchRegularFileAt(int dirFd, llvm::StringRef name);
 // `shown`. True when it is gone.
 bool removeTreeAt(int dirFd, llvm::StringRef name, llvm::StringRef shown,
                   std::vector<std::string> &failures);
-inline bool removeTree(llvm::StringRef path, std::vector<std::string> &failures) {
-  return removeTreeAt(AT_FDCWD, path, path, failures);
-}
 
 } // namespace flashbob::runtime
