@@ -4,11 +4,9 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
-#include <cerrno>
 #include <cstdio>
 #include <grp.h>
 #include <pwd.h>
-#include <system_error>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,13 +40,6 @@ std::optional<gid_t> userPrivateGroup() {
   if (!g || userName != g->gr_name)
     return std::nullopt;
   return primary;
-}
-
-std::optional<std::string> untrustedReason(const std::string &path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return "stat(" + path + "): " + std::error_code(errno, std::generic_category()).message();
-  return untrustedReason(st.st_mode, st.st_uid, st.st_gid, ::geteuid(), userPrivateGroup());
 }
 
 std::string perUserTempDirectory() {

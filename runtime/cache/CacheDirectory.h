@@ -1,6 +1,7 @@
 // Whether a cache directory may be trusted: entries in it become GPU code in this process and
 // tuning records choose kernels, so only this user (and root, who can do anything anyway) may be
-// able to write there. docs/cache-threat-model.md says what this does and does not cover.
+// able to write there. TrustedDirectory applies this to a directory it has opened.
+// docs/cache-threat-model.md says what this does and does not cover.
 #pragma once
 
 #include <optional>
@@ -14,10 +15,6 @@ namespace flashbob::runtime {
 // group unless that group is `privateGroup` (the user's own group, which nobody else is in).
 std::optional<std::string> untrustedReason(mode_t mode, uid_t owner, gid_t group, uid_t user,
                                            std::optional<gid_t> privateGroup);
-
-// The reason for the directory at `path` (followed if a link) and this process's user, or an
-// error message of the call that failed ("stat(<path>): ...").
-std::optional<std::string> untrustedReason(const std::string &path);
 
 // The calling user's private group: their primary group when it carries their name (the "user
 // private group" scheme, where umask 002 makes new directories group-writable harmlessly).

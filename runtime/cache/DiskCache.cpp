@@ -1,6 +1,7 @@
 #include "runtime/cache/DiskCache.h"
 #include "runtime/cache/CacheDirectory.h"
 #include "runtime/cache/SafeFile.h"
+#include "runtime/cache/TrustedDirectory.h"
 
 #include "support/Errors.h"
 #include "support/Json.h"
@@ -13,16 +14,15 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
+#include <cerrno>
 #include <cstdlib>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,10 +35,6 @@ namespace {
 
 llvm::Error failure(const llvm::Twine &what) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
-}
-
-llvm::Error failure(const llvm::Twine &call, std::error_code ec) {
-  return llvm::createStringError(ec, call + ": " + ec.message());
 }
 
 std::string sha256Hex(llvm::StringRef bytes) {
@@ -57,39 +53,23 @@ bool isPlainFileName(llvm::StringRef name) {
          !name.contains('\0') && name != DiskCache::MetadataFileName;
 }
 
-llvm::Error writeFile(llvm::StringRef filePath, llvm::StringRef bytes) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(filePath, ec, fs::OF_None);
-  if (ec)
-    return failure("open " + filePath, ec);
-  os << bytes;
-  os.close();
-  if (os.has_error()) {
-    ec = os.error();
-    os.clear_error();
-    return failure("write " + filePath, ec);
-  }
-  // No fsync: a file cut short by a power loss fails its checksum and the entry is dropped.
-  return llvm::Error::success();
-}
-
 // Bounds on what lookup and list read: a planted link to /dev/zero or a huge file is refused by
 // its size, not read until memory runs out. metadata.json holds the key text and a few records;
 // a stage file (PTX, LLVM IR of a large kernel) stays far below 256 MiB.
 constexpr uint64_t kMaxMetadataBytes = 1 << 20;
 constexpr uint64_t kMaxStageFileBytes = uint64_t(256) << 20;
 
-// lstat, not stat: a symbolic link (or anything else) where a directory belongs is no entry.
-bool isRealDirectory(llvm::StringRef p) {
-  fs::file_status status;
-  return !fs::status(p, status, /*follow=*/false) &&
-         status.type() == fs::file_type::directory_file;
-}
+std::string errnoMessage(int error) { return std::error_code(error, std::generic_category()).message(); }
 
-llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
-  llvm::SmallString<256> metaPath(entryDir);
-  path::append(metaPath, DiskCache::MetadataFileName);
-  llvm::Expected<std::string> text = readRegularFile(metaPath, kMaxMetadataBytes);
+std::string under(llvm::StringRef dir, llvm::StringRef name) { return (dir + "/" + name).str(); }
+
+// Everything below works on descriptors of directories already opened (`entry`, `shard`);
+// the paths passed beside them only name things in messages.
+
+llvm::Expected<llvm::json::Object> readMetadata(int entry, llvm::StringRef entryShown) {
+  const std::string metaPath = under(entryShown, DiskCache::MetadataFileName);
+  llvm::Expected<std::string> text =
+      readRegularFileAt(entry, DiskCache::MetadataFileName, kMaxMetadataBytes, metaPath);
   if (!text)
     return text.takeError();
   llvm::Expected<llvm::json::Value> value = support::parseJson(*text);
@@ -102,9 +82,9 @@ llvm::Expected<llvm::json::Object> readMetadata(llvm::StringRef entryDir) {
 }
 
 // Reads and verifies one entry directory; any error means "damaged or not this key".
-llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef key,
+llvm::Expected<CacheEntry> readEntry(int entry, llvm::StringRef entryDir, llvm::StringRef key,
                                      llvm::StringRef keyText) {
-  llvm::Expected<llvm::json::Object> meta = readMetadata(entryDir);
+  llvm::Expected<llvm::json::Object> meta = readMetadata(entry, entryDir);
   if (!meta)
     return meta.takeError();
   if (meta->getInteger("format") != DiskCache::FormatVersion)
@@ -118,10 +98,10 @@ llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef k
   if (!files || !callerMeta)
     return failure(entryDir + ": metadata.json lacks files or metadata");
 
-  CacheEntry entry;
-  entry.key = key.str();
-  entry.keyText = keyText.str();
-  entry.metadata = *callerMeta;
+  CacheEntry result;
+  result.key = key.str();
+  result.keyText = keyText.str();
+  result.metadata = *callerMeta;
   llvm::StringSet<> seen;
   for (const llvm::json::Value &f : *files) {
     const llvm::json::Object *record = f.getAsObject();
@@ -130,43 +110,34 @@ llvm::Expected<CacheEntry> readEntry(llvm::StringRef entryDir, llvm::StringRef k
     std::optional<llvm::StringRef> sha = record ? record->getString("sha256") : std::nullopt;
     if (!name || !size || !sha || !isPlainFileName(*name) || !seen.insert(*name).second)
       return failure(entryDir + ": bad file record in metadata.json");
-    llvm::SmallString<256> filePath(entryDir);
-    path::append(filePath, *name);
+    const std::string filePath = under(entryDir, *name);
     if (*size < 0 || uint64_t(*size) > kMaxStageFileBytes)
       return failure(filePath + ": size in metadata.json out of range");
     // Bounded by the recorded size: a longer file is damaged, whatever it is.
-    llvm::Expected<std::string> bytes = readRegularFile(filePath, uint64_t(*size));
+    llvm::Expected<std::string> bytes = readRegularFileAt(entry, *name, uint64_t(*size), filePath);
     if (!bytes)
       return bytes.takeError();
     if (bytes->size() != uint64_t(*size) || sha256Hex(*bytes) != *sha)
       return failure(filePath + ": SHA-256 differs from metadata.json");
-    entry.files.push_back({name->str(), std::move(*bytes)});
+    result.files.push_back({name->str(), std::move(*bytes)});
   }
-  return entry;
+  return result;
 }
 
-// Removes an entry without ever showing a half-deleted one: first an atomic rename out of the
-// way, then the slow delete. Best effort: a read-only cache keeps its damaged entry (still a miss).
-// removeTree never follows a link (a link where an entry belongs is removed itself, never what
-// it points to) and unlinks FIFOs and sockets too (fs::remove refuses them, which left the
-// .trash-* directory behind).
-void discard(llvm::StringRef entryDir) {
-  llvm::SmallString<256> trash;
-  fs::createUniquePath(entryDir + ".trash-%%%%%%%%", trash, /*MakeAbsolute=*/false);
+// Removes `name` in the shard without ever showing a half-deleted entry: first an atomic rename
+// out of the way, then the slow delete. Best effort: a read-only cache keeps its damaged entry
+// (still a miss). removeTreeAt never follows a link (a link where an entry belongs is removed
+// itself, never what it points to) and unlinks FIFOs and sockets too.
+void discard(int shard, llvm::StringRef name, llvm::StringRef shardShown) {
   // The trash name ends in ".trash-..." so list() and lookup never take it for an entry.
-  llvm::StringRef victim = fs::rename(entryDir, trash) ? entryDir : llvm::StringRef(trash);
+  const std::string trash = randomName((name + ".trash-").str());
+  const std::string victim =
+      ::renameat(shard, name.str().c_str(), shard, trash.c_str()) == 0 ? trash : name.str();
   std::vector<std::string> failures;
-  if (!removeTree(victim, failures))
-    support::log(support::LogLevel::Debug,
-                 "flashbob cache: could not remove " + victim + ": " + failures.front());
-}
-
-// Marks an entry used now (its metadata.json's modification time), for least-recently-used
-// pruning. Best effort: in a cache of another user's entries the time stays as it was.
-void markUsed(llvm::StringRef entryDir) {
-  llvm::SmallString<256> metaPath(entryDir);
-  path::append(metaPath, DiskCache::MetadataFileName);
-  (void)touchRegularFile(metaPath);
+  if (!removeTreeAt(shard, victim, under(shardShown, victim), failures))
+    support::log(support::LogLevel::Debug, "flashbob cache: could not remove " +
+                                               under(shardShown, victim) + ": " +
+                                               failures.front());
 }
 
 std::string shortKey(llvm::StringRef key) { return key.take_front(16).str(); }
@@ -215,11 +186,11 @@ std::string DiskCache::defaultDirectory() {
 
 std::string DiskCache::keyFor(llvm::StringRef keyText) { return sha256Hex(keyText); }
 
-std::string DiskCache::entryPath(llvm::StringRef key) const {
-  llvm::SmallString<256> p(directory_);
-  path::append(p, key.take_front(2), key);
-  return p.str().str();
+std::string DiskCache::shardPath(llvm::StringRef key) const {
+  return under(directory_, key.take_front(2));
 }
+
+std::string DiskCache::entryPath(llvm::StringRef key) const { return under(shardPath(key), key); }
 
 namespace {
 // One line per process, not per cache object or per kernel: a read-only home would otherwise
@@ -241,36 +212,32 @@ void DiskCache::degradeLocked(const llvm::Twine &reason) {
 DiskCache::DirState DiskCache::openLocked(bool create) {
   if (state_ != DirState::Unknown)
     return state_;
-  if (!fs::exists(directory_)) {
-    if (!create)
-      return DirState::Unknown; // nothing to read; decided when something is stored
-    // 0700: entries become GPU code in this process; nobody else needs to read or write them.
-    if (std::error_code ec = fs::create_directories(directory_, /*IgnoreExisting=*/true,
-                                                    fs::owner_all)) {
-      degradeLocked("create_directories: " + ec.message());
-      return state_;
-    }
-  }
-  // stat, not lstat: a link to a directory of this user's (a cache moved to another disk) is
-  // fine; what it points to is checked.
-  struct stat st;
-  if (::stat(directory_.c_str(), &st) != 0) {
-    degradeLocked("stat: " + std::error_code(errno, std::generic_category()).message());
+  return adoptLocked(TrustedDirectory::open(directory_, create));
+}
+
+DiskCache::DirState DiskCache::adoptLocked(TrustedDirectory dir) {
+  switch (dir.status()) {
+  case TrustedDirectory::Status::Missing:
+    return DirState::Unknown; // nothing to read; decided when something is stored
+  case TrustedDirectory::Status::NotDirectory:
+  case TrustedDirectory::Status::Unusable:
+    degradeLocked(dir.reason());
     return state_;
-  }
-  if (!S_ISDIR(st.st_mode)) { // create_directories accepts an existing file of that name
-    degradeLocked("not a directory");
-    return state_;
-  }
-  if (std::optional<std::string> why = untrustedReason(st.st_mode, st.st_uid, st.st_gid, ::geteuid(), userPrivateGroup())) {
+  case TrustedDirectory::Status::Untrusted: {
     state_ = DirState::Refused;
     static std::atomic<bool> warned{false};
-    warnOnce(warned, "flashbob: warning: kernel cache directory " + directory_ + " is not used: it is " +
-             *why + "; it must belong to this user and be writable by nobody else (chmod 700); "
-             "caching in memory only");
+    warnOnce(warned, "flashbob: warning: kernel cache directory " + directory_ +
+                         " is not used: it is " + dir.reason() +
+                         "; it must belong to this user and be writable by nobody else (chmod "
+                         "700); caching in memory only");
     return state_;
   }
-  if (std::error_code ec = fs::access(directory_, fs::AccessMode::Write)) {
+  case TrustedDirectory::Status::Opened:
+    break;
+  }
+  // From here on only this descriptor is used, never the path.
+  root_ = std::move(dir);
+  if (std::error_code ec = root_.writeAccess()) {
     // Read-only but ours: its entries may still be used.
     degradeLocked("access: " + ec.message());
     state_ = DirState::ReadOnly;
@@ -280,20 +247,64 @@ DiskCache::DirState DiskCache::openLocked(bool create) {
   return state_;
 }
 
+bool DiskCache::hasMarkerLocked() const {
+  struct stat st;
+  return root_.isOpen() &&
+         ::fstatat(root_.fd(), MarkerFileName.data(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISREG(st.st_mode);
+}
+
+std::string DiskCache::unmarkedMessage() const {
+  return directory_ + " has no " + MarkerFileName.str() +
+         " marker, so flashbob did not write it as a cache; nothing removed (a cache of an older "
+         "flashbob gets the marker on its next store)";
+}
+
 void DiskCache::markLocked() {
   if (marked_)
     return;
-  // The marker tells clear() that this directory is a cache it may empty: it removes nothing
-  // elsewhere. Written on the first store, not on a lookup: looking into a directory does not
-  // make it ours. Best effort: without it the cache works, only clear() refuses.
-  llvm::SmallString<256> marker(directory_);
-  path::append(marker, MarkerFileName);
-  fs::file_status markerStatus;
-  if (fs::status(marker, markerStatus, /*follow=*/false))
-    if (llvm::Error e = writeFile(marker, "This directory is a FlashBoB kernel cache: `flashbob "
-                                          "cache clear` removes only the entries it wrote.\n"))
+  // The marker tells clear() and prune() that this directory is a cache they may empty: they
+  // remove nothing elsewhere. Written on the first store, not on a lookup: looking into a
+  // directory does not make it ours. Best effort: without it the cache works, only clear() and
+  // prune() refuse.
+  struct stat st;
+  if (::fstatat(root_.fd(), MarkerFileName.data(), &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+      errno == ENOENT)
+    if (llvm::Error e = writeNewFileAt(root_.fd(), MarkerFileName,
+                                       "This directory is a FlashBoB kernel cache: `flashbob "
+                                       "cache clear` removes only the entries it wrote.\n",
+                                       under(directory_, MarkerFileName)))
       llvm::consumeError(std::move(e));
   marked_ = true;
+}
+
+ScopedFd DiskCache::openShardLocked(llvm::StringRef key, bool create, std::string *error) {
+  const std::string name = key.take_front(2).str();
+  ScopedFd shard = openDirectoryAt(root_.fd(), name);
+  if (shard)
+    return shard;
+  int why = errno;
+  if (why == ENOTDIR) {
+    // A link, file or FIFO where the shard belongs: removed itself (never followed), so that
+    // this store, or the next, puts the shard back instead of failing on every run.
+    if (::unlinkat(root_.fd(), name.c_str(), 0) == 0) {
+      support::log(support::LogLevel::Debug,
+                   "flashbob cache: removed " + shardPath(key) + ": not a directory");
+      why = ENOENT;
+    } else {
+      why = errno;
+    }
+  }
+  if (why == ENOENT && create) {
+    if (::mkdirat(root_.fd(), name.c_str(), 0700) == 0 || errno == EEXIST) {
+      if ((shard = openDirectoryAt(root_.fd(), name)))
+        return shard;
+    }
+    why = errno;
+  }
+  if (error)
+    *error = "open(" + shardPath(key) + "): " + errnoMessage(why);
+  return shard;
 }
 
 bool DiskCache::writable() {
@@ -321,23 +332,24 @@ DiskCache::lookup(llvm::StringRef keyText,
   if (DirState state = openLocked(/*create=*/false);
       state != DirState::Writable && state != DirState::ReadOnly)
     return std::nullopt;
-  std::string entryDir = entryPath(key);
-  if (!fs::exists(entryDir) && !fs::is_symlink_file(entryDir))
+  // Not through a link, neither the shard nor the entry: the files read below must be the
+  // cache's own.
+  ScopedFd shard = openShardLocked(key, /*create=*/false, nullptr);
+  if (!shard)
     return std::nullopt;
-  // Not through a link, neither the entry nor its shard: the files read below must be the
-  // cache's own. A link or file where the shard belongs is removed itself (never followed).
-  if (llvm::StringRef shard = path::parent_path(entryDir); !isRealDirectory(shard)) {
-    discard(shard);
-    support::log(support::LogLevel::Debug,
-                 "flashbob cache: removed " + shard + ": not a directory");
+  const std::string entryDir = entryPath(key);
+  ScopedFd entryFd = openDirectoryAt(shard.get(), key);
+  const int openError = entryFd ? 0 : errno;
+  if (openError == ENOENT)
     return std::nullopt;
-  }
   llvm::Expected<CacheEntry> entry =
-      isRealDirectory(entryDir) ? readEntry(entryDir, key, keyText)
-                                : llvm::Expected<CacheEntry>(failure(entryDir + ": not a directory"));
+      entryFd ? readEntry(entryFd.get(), entryDir, key, keyText)
+              : llvm::Expected<CacheEntry>(failure(
+                    entryDir + ": " + (openError == ENOTDIR ? std::string("not a directory")
+                                                            : errnoMessage(openError))));
   if (!entry) {
     std::string why = llvm::toString(entry.takeError());
-    discard(entryDir);
+    discard(shard.get(), key, shardPath(key));
     support::log(support::LogLevel::Debug,
                  "flashbob cache: removed damaged entry " + shortKey(key) + " (" + why + ")");
     return std::nullopt;
@@ -348,10 +360,12 @@ DiskCache::lookup(llvm::StringRef keyText,
       support::log(support::LogLevel::Warning,
                    "flashbob: warning: kernel cache entry " + entryDir + " not used (" +
                        llvm::toString(std::move(e)) + "); removed, the kernel is recompiled");
-      discard(entryDir);
+      discard(shard.get(), key, shardPath(key));
       return std::nullopt;
     }
-  markUsed(entryDir);
+  // Marks the entry used now, for least-recently-used pruning. Best effort: in a cache of
+  // another user's entries the time stays as it was.
+  (void)touchRegularFileAt(entryFd.get(), MetadataFileName);
   support::log(support::LogLevel::Debug, "flashbob cache: hit " + shortKey(key) + " in " +
                                              directory_);
   return std::move(*entry);
@@ -377,24 +391,35 @@ llvm::Error validateStore(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> fil
   return llvm::Error::success();
 }
 
-// Builds the entry in a temporary directory beside its final place, then renames it in.
-llvm::Error storeOnDisk(llvm::StringRef entryDir, llvm::StringRef key, llvm::StringRef keyText,
-                        llvm::ArrayRef<CacheFile> files, const llvm::json::Object &callerMeta) {
-  llvm::StringRef shard = path::parent_path(entryDir);
-  if (std::error_code ec = fs::create_directories(shard))
-    return failure("create_directories " + shard, ec);
-  llvm::SmallString<256> temp;
+} // namespace
+
+// Builds the entry in a temporary directory beside its final place, then renames it in; all of
+// it relative to the shard's descriptor, which is never a link.
+llvm::Error DiskCache::storeOnDiskLocked(llvm::StringRef key, llvm::StringRef keyText,
+                                         llvm::ArrayRef<CacheFile> files,
+                                         const llvm::json::Object &callerMeta) {
+  std::string error;
+  ScopedFd shard = openShardLocked(key, /*create=*/true, &error);
+  if (!shard)
+    return failure(error);
+  const std::string shardDir = shardPath(key), entryDir = entryPath(key);
   // A leading dot and a suffix keep a leftover (crashed) temporary from ever looking like an entry.
-  if (std::error_code ec = fs::createUniqueDirectory(shard + "/." + key + ".tmp", temp))
-    return failure("createUniqueDirectory in " + shard, ec);
-  llvm::scope_exit removeTemp(
-      [&] { (void)fs::remove_directories(temp, /*IgnoreErrors=*/true); });
+  llvm::Expected<std::string> temp =
+      makeUniqueDirectoryAt(shard.get(), "." + key.str() + ".tmp-", shardDir);
+  if (!temp)
+    return temp.takeError();
+  const std::string tempDir = under(shardDir, *temp);
+  llvm::scope_exit removeTemp([&] {
+    std::vector<std::string> ignored; // a leftover is harmless: clear() removes it
+    (void)removeTreeAt(shard.get(), *temp, tempDir, ignored);
+  });
+  ScopedFd tempFd = openDirectoryAt(shard.get(), *temp);
+  if (!tempFd)
+    return failure("open(" + tempDir + "): " + errnoMessage(errno));
 
   llvm::json::Array records;
   for (const CacheFile &f : files) {
-    llvm::SmallString<256> filePath(temp);
-    path::append(filePath, f.name);
-    if (llvm::Error e = writeFile(filePath, f.bytes))
+    if (llvm::Error e = writeNewFileAt(tempFd.get(), f.name, f.bytes, under(tempDir, f.name)))
       return e;
     records.push_back(llvm::json::Object{{"name", f.name},
                                          {"size", int64_t(f.bytes.size())},
@@ -408,32 +433,33 @@ llvm::Error storeOnDisk(llvm::StringRef entryDir, llvm::StringRef key, llvm::Str
   std::string metaText;
   llvm::raw_string_ostream(metaText) << llvm::formatv("{0:2}", llvm::json::Value(std::move(meta)))
                                      << "\n";
-  llvm::SmallString<256> metaPath(temp);
-  path::append(metaPath, DiskCache::MetadataFileName);
-  if (llvm::Error e = writeFile(metaPath, metaText))
+  if (llvm::Error e = writeNewFileAt(tempFd.get(), MetadataFileName, metaText,
+                                     under(tempDir, MetadataFileName)))
     return e;
 
   // rename(2) refuses to replace a non-empty directory, so exactly one process gets its entry in.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::error_code ec = fs::rename(temp, entryDir);
-    if (!ec)
+    if (::renameat(shard.get(), temp->c_str(), shard.get(), key.str().c_str()) == 0)
       return llvm::Error::success();
-    if (!fs::exists(entryDir))
-      return failure("rename " + temp + " to " + entryDir, ec);
-    // Another process won the race: keep its entry if it is sound, else replace it once.
-    llvm::Expected<CacheEntry> existing = readEntry(entryDir, key, keyText);
-    if (existing)
-      return llvm::Error::success();
-    llvm::consumeError(existing.takeError());
-    discard(entryDir);
+    const int renameError = errno;
+    struct stat st;
+    if (::fstatat(shard.get(), key.str().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return failure("rename(" + tempDir + ", " + entryDir + "): " + errnoMessage(renameError));
+    // Another process won the race: keep its entry if it is sound, else (or if something else
+    // is in the way) replace it once.
+    if (ScopedFd existing = openDirectoryAt(shard.get(), key)) {
+      llvm::Expected<CacheEntry> sound = readEntry(existing.get(), entryDir, key, keyText);
+      if (sound)
+        return llvm::Error::success();
+      llvm::consumeError(sound.takeError());
+    }
+    discard(shard.get(), key, shardDir);
   }
   // Still losing to someone storing the same key; their entry stands.
-  if (fs::is_directory(entryDir))
+  if (openDirectoryAt(shard.get(), key))
     return llvm::Error::success();
-  return failure("rename " + temp + " to " + entryDir + ": gave up after retrying");
+  return failure("rename(" + tempDir + ", " + entryDir + "): gave up after retrying");
 }
-
-} // namespace
 
 llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files,
                              llvm::json::Object metadata) {
@@ -443,15 +469,15 @@ llvm::Error DiskCache::store(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> 
   std::lock_guard<std::mutex> lock(mutex_);
   if (openLocked(/*create=*/true) == DirState::Writable) {
     markLocked();
-    llvm::Error e = storeOnDisk(entryPath(key), key, keyText, files, metadata);
+    llvm::Error e = storeOnDiskLocked(key, keyText, files, metadata);
     if (!e) {
       support::log(support::LogLevel::Debug, "flashbob cache: stored " + shortKey(key) + " in " +
                                                  directory_);
       pruneLocked(key);
       return llvm::Error::success();
     }
-    // One entry failed (a full disk, a stray file where its shard belongs): the directory stays
-    // in use for the others; this one is kept in memory.
+    // One entry failed (a full disk, a file size limit): the directory stays in use for the
+    // others; this one is kept in memory.
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
       support::log(support::LogLevel::Warning,
@@ -472,27 +498,39 @@ std::vector<ListedEntry> DiskCache::list() {
   return listLocked(/*withSummaries=*/true);
 }
 
+namespace {
+llvm::sys::TimePoint<> modificationTime(const struct stat &st) {
+  return llvm::sys::toTimePoint(st.st_mtim.tv_sec, uint32_t(st.st_mtim.tv_nsec));
+}
+} // namespace
+
 std::vector<ListedEntry> DiskCache::listLocked(bool withSummaries) {
   std::vector<ListedEntry> result;
-  std::error_code ec;
-  for (fs::directory_iterator shard(directory_, ec, /*follow_symlinks=*/false), end;
-       !ec && shard != end; shard.increment(ec)) {
-    llvm::StringRef shardName = path::filename(shard->path());
-    if (shard->type() != fs::file_type::directory_file || !isLowerHex(shardName, 2))
+  std::vector<std::string> shards;
+  if (!root_.isOpen() || readDirectoryAt(root_.fd(), shards))
+    return result;
+  for (const std::string &shardName : shards) {
+    if (!isLowerHex(shardName, 2))
       continue;
-    std::error_code innerEc;
-    for (fs::directory_iterator it(shard->path(), innerEc, false); !innerEc && it != end;
-         it.increment(innerEc)) {
-      llvm::StringRef key = path::filename(it->path());
-      if (it->type() != fs::file_type::directory_file || !isLowerHex(key, 64) ||
-          !key.starts_with(shardName))
+    ScopedFd shard = openDirectoryAt(root_.fd(), shardName); // not a link, file or FIFO
+    std::vector<std::string> keys;
+    if (!shard || readDirectoryAt(shard.get(), keys))
+      continue;
+    const std::string shardDir = under(directory_, shardName);
+    for (const std::string &key : keys) {
+      if (!isLowerHex(key, 64) || !llvm::StringRef(key).starts_with(shardName))
         continue;
+      ScopedFd entry = openDirectoryAt(shard.get(), key);
+      struct stat dirStatus;
+      if (!entry || ::fstat(entry.get(), &dirStatus) != 0)
+        continue;
+      const std::string entryDir = under(shardDir, key);
       ListedEntry listed;
-      listed.key = key.str();
+      listed.key = key;
       // Pruning needs sizes and times only: parsing every metadata.json after each store would
       // cost more than the walk.
       if (withSummaries) {
-        llvm::Expected<llvm::json::Object> meta = readMetadata(it->path());
+        llvm::Expected<llvm::json::Object> meta = readMetadata(entry.get(), entryDir);
         if (meta) {
           const llvm::json::Object *callerMeta = meta->getObject("metadata");
           std::optional<llvm::StringRef> name =
@@ -504,21 +542,18 @@ std::vector<ListedEntry> DiskCache::listLocked(bool withSummaries) {
           listed.summary = "(damaged: unreadable metadata.json)";
         }
       }
-      fs::file_status dirStatus;
-      if (!fs::status(it->path(), dirStatus, /*follow=*/false))
-        listed.modified = dirStatus.getLastModificationTime();
-      llvm::SmallString<256> metaPath(it->path());
-      path::append(metaPath, MetadataFileName);
-      fs::file_status metaStatus;
-      listed.lastUsed = fs::status(metaPath, metaStatus, /*follow=*/false)
-                            ? listed.modified
-                            : metaStatus.getLastModificationTime();
-      std::error_code fileEc;
-      for (fs::directory_iterator f(it->path(), fileEc, false); !fileEc && f != end;
-           f.increment(fileEc)) {
-        fs::file_status st;
-        if (!fs::status(f->path(), st, /*follow=*/false) && st.type() == fs::file_type::regular_file)
-          listed.bytes += st.getSize();
+      listed.modified = modificationTime(dirStatus);
+      struct stat metaStatus;
+      listed.lastUsed = ::fstatat(entry.get(), MetadataFileName.data(), &metaStatus,
+                                  AT_SYMLINK_NOFOLLOW) == 0
+                            ? modificationTime(metaStatus)
+                            : listed.modified;
+      std::vector<std::string> files;
+      (void)readDirectoryAt(entry.get(), files);
+      for (const std::string &f : files) {
+        struct stat st;
+        if (::fstatat(entry.get(), f.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+          listed.bytes += uint64_t(st.st_size);
       }
       result.push_back(std::move(listed));
     }
@@ -537,6 +572,12 @@ PruneResult DiskCache::prune(llvm::StringRef keepKey) {
 
 PruneResult DiskCache::pruneLocked(llvm::StringRef keepKey) {
   PruneResult removed;
+  // As clear(): in a directory the cache never marked, what looks like entries may be anything
+  // of the user's.
+  if (!hasMarkerLocked()) {
+    removed.refused = unmarkedMessage();
+    return removed;
+  }
   if (maxBytes_ == 0)
     return removed;
   // listLocked walks only real entry directories (two-hex shard / 64-hex key, no symbolic
@@ -555,7 +596,8 @@ PruneResult DiskCache::pruneLocked(llvm::StringRef keepKey) {
       break;
     if (e.key == keepKey)
       continue;
-    discard(entryPath(e.key));
+    if (ScopedFd shard = openDirectoryAt(root_.fd(), llvm::StringRef(e.key).take_front(2)))
+      discard(shard.get(), e.key, shardPath(e.key));
     total -= e.bytes;
     ++removed.entries;
     removed.bytes += e.bytes;
@@ -582,50 +624,48 @@ bool isCacheWrittenName(llvm::StringRef name, llvm::StringRef shardName) {
   }
   return isLowerHex(key, 64) && key.starts_with(shardName);
 }
+
 } // namespace
 
 llvm::Expected<ClearResult> DiskCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   memory_.clear();
   ClearResult result;
-  if (!fs::exists(directory_))
-    return result; // nothing there
-  DirState state = openLocked(/*create=*/false);
-  if (state == DirState::Refused || state == DirState::Unwritable)
+  if (state_ == DirState::Unknown) {
+    TrustedDirectory dir = TrustedDirectory::open(directory_, /*create=*/false);
+    // Nothing there, or a file where the directory (or one above it) would be: nothing to clear.
+    if (dir.status() == TrustedDirectory::Status::Missing ||
+        dir.status() == TrustedDirectory::Status::NotDirectory)
+      return result;
+    adoptLocked(std::move(dir));
+  }
+  if (state_ == DirState::Refused || state_ == DirState::Unwritable)
     return failure(directory_ + " is not used as a kernel cache (see the warning above); nothing "
                                 "removed");
-  llvm::SmallString<256> marker(directory_);
-  path::append(marker, MarkerFileName);
-  fs::file_status markerStatus;
-  if (fs::status(marker, markerStatus, /*follow=*/false) ||
-      markerStatus.type() != fs::file_type::regular_file)
-    return failure(directory_ + " has no " + MarkerFileName +
-                   " marker, so flashbob did not write it as a cache; nothing removed (a cache "
-                   "of an older flashbob gets the marker on its next store)");
-  std::error_code ec;
-  for (fs::directory_iterator shard(directory_, ec, /*follow_symlinks=*/false), end;
-       !ec && shard != end; shard.increment(ec)) {
-    llvm::StringRef shardName = path::filename(shard->path());
-    if (shard->type() != fs::file_type::directory_file || !isLowerHex(shardName, 2))
+  if (!hasMarkerLocked())
+    return failure(unmarkedMessage());
+  std::vector<std::string> shards;
+  if (std::error_code ec = readDirectoryAt(root_.fd(), shards))
+    result.failures.push_back("read directory(" + directory_ + "): " + ec.message());
+  for (const std::string &shardName : shards) {
+    if (!isLowerHex(shardName, 2))
       continue;
-    std::vector<std::string> ours;
-    std::error_code innerEc;
-    for (fs::directory_iterator it(shard->path(), innerEc, false); !innerEc && it != end;
-         it.increment(innerEc))
-      if (isCacheWrittenName(path::filename(it->path()), shardName))
-        ours.push_back(it->path());
-    if (innerEc) {
-      result.failures.push_back("read directory(" + shard->path() + "): " + innerEc.message());
+    ScopedFd shard = openDirectoryAt(root_.fd(), shardName); // a link is no shard: left alone
+    if (!shard)
+      continue;
+    const std::string shardDir = under(directory_, shardName);
+    std::vector<std::string> names;
+    if (std::error_code ec = readDirectoryAt(shard.get(), names)) {
+      result.failures.push_back("read directory(" + shardDir + "): " + ec.message());
       continue;
     }
-    for (const std::string &p : ours)
-      if (removeTree(p, result.failures) && isLowerHex(path::filename(p), 64))
+    for (const std::string &n : names)
+      if (isCacheWrittenName(n, shardName) &&
+          removeTreeAt(shard.get(), n, under(shardDir, n), result.failures) && isLowerHex(n, 64))
         ++result.entries;
     // The shard goes only when nothing else is left in it; a user's file keeps it.
-    (void)fs::remove(shard->path(), /*IgnoreNonExisting=*/true);
+    (void)::unlinkat(root_.fd(), shardName.c_str(), AT_REMOVEDIR);
   }
-  if (ec)
-    result.failures.push_back("read directory(" + directory_ + "): " + ec.message());
   return result;
 }
 

@@ -11,11 +11,18 @@
 // change the output (spec, options, versions of the project, compiler, LLVM and ptxas, arch).
 // The text itself is stored too and compared on lookup, so a mismatch never returns a kernel.
 //
+// The directory is opened once (TrustedDirectory: checked on its descriptor) and everything
+// after that goes through descriptors, never through the path again, never through a link: a
+// link or file where a shard or entry belongs is removed itself, never followed.
+//
 // Size: after each store the entries are kept under a bound (FLASHBOB_CACHE_MAX_MB, default
 // 2048) by removing the least recently used ones; a hit marks an entry used by setting its
 // metadata.json's modification time. Only entry directories are ever removed, never through a
-// symbolic link, never anything else in the directory.
+// symbolic link, never anything else in the directory, and only in a directory the cache
+// marked as its own.
 #pragma once
+
+#include "runtime/cache/TrustedDirectory.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -65,10 +72,11 @@ struct ClearResult {
   std::vector<std::string> failures;
 };
 
-// What prune() removed.
+// What prune() removed, or why it removed nothing at all.
 struct PruneResult {
   size_t entries = 0;
   uint64_t bytes = 0;
+  std::optional<std::string> refused; // the directory has no marker: nothing was looked at
 };
 
 class DiskCache {
@@ -86,7 +94,8 @@ public:
   // FLASHBOB_CACHE_DIR (support/Knobs.h: the environment or flashbob_set_cache_dir) if set and
   // non-empty, else $XDG_CACHE_HOME/flashbob, else $HOME/.cache/flashbob (home from the
   // password database when HOME is unset), else <temp>/flashbob-cache-<uid>. Whichever it is,
-  // it is created 0700 and used only if it belongs to this user and nobody else can write it.
+  // it is created 0700 and used only if it belongs to this user and nobody else can write it
+  // (and, if a symbolic link, only if the link is this user's too).
   static std::string defaultDirectory();
   static DiskCache fromEnvironment() { return DiskCache(defaultDirectory()); }
 
@@ -124,10 +133,11 @@ public:
   // shard left empty; anything else (files of the user's, also inside a shard) stays. Only in a
   // directory that holds the cache's marker file (written when the cache first writes there):
   // elsewhere an error and nothing removed, as in a directory refused as someone else's. A
-  // missing directory has nothing to clear.
+  // missing directory, or a file where it (or a directory above it) would be, has nothing to
+  // clear.
   llvm::Expected<ClearResult> clear();
 
-  // Marks a directory the cache writes, so that clear() knows it is one.
+  // Marks a directory the cache writes, so that clear() and prune() know it is one.
   static constexpr llvm::StringLiteral MarkerFileName = ".flashbob-cache";
 
   // The size bound in bytes (0: none); FLASHBOB_CACHE_MAX_MB MiB unless set here.
@@ -136,7 +146,8 @@ public:
 
   // Removes least recently used entries until the entries total at most maxBytes(); the entry
   // of `keepKey` stays even if it alone is larger. Entries being built or removed by another
-  // process (hidden temporaries) are neither counted nor touched.
+  // process (hidden temporaries) are neither counted nor touched. Like clear(), only in a
+  // directory with the cache's marker: elsewhere nothing is removed and `refused` says why.
   PruneResult prune(llvm::StringRef keepKey = "");
 
 private:
@@ -147,14 +158,27 @@ private:
   // Decides once whether the directory may be used, creating it (0700) when `create`; on
   // failure switches to memory only with one warning. Unknown: it does not exist (and !create).
   DirState openLocked(bool create);
+  // The same for a directory just opened (or not) by TrustedDirectory::open.
+  DirState adoptLocked(TrustedDirectory dir);
   // Writes the marker file clear() looks for, once per object.
   void markLocked();
+  bool hasMarkerLocked() const;
+  std::string unmarkedMessage() const;
   void degradeLocked(const llvm::Twine &reason);
+  // The shard directory of `key`, opened relative to root_; a non-directory in its place is
+  // removed, and with `create` the shard is made. Invalid on failure (`error` says why).
+  ScopedFd openShardLocked(llvm::StringRef key, bool create, std::string *error);
+  llvm::Error storeOnDiskLocked(llvm::StringRef key, llvm::StringRef keyText,
+                                llvm::ArrayRef<CacheFile> files,
+                                const llvm::json::Object &callerMeta);
+  // Paths for messages only; files are reached through root_.
+  std::string shardPath(llvm::StringRef key) const;
   std::string entryPath(llvm::StringRef key) const;
   std::vector<ListedEntry> listLocked(bool withSummaries);
   PruneResult pruneLocked(llvm::StringRef keepKey);
 
   std::string directory_;
+  TrustedDirectory root_; // open once the state is Writable or ReadOnly
   uint64_t maxBytes_ = 0;
   std::mutex mutex_;
   DirState state_ = DirState::Unknown;

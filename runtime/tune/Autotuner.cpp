@@ -1,6 +1,5 @@
 #include "runtime/tune/Autotuner.h"
 
-#include "runtime/cache/CacheDirectory.h"
 #include "runtime/cache/SafeFile.h"
 
 #include "support/Json.h"
@@ -8,16 +7,18 @@
 #include "support/Log.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace flashbob::runtime {
 
@@ -29,40 +30,62 @@ support::LogLevel detailLevel() {
 }
 } // namespace
 
-Autotuner::Autotuner(std::string storeDir) : storeDir_(std::move(storeDir)) {}
+namespace {
+// The records' directory inside its parent (the cache directory): each opened once and checked
+// on its descriptor, the records' directory never through a link.
+struct StoreDirectory {
+  TrustedDirectory parent, store;
+};
 
-bool Autotuner::storeUsableLocked() {
-  if (storeDir_.empty())
-    return false;
-  if (store_ != Store::Unknown)
-    return store_ == Store::Usable;
-  store_ = Store::Unusable;
-  std::string why;
-  if (std::error_code ec = llvm::sys::fs::create_directories(storeDir_, /*IgnoreExisting=*/true,
-                                                             llvm::sys::fs::owner_all))
-    why = "create_directories: " + ec.message();
-  else if (std::optional<std::string> untrusted = untrustedReason(storeDir_))
-    why = *untrusted;
-  if (why.empty()) {
-    store_ = Store::Usable;
-    return true;
-  }
-  static std::atomic<bool> warned{false};
-  if (!warned.exchange(true))
-    support::log(support::LogLevel::Warning, "flashbob: warning: tuning records in " + storeDir_ +
-                                                 " not used (" + why +
-                                                 "); tuning results kept in memory only");
-  return false;
+StoreDirectory openStore(llvm::StringRef storeDir, bool create) {
+  llvm::StringRef parentPath = llvm::sys::path::parent_path(storeDir);
+  StoreDirectory result;
+  result.parent = TrustedDirectory::open(parentPath.empty() ? "." : parentPath, create);
+  result.store = TrustedDirectory::openAt(result.parent, llvm::sys::path::filename(storeDir),
+                                          storeDir, create);
+  return result;
 }
 
-std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const {
+// The file name of a record: a hash of the key and the candidate list.
+std::string recordName(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) {
   llvm::SHA256 hash;
   hash.update(key);
   for (const std::string &c : candidates) {
     hash.update("\n");
     hash.update(c);
   }
-  std::string name = llvm::toHex(hash.final(), /*LowerCase=*/true) + ".json";
+  return llvm::toHex(hash.final(), /*LowerCase=*/true) + ".json";
+}
+} // namespace
+
+Autotuner::Autotuner(std::string storeDir) : storeDir_(std::move(storeDir)) {
+  // "<cache>/autotune/" names the same directory as "<cache>/autotune".
+  while (storeDir_.size() > 1 && storeDir_.back() == '/')
+    storeDir_.pop_back();
+}
+
+bool Autotuner::storeUsableLocked() {
+  if (storeDir_.empty())
+    return false;
+  if (state_ != Store::Unknown)
+    return state_ == Store::Usable;
+  state_ = Store::Unusable;
+  StoreDirectory opened = openStore(storeDir_, /*create=*/true);
+  if (opened.store.isOpen()) {
+    store_ = std::move(opened.store);
+    state_ = Store::Usable;
+    return true;
+  }
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    support::log(support::LogLevel::Warning, "flashbob: warning: tuning records in " + storeDir_ +
+                                                 " not used (" + opened.store.reason() +
+                                                 "); tuning results kept in memory only");
+  return false;
+}
+
+std::string Autotuner::recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const {
+  std::string name = recordName(key, candidates);
   if (storeDir_.empty())
     return name;
   llvm::SmallString<256> path(storeDir_);
@@ -75,11 +98,11 @@ namespace {
 // deeply nested one (AutotunerTest).
 constexpr uint64_t kMaxRecordBytes = 4 << 20;
 
-std::optional<std::string> readWinner(const std::string &path, llvm::StringRef key,
-                                      llvm::ArrayRef<std::string> candidates) {
+std::optional<std::string> readWinner(int store, llvm::StringRef name, llvm::StringRef path,
+                                      llvm::StringRef key, llvm::ArrayRef<std::string> candidates) {
   // Not through a link, not a FIFO (which would block), not past a bound (a link to /dev/zero):
   // a record is a few hundred bytes. Anything else is a miss; the new record replaces it.
-  llvm::Expected<std::string> text = readRegularFile(path, kMaxRecordBytes);
+  llvm::Expected<std::string> text = readRegularFileAt(store, name, kMaxRecordBytes, path);
   if (!text) {
     support::log(support::LogLevel::Debug,
                  "flashbob autotune: record not used: " + llvm::toString(text.takeError()));
@@ -107,16 +130,23 @@ std::optional<std::string> readWinner(const std::string &path, llvm::StringRef k
   return winner->str();
 }
 
-// llvm::writeToOutput writes a temporary file and renames it: readers never see half a record;
-// concurrent writers both succeed. Unwritable: the winner stays in memory (said at Debug level).
-void writeRecord(const std::string &path, const llvm::json::Value &record) {
-  (void)llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path));
-  if (llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", record) << "\n";
-        return llvm::Error::success();
-      }))
-    support::log(support::LogLevel::Debug, "flashbob autotune: record not written: " +
-                                               llvm::toString(std::move(e)));
+// Written whole under a temporary name, then renamed over the record: readers never see half a
+// record and concurrent writers both succeed. Every write is checked (not llvm::writeToOutput,
+// whose stream ends the process on a write error such as a full disk); a failed write leaves
+// nothing behind.
+llvm::Error writeRecord(int store, llvm::StringRef storeDir, llvm::StringRef name,
+                        const llvm::json::Value &record) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", record) << "\n";
+  llvm::Expected<std::string> temp = writeUniqueFileAt(store, (name + ".tmp-").str(), text, storeDir);
+  if (!temp)
+    return temp.takeError();
+  if (::renameat(store, temp->c_str(), store, name.str().c_str()) == 0)
+    return llvm::Error::success();
+  const std::error_code ec(errno, std::generic_category());
+  (void)::unlinkat(store, temp->c_str(), 0);
+  return llvm::createStringError(ec, "rename(" + storeDir + "/" + *temp + ", " + storeDir + "/" +
+                                         name + "): " + ec.message());
 }
 } // namespace
 
@@ -130,13 +160,14 @@ llvm::Expected<TuneResult> Autotuner::tune(
                                    "autotune: no candidates for " + name);
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string path = recordPath(key, candidates);
+  const std::string fileName = recordName(key, candidates);
   for (auto &[p, w] : memory_)
     if (p == path)
       return TuneResult{w, {}, true};
   const support::LogLevel detail = detailLevel();
   const bool usable = storeUsableLocked();
   if (usable)
-    if (auto winner = readWinner(path, key, candidates)) {
+    if (auto winner = readWinner(store_.fd(), fileName, path, key, candidates)) {
       support::log(detail, "flashbob autotune: " + name + ": reusing " + *winner + " (" + path +
                                ")");
       memory_.emplace_back(path, *winner);
@@ -191,37 +222,69 @@ llvm::Expected<TuneResult> Autotuner::tune(
   for (auto &[name, ms] : result.medianMs)
     times.push_back(llvm::json::Object{{"candidate", name}, {"median_ms", ms}});
   if (usable)
-    writeRecord(path, llvm::json::Object{{"key", key},
-                                         {"candidates", std::move(names)},
-                                         {"winner", result.winner},
-                                         {"times", std::move(times)}});
+    if (llvm::Error e = writeRecord(store_.fd(), storeDir_, fileName,
+                                    llvm::json::Object{{"key", key},
+                                                       {"candidates", std::move(names)},
+                                                       {"winner", result.winner},
+                                                       {"times", std::move(times)}})) {
+      // A full disk: the choice holds for this process, and the next one tunes again.
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        support::log(support::LogLevel::Warning,
+                     "flashbob: warning: tuning record " + path + " not written (" +
+                         llvm::toString(std::move(e)) + "); the choice is kept in memory for "
+                                                        "this process");
+      else
+        llvm::consumeError(std::move(e));
+    }
   memory_.emplace_back(path, result.winner);
   return result;
 }
 
-size_t Autotuner::clearRecords(llvm::StringRef storeDir, std::vector<std::string> &failures) {
-  namespace fs = llvm::sys::fs;
-  // The names recordPath gives, and llvm::writeToOutput's temporaries beside them.
+size_t Autotuner::clearRecords(llvm::StringRef storeDirRef, std::vector<std::string> &failures) {
+  std::string storeDir = storeDirRef.str();
+  while (storeDir.size() > 1 && storeDir.back() == '/')
+    storeDir.pop_back();
+  StoreDirectory opened = openStore(storeDir, /*create=*/false);
+  switch (opened.store.status()) {
+  case TrustedDirectory::Status::Missing:
+  case TrustedDirectory::Status::NotDirectory:
+    return 0; // nothing there to clear
+  case TrustedDirectory::Status::Unusable:
+  case TrustedDirectory::Status::Untrusted:
+    // Never through a link (its target is not the cache's), never in a directory someone else
+    // may have filled.
+    failures.push_back(storeDir + ": not cleared (" + opened.store.reason() + ")");
+    return 0;
+  case TrustedDirectory::Status::Opened:
+    break;
+  }
+  const int store = opened.store.fd();
+  // The names recordName gives and the temporaries of their writes (".tmp-" now; an older
+  // flashbob's llvm::writeToOutput left ".temp-stream-").
   auto isRecordName = [](llvm::StringRef name) {
     llvm::StringRef hex = name.take_front(64);
     llvm::StringRef rest = name.drop_front(hex.size());
     return hex.size() == 64 && llvm::all_of(hex, llvm::isHexDigit) &&
-           (rest == ".json" || rest.starts_with(".json.temp-stream-"));
+           (rest == ".json" || rest.starts_with(".json.tmp-") ||
+            rest.starts_with(".json.temp-stream-"));
   };
-  std::vector<std::string> records;
-  std::error_code ec;
-  for (fs::directory_iterator it(storeDir, ec, /*follow_symlinks=*/false), end;
-       !ec && it != end; it.increment(ec))
-    if (it->type() != fs::file_type::directory_file &&
-        isRecordName(llvm::sys::path::filename(it->path())))
-      records.push_back(it->path());
-  if (ec && ec != std::errc::no_such_file_or_directory)
-    failures.push_back("read directory(" + storeDir.str() + "): " + ec.message());
+  std::vector<std::string> names;
+  if (std::error_code ec = readDirectoryAt(store, names))
+    failures.push_back("read directory(" + storeDir + "): " + ec.message());
   size_t removed = 0;
-  for (const std::string &r : records)
-    if (removeTree(r, failures) && !llvm::StringRef(r).contains(".temp-stream-"))
+  for (const std::string &n : names) {
+    struct stat st;
+    if (!isRecordName(n) ||
+        (::fstatat(store, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)))
+      continue;
+    if (removeTreeAt(store, n, storeDir + "/" + n, failures) &&
+        llvm::StringRef(n).ends_with(".json"))
       ++removed;
-  (void)fs::remove(storeDir, /*IgnoreNonExisting=*/true); // only if empty
+  }
+  // Only if empty: other files keep it.
+  (void)::unlinkat(opened.parent.fd(), llvm::sys::path::filename(storeDir).str().c_str(),
+                   AT_REMOVEDIR);
   return removed;
 }
 

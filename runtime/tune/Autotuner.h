@@ -10,6 +10,8 @@
 // FLASHBOB_PRINT_AUTOTUNING is on (stderr by default), else at Debug level (log callbacks only).
 #pragma once
 
+#include "runtime/cache/TrustedDirectory.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -29,9 +31,13 @@ struct TuneResult {
 
 class Autotuner {
 public:
-  // `storeDir` holds one JSON file per tuning key (empty: remember in memory only). It is
-  // created 0700 and used only if this user owns it and nobody else can write it (else one
-  // warning, and records stay in memory): a record chooses which kernels run.
+  // `storeDir` holds one JSON file per tuning key (empty: remember in memory only). A record
+  // chooses which kernels run, so the directory is trusted like the kernel cache it lives in:
+  // its parent (the cache directory) is opened and checked as the cache's
+  // (TrustedDirectory::open), and `storeDir`, created 0700, is opened inside it, never through
+  // a link, and used only if this user owns it and nobody else can write it (else one warning,
+  // and records stay in memory). Opened once, on first use; records are read and written
+  // through that descriptor, never through the path again.
   explicit Autotuner(std::string storeDir);
 
   // `key` names everything the winner depends on (problem class, GPU, compiler build). The
@@ -46,16 +52,20 @@ public:
   std::string recordPath(llvm::StringRef key, llvm::ArrayRef<std::string> candidates) const;
 
   // Removes the records in `storeDir` (<64 hex>.json and leftover temporaries of their writes),
-  // then the directory if nothing else is left; other files stay. Returns how many records it
-  // removed; appends "<call>(<path>): <reason>" for each it could not remove.
+  // then the directory if nothing else is left; other files stay. `storeDir` is opened as the
+  // tuner opens it: one that is a symbolic link, another user's or writable by others is left
+  // alone (said in `failures`); a missing one, or a file in its place, has nothing to clear.
+  // Returns how many records it removed; appends "<call>(<path>): <reason>" for each thing it
+  // could not remove.
   static size_t clearRecords(llvm::StringRef storeDir, std::vector<std::string> &failures);
 
 private:
-  // Whether storeDir_ may be read and written; decided on first use.
+  // Whether storeDir_ may be read and written; decided (and opened) on first use.
   bool storeUsableLocked();
 
   std::string storeDir_;
-  enum class Store { Unknown, Usable, Unusable } store_ = Store::Unknown;
+  enum class Store { Unknown, Usable, Unusable } state_ = Store::Unknown;
+  TrustedDirectory store_; // open while state_ is Usable
   std::mutex mutex_;
   std::vector<std::pair<std::string, std::string>> memory_; // record path -> winner
 };

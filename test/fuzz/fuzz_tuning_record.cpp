@@ -27,14 +27,14 @@ const char kKey[] = "bwd_q d=64 bf16 causal sm_90a";
 const std::vector<std::string> kCandidates = {"64x64", "128x64", "64x128"};
 constexpr int kRepeats = 1; // tune() runs each candidate kRepeats + 1 times (one warm-up)
 
-std::string storeDir;
+std::string cacheDir, storeDir; // the records' directory is cacheDir/autotune, as in a cache
 
 [[noreturn]] void finding(const char *what) {
   std::fprintf(stderr, "fuzz_tuning_record: %s\n", what);
   std::abort();
 }
 
-void removeStoreDir() { (void)fs::remove_directories(storeDir, /*IgnoreErrors=*/true); }
+void removeStoreDir() { (void)fs::remove_directories(cacheDir, /*IgnoreErrors=*/true); }
 
 // Candidate i takes 3 - i ms: the last one is the fastest.
 runtime::TuneResult tuneOnce(size_t &measured) {
@@ -61,8 +61,15 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
                  ec.message().c_str());
     std::exit(1);
   }
-  storeDir = std::string(dir);
+  cacheDir = std::string(dir);
+  storeDir = cacheDir + "/autotune";
   std::atexit(removeStoreDir);
+  if (std::error_code ec = fs::create_directory(storeDir, /*IgnoreExisting=*/false,
+                                                fs::owner_all)) {
+    std::fprintf(stderr, "fuzz_tuning_record: cannot create %s: %s\n", storeDir.c_str(),
+                 ec.message().c_str());
+    std::exit(1);
+  }
   return 0;
 }
 

@@ -21,3 +21,15 @@ config.environment["HOME"] = config.test_exec_root
 
 if os.path.exists(os.path.join(config.cuda_root, "bin", "ptxas")):
     config.available_features.add("ptxas")
+
+# A full disk without filling one: a tiny tmpfs mounted in a private mount namespace, gone with
+# the process that mounted it. Needs the privilege to mount (root, or user namespaces).
+import shutil, subprocess, tempfile
+if shutil.which("unshare"):
+    probe = tempfile.mkdtemp(prefix="flashbob-lit-tmpfs-")
+    mounted = subprocess.run(["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs",
+                              "-o", "size=4k", "flashbob-probe", probe],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    os.rmdir(probe)
+    if mounted:
+        config.available_features.add("private-tmpfs")

@@ -3,6 +3,7 @@
 // unusable directory degrades to memory with one warning.
 #include "runtime/cache/CacheDirectory.h"
 #include "runtime/cache/DiskCache.h"
+#include "runtime/cache/TrustedDirectory.h"
 #include "support/Knobs.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -17,8 +18,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <fcntl.h>
+#include <memory>
 #include <set>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -847,27 +851,219 @@ TEST_CASE("without a home the default cache is per user", "[cache]") {
   CHECK_THAT(dir, Catch::EndsWith("/flashbob-cache-" + std::to_string(::geteuid())));
 }
 
+// A full disk (here a file size limit: the same failed write, EFBIG instead of ENOSPC) fails one
+// store: a warning, the entry kept in memory, nothing half-written left behind, and the
+// directory stays in use for the entries after it.
 TEST_CASE("a failed store keeps the directory in use for other entries", "[cache]") {
   TempDir tmp;
   DiskCache cache(tmp.sub("cache"));
   storeOk(cache, "first", sampleFiles("a"), sampleMeta("a"));
-  // Two keys in different shards; a regular file where the first one's shard belongs.
-  std::string blocked = "blocked 0", later = "later 0";
-  for (int i = 1; DiskCache::keyFor(blocked).substr(0, 2) == DiskCache::keyFor(later).substr(0, 2) ||
-                  DiskCache::keyFor(blocked).substr(0, 2) == DiskCache::keyFor("first").substr(0, 2);
-       ++i)
-    blocked = "blocked " + std::to_string(i);
-  const std::string shard = path::parent_path(entryDir(cache, blocked)).str();
-  writeBytes(shard, "in the way");
+  const std::string blocked = "blocked", later = "later";
 
   std::string warnings = capturingStderr(tmp, [&] {
+    struct rlimit saved, limit;
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    limit = saved;
+    limit.rlim_cur = 1000; // less than the sample cubin
+    void (*savedHandler)(int) = ::signal(SIGXFSZ, SIG_IGN); // EFBIG, not death
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
     storeOk(cache, blocked, sampleFiles("b"), sampleMeta("b"));
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &saved) == 0);
+    ::signal(SIGXFSZ, savedHandler);
     storeOk(cache, later, sampleFiles("c"), sampleMeta("c"));
   });
   CHECK(cache.writable());
   CHECK(cache.lookup(blocked)); // from memory
+  CHECK(!DiskCache(tmp.sub("cache")).lookup(blocked));
+  // Nothing of it on disk: no entry, no temporary with a partial file.
+  const std::string blockedKey = DiskCache::keyFor(blocked);
+  for (const std::string &name : filesIn(tmp.sub("cache", blockedKey.substr(0, 2))))
+    CHECK_THAT(name, !Catch::Contains(blockedKey));
   CHECK(DiskCache(tmp.sub("cache")).lookup(later)); // on disk
-  CHECK_THAT(warnings, Catch::Contains("could not store") && !Catch::Contains("not writable"));
+  CHECK_THAT(warnings, Catch::Contains("could not store " + blockedKey.substr(0, 16)) &&
+                           Catch::Contains("File too large") && !Catch::Contains("not writable"));
+}
+
+// A regular file or FIFO where a shard belongs made every store of its keys fail (a warning and
+// a recompile on every run): it is removed, never followed or read, and the shard made again.
+TEST_CASE("a file or FIFO where a shard belongs is removed, so the next run hits", "[cache]") {
+  ::alarm(60); // a FIFO must never block: fail instead of hanging the suite
+  for (bool fifo : {false, true}) {
+    INFO((fifo ? "a FIFO" : "a regular file"));
+    TempDir tmp;
+    storeOk(*std::make_unique<DiskCache>(tmp.sub("cache")), "first", sampleFiles("a"),
+            sampleMeta("a"));
+    const std::string keyText = "blocked key";
+    const std::string key = DiskCache::keyFor(keyText);
+    const std::string shard = tmp.sub("cache", key.substr(0, 2));
+    (void)fs::remove_directories(shard);
+    if (fifo)
+      REQUIRE(::mkfifo(shard.c_str(), 0600) == 0);
+    else
+      writeBytes(shard, "in the way");
+
+    std::string warnings = capturingStderr(tmp, [&] {
+      DiskCache run(tmp.sub("cache")); // the first run: a miss, compiles and stores
+      CHECK(!run.lookup(keyText));
+      storeOk(run, keyText, sampleFiles("b"), sampleMeta("b"));
+    });
+    CHECK(warnings.empty());
+    CHECK(fs::is_directory(shard));
+    CHECK(DiskCache(tmp.sub("cache")).lookup(keyText)); // the next run hits
+
+    // The same without a lookup first: the store itself makes room.
+    (void)fs::remove_directories(shard);
+    if (fifo)
+      REQUIRE(::mkfifo(shard.c_str(), 0600) == 0);
+    else
+      writeBytes(shard, "in the way");
+    storeOk(*std::make_unique<DiskCache>(tmp.sub("cache")), keyText, sampleFiles("b"),
+            sampleMeta("b"));
+    CHECK(DiskCache(tmp.sub("cache")).lookup(keyText));
+  }
+  ::alarm(0);
+}
+
+// A store created the shard with create_directories, which follows a link: the entry was
+// written outside the cache, wherever the link pointed.
+TEST_CASE("a store never writes through a symbolic link where a shard belongs", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.sub("cache"));
+  storeOk(cache, "other key", sampleFiles("o"), sampleMeta("o")); // creates the cache directory
+  const std::string key = DiskCache::keyFor("shard-linked key");
+  const std::string outside = tmp.sub("outside");
+  REQUIRE(!fs::create_directories(outside));
+  const std::string shard = tmp.sub("cache", key.substr(0, 2));
+  (void)fs::remove_directories(shard);
+  REQUIRE(!fs::create_link(outside, shard));
+
+  storeOk(cache, "shard-linked key", sampleFiles("x"), sampleMeta("x")); // no lookup first
+  CHECK(filesIn(outside).empty());
+  CHECK(!fs::is_symlink_file(shard));
+  CHECK(fs::is_directory(shard));
+  CHECK(DiskCache(tmp.sub("cache")).lookup("shard-linked key"));
+}
+
+// The /tmp attack, step one: another user makes the per-user cache name a symbolic link to a
+// directory this user owns, which passes every check on the directory itself. Such a link is
+// refused; a link of this user's own (a cache moved to another disk) is followed.
+TEST_CASE("a cache path that is another user's symbolic link is refused", "[cache]") {
+  TempDir tmp;
+  const std::string real = tmp.sub("real");
+  storeOk(*std::make_unique<DiskCache>(real), "key", sampleFiles("k"), sampleMeta("k"));
+  const std::string link = tmp.sub("link");
+  REQUIRE(::symlink(real.c_str(), link.c_str()) == 0);
+  CHECK(DiskCache(link).lookup("key")); // this user's link
+
+  if (::geteuid() != 0) {
+    WARN("not root: cannot give the link to another user");
+    return;
+  }
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  bool hit = true, writable = true;
+  // The warning is once per process (an earlier test may have had it): its reason is checked
+  // on TrustedDirectory, which gives it.
+  (void)capturingStderr(tmp, [&] {
+    DiskCache refused(link);
+    hit = refused.lookup("key").has_value();
+    storeOk(refused, "new key", sampleFiles("n"), sampleMeta("n"));
+    writable = refused.writable();
+  });
+  CHECK(!hit);
+  CHECK(!writable);
+  CHECK(!fs::exists(entryDir(DiskCache(real), "new key")));
+  TrustedDirectory opened = TrustedDirectory::open(link, /*create=*/true);
+  CHECK(opened.status() == TrustedDirectory::Status::Untrusted);
+  CHECK(opened.reason() == "a symbolic link owned by uid 65534, not by this user (uid 0)");
+}
+
+// The /tmp attack, step two: after the check, the path is swapped for a directory (or a link
+// to one) holding a planted entry with valid checksums. The cache opened its directory once and
+// goes on using that one: the planted entry is never seen, and stores go where they went.
+TEST_CASE("the cache directory is opened once: swapping its path afterwards redirects nothing",
+          "[cache]") {
+  for (bool asLink : {false, true}) {
+    INFO((asLink ? "swapped for a link" : "swapped for a directory"));
+    TempDir tmp;
+    const std::string path = tmp.sub("cache");
+    DiskCache cache(path);
+    storeOk(cache, "mine", sampleFiles("m"), sampleMeta("m"));
+    CHECK(!cache.lookup("victim key"));
+
+    const std::string planted = tmp.sub("planted");
+    storeOk(*std::make_unique<DiskCache>(planted), "victim key", sampleFiles("planted"),
+            sampleMeta("planted"));
+    const std::string moved = tmp.sub("moved");
+    REQUIRE(::rename(path.c_str(), moved.c_str()) == 0);
+    if (asLink)
+      REQUIRE(::symlink(planted.c_str(), path.c_str()) == 0);
+    else
+      REQUIRE(::rename(planted.c_str(), path.c_str()) == 0);
+
+    CHECK(!cache.lookup("victim key"));
+    CHECK(cache.lookup("mine"));
+    storeOk(cache, "after the swap", sampleFiles("s"), sampleMeta("s"));
+    CHECK(fs::is_directory(entryDir(DiskCache(moved), "after the swap")));
+    CHECK(!fs::exists(entryDir(DiskCache(path), "after the swap")));
+    CHECK(cache.list().size() == 2); // mine, after the swap
+  }
+}
+
+// prune removed what looked like entries in a directory without the marker, which clear
+// refuses: the user's data in a directory FLASHBOB_CACHE_DIR pointed at by mistake.
+TEST_CASE("prune removes nothing in a directory the cache did not mark as its own", "[cache]") {
+  TempDir tmp;
+  const std::string dir = tmp.sub("dir");
+  {
+    DiskCache filler(dir);
+    filler.setMaxBytes(0);
+    for (const char *k : {"a", "b", "c"})
+      storeOk(filler, k, sampleFiles(k), sampleMeta(k));
+  }
+  REQUIRE(!fs::remove(tmp.sub("dir", DiskCache::MarkerFileName)));
+
+  DiskCache cache(dir);
+  cache.setMaxBytes(1);
+  PruneResult pruned = cache.prune();
+  CHECK(pruned.entries == 0);
+  REQUIRE(pruned.refused);
+  CHECK_THAT(*pruned.refused, Catch::Contains("has no .flashbob-cache marker") &&
+                                  Catch::Contains("nothing removed"));
+  for (const char *k : {"a", "b", "c"})
+    CHECK(fs::is_directory(entryDir(cache, k)));
+
+  // Nor after a store of an object that marked the directory once, the marker gone since.
+  DiskCache marking(tmp.sub("dir"));
+  marking.setMaxBytes(0);
+  storeOk(marking, "d", sampleFiles("d"), sampleMeta("d"));
+  REQUIRE(!fs::remove(tmp.sub("dir", DiskCache::MarkerFileName)));
+  marking.setMaxBytes(1);
+  storeOk(marking, "e", sampleFiles("e"), sampleMeta("e"));
+  for (const char *k : {"a", "b", "c", "d", "e"})
+    CHECK(fs::is_directory(entryDir(cache, k)));
+
+  // Marked: pruned to the bound.
+  writeBytes(tmp.sub("dir", DiskCache::MarkerFileName), "");
+  pruned = cache.prune();
+  CHECK(!pruned.refused);
+  CHECK(pruned.entries == 5);
+}
+
+// XDG_CACHE_HOME naming a regular file: the cache directory would be under a file. Nothing
+// exists there, so clear has nothing to do and nothing fails; likewise a file in the cache
+// directory's own place.
+TEST_CASE("clear under a file, or of a file, has nothing to clear", "[cache]") {
+  TempDir tmp;
+  const std::string file = tmp.sub("a-file");
+  writeBytes(file, "not a directory");
+  for (const std::string &dir : {file + "/flashbob", file}) {
+    INFO(dir);
+    llvm::Expected<ClearResult> cleared = DiskCache(dir).clear();
+    REQUIRE(static_cast<bool>(cleared));
+    CHECK(cleared->entries == 0);
+    CHECK(cleared->failures.empty());
+  }
+  CHECK(readBytes(file) == "not a directory");
 }
 
 TEST_CASE("clear removes nothing in a directory the cache did not mark as its own", "[cache]") {

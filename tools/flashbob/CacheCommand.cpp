@@ -7,7 +7,6 @@
 #include "tools/flashbob/ExitCodes.h"
 #include "tools/flashbob/OptionCategories.h"
 
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -47,8 +46,13 @@ int runCache() {
     return kExitOk;
   }
   if (action == "prune") {
-    // What every store does afterwards, on demand (e.g. after lowering the bound).
+    // What every store does afterwards, on demand (e.g. after lowering the bound); like clear,
+    // only in a directory the cache marked as its own.
     runtime::PruneResult removed = cache.prune();
+    if (removed.refused) {
+      llvm::errs() << "flashbob cache prune: " << *removed.refused << "\n";
+      return kExitFailure;
+    }
     llvm::outs() << llvm::formatv("removed {0} least recently used kernel(s), {1} B; {2}\n",
                                   removed.entries, removed.bytes, bound(cache));
     return kExitOk;
