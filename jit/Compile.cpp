@@ -11,16 +11,28 @@
 
 namespace flashbob::jit {
 
-llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
-                                                        bool assemble) {
-  auto ctx = compiler::makeContext();
-  ctx->loadAllAvailableDialects();
-  auto module = kernels::buildKernel(*ctx, spec);
+llvm::Expected<FrontStage> compileFront(const compiler::KernelSpec &spec) {
+  FrontStage front;
+  front.context = compiler::makeContext();
+  auto module = kernels::buildKernel(*front.context, spec);
   if (!module)
     return module.takeError();
+  front.module = std::move(*module);
+  auto facts = compiler::decideLaunchFacts(*front.module, &front.artifacts.bobIR);
+  if (!facts)
+    return facts.takeError();
+  static_cast<compiler::LaunchFacts &>(front.artifacts) = std::move(*facts);
+  return front;
+}
+
+llvm::Expected<compiler::KernelArtifacts> compileBack(FrontStage front,
+                                                      const compiler::KernelSpec &spec,
+                                                      bool assemble) {
+  // What the lowering may create without its passes declaring it.
+  front.context->loadAllAvailableDialects();
   compiler::TargetOptions target;
   target.arch = spec.arch;
-  auto artifacts = compiler::compileToPtx(**module, target);
+  auto artifacts = compiler::lowerToPtx(*front.module, target, std::move(front.artifacts));
   if (!artifacts || !assemble)
     return artifacts;
   auto cubin = compiler::assemble(artifacts->ptx, spec.arch);
@@ -31,6 +43,14 @@ llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSp
   artifacts->registers = cubin->registers;
   artifacts->spillBytes = cubin->spillStoreBytes + cubin->spillLoadBytes;
   return artifacts;
+}
+
+llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
+                                                        bool assemble) {
+  auto front = compileFront(spec);
+  if (!front)
+    return front.takeError();
+  return compileBack(std::move(*front), spec, assemble);
 }
 
 llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {

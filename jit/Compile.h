@@ -4,18 +4,37 @@
 #include "compiler/KernelSpec.h"
 #include "compiler/pipeline/Pipeline.h"
 
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
 #include "llvm/Support/Error.h"
+
+#include <memory>
 
 namespace flashbob::jit {
 
 // The compile stages, each a function of the one before, listed once (like Triton's
 // compiler stages):
 //   build       spec -> bob IR                    (kernels::buildKernel)
-//   lower       bob IR -> ... -> PTX              (compiler::compileToPtx: the pass pipeline,
-//                                                  LLVM's NVPTX backend)
+//   decide      the passes that decide the launch (compiler::decideLaunchFacts: shared memory
+//               facts, on bob IR                   plan, bob-use-tma)
+//   lower       -> ... -> PTX                     (compiler::lowerToPtx: the rest of the pass
+//                                                  pipeline, LLVM's NVPTX backend)
 //   assemble    PTX -> cubin                      (ptxas)
-// spec -> every stage, and the cubin when `assemble` is set. Each call uses its own MLIR
-// context, so calls may run on several threads.
+// The front stage is build and decide: milliseconds, so that a disk-cache hit derives the
+// launch facts from the spec instead of trusting its metadata (jit/KernelCache); the back stage
+// is the rest, continuing from the front stage's module.
+struct FrontStage {
+  std::unique_ptr<mlir::MLIRContext> context; // declared first: outlives the module
+  mlir::OwningOpRef<mlir::ModuleOp> module;   // bob IR after the launch-facts passes
+  compiler::KernelArtifacts artifacts;        // its launch facts and bob IR so far
+};
+llvm::Expected<FrontStage> compileFront(const compiler::KernelSpec &spec);
+// The back stage of `front` for `spec`: every stage, and the cubin when `assemble` is set.
+llvm::Expected<compiler::KernelArtifacts> compileBack(FrontStage front,
+                                                      const compiler::KernelSpec &spec,
+                                                      bool assemble);
+// Both. Each call uses its own MLIR context, so calls may run on several threads.
 llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSpec &spec,
                                                         bool assemble);
 

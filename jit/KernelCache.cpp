@@ -3,6 +3,7 @@
 #include "compiler/dialect/Target.h"
 #include "jit/CachedMetadata.h"
 #include "jit/Compile.h"
+#include "jit/Launch.h"
 #include "kernels/TileTable.h"
 #include "runtime/cache/DiskCache.h"
 #include "support/Errors.h"
@@ -114,7 +115,7 @@ llvm::Expected<const CachedKernel *> KernelCache::kernel(const compiler::KernelS
   auto image = obtain(spec, step, total);
   if (!image)
     return image.takeError();
-  return install(spec, *image);
+  return install(spec, std::move(*image), step, total);
 }
 
 llvm::Error KernelCache::prepare(llvm::ArrayRef<compiler::KernelSpec> specs) {
@@ -146,7 +147,8 @@ llvm::Error KernelCache::prepare(llvm::ArrayRef<compiler::KernelSpec> specs) {
     }
     if (first) // after an error nothing more is loaded; the images stay in the disk cache
       continue;
-    if (auto loaded = install(specs[missing[m]], *image); !loaded)
+    if (auto loaded = install(specs[missing[m]], std::move(*image), missing[m] + 1, specs.size());
+        !loaded)
       first = loaded.takeError();
   }
   return first;
@@ -154,31 +156,36 @@ llvm::Error KernelCache::prepare(llvm::ArrayRef<compiler::KernelSpec> specs) {
 
 llvm::Expected<KernelCache::Built> KernelCache::obtain(const compiler::KernelSpec &spec,
                                                         size_t step, size_t total) {
-  const std::string name = spec.name();
+  // The launch facts come from the spec, on a hit too: the front stage (the kernel built and the
+  // passes that decide them, milliseconds) derives them, and metadata.json's must be equal
+  // (jit/CachedMetadata.h) or the entry is removed and the kernel compiled from this front stage.
+  auto front = compileFront(spec);
+  if (!front)
+    return front.takeError();
+  const compiler::LaunchFacts &facts = front->artifacts;
   // On disk: every stage of a kernel compiled by any earlier process with the same key.
   const std::string keyText = KernelKey(spec).text();
-  // metadata.json's launch facts are checked against the spec (jit/CachedMetadata): a wrong
-  // one is never launched; the entry is removed and the kernel recompiled below.
-  std::optional<CachedLaunch> cached;
   auto check = [&](const runtime::CacheEntry &e) -> llvm::Error {
     const std::string *bin = e.file("kernel.cubin");
     if (!bin || bin->empty())
       return llvm::createStringError(llvm::inconvertibleErrorCode(), "no kernel.cubin");
-    llvm::Expected<CachedLaunch> launch = validateCachedMetadata(e.metadata, spec);
-    if (!launch)
-      return launch.takeError();
-    cached = std::move(*launch);
-    return llvm::Error::success();
+    return validateCachedMetadata(e.metadata, facts);
   };
-  if (auto hit = diskCache().lookup(keyText, check); hit && cached)
-    return Built{*hit->file("kernel.cubin"), cached->entry, cached->threads,
-                 cached->sharedBytes, std::move(cached->tensorMaps)};
+  if (auto hit = diskCache().lookup(keyText, check))
+    return Built{*hit->file("kernel.cubin"), facts, /*fromDisk=*/true};
+  return compile(std::move(*front), spec, keyText, step, total);
+}
 
+llvm::Expected<KernelCache::Built> KernelCache::compile(FrontStage front,
+                                                         const compiler::KernelSpec &spec,
+                                                         const std::string &keyText, size_t step,
+                                                         size_t total) {
+  const std::string name = spec.name();
   // Info: a compilation is what makes a first call take seconds; say which kernel of the
   // operation it is ("compiling bob_q (1/2)").
   support::reportProgress({"compiling " + bob::stringifyKernelKind(spec.kind).str(), step, total,
                            name, support::LogLevel::Info});
-  auto artifacts = compileKernel(spec, /*assemble=*/true);
+  auto artifacts = compileBack(std::move(front), spec, /*assemble=*/true);
   if (!artifacts)
     return artifacts.takeError();
   support::log(support::LogLevel::Debug,
@@ -198,20 +205,63 @@ llvm::Expected<KernelCache::Built> KernelCache::obtain(const compiler::KernelSpe
                               {"spill_bytes", artifacts->spillBytes}};
   if (llvm::Error e = diskCache().store(keyText, files, std::move(metadata)))
     llvm::consumeError(std::move(e)); // a cache that cannot store is not a failure
-  return Built{std::move(artifacts->cubin), std::move(artifacts->entry), artifacts->threads,
-               artifacts->sharedBytes, std::move(artifacts->tensorMaps)};
+  return Built{std::move(artifacts->cubin),
+               std::move(static_cast<compiler::LaunchFacts &>(*artifacts)), /*fromDisk=*/false};
 }
 
+namespace {
+// Why the cubin that `loaded` came from is not the kernel of `spec` with the launch facts
+// `facts`: its entry is missing, or its parameters (as the driver reports them) are not those a
+// launch packs. Nothing when it is that kernel; an error for any other failure to load it.
+llvm::Expected<std::optional<std::string>>
+notTheKernel(llvm::Expected<std::unique_ptr<runtime::LoadedKernel>> &loaded,
+             const compiler::KernelSpec &spec, const compiler::LaunchFacts &facts) {
+  if (loaded)
+    return runtime::paramMismatch(**loaded, packedParamSizes(spec, facts.tensorMaps.size()));
+  std::optional<std::string> missing;
+  llvm::Error rest = llvm::handleErrors(
+      loaded.takeError(), [&](std::unique_ptr<support::CudaCallError> e) -> llvm::Error {
+        if (e->call() != "cuModuleGetFunction" || e->result() != CUDA_ERROR_NOT_FOUND)
+          return llvm::Error(std::move(e));
+        missing = "the cubin has no kernel " + facts.entry;
+        return llvm::Error::success();
+      });
+  if (rest)
+    return std::move(rest);
+  return missing;
+}
+} // namespace
+
 llvm::Expected<const CachedKernel *> KernelCache::install(const compiler::KernelSpec &spec,
-                                                          const Built &built) {
-  std::lock_guard<std::mutex> lock(mutex_);
+                                                          Built built, size_t step,
+                                                          size_t total) {
+  std::unique_lock<std::mutex> lock(mutex_);
   if (auto it = kernels_.find(spec); it != kernels_.end())
     return it->second.get(); // another thread loaded it meanwhile
-  runtime::KernelImage image{built.cubin, built.entry, static_cast<unsigned>(built.threads),
-                             static_cast<unsigned>(built.sharedBytes), built.tensorMaps};
+  const compiler::LaunchFacts &facts = built.facts;
+  runtime::KernelImage image{built.cubin, facts.entry, static_cast<unsigned>(facts.threads),
+                             static_cast<unsigned>(facts.sharedBytes), facts.tensorMaps};
   auto loaded = runtime::LoadedKernel::load(driver_, image);
-  if (!loaded)
-    return loaded.takeError();
+  auto wrong = notTheKernel(loaded, spec, facts);
+  if (!wrong)
+    return wrong.takeError();
+  if (*wrong) {
+    if (!built.fromDisk) // just compiled: the compiler and the launcher disagree
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), **wrong);
+    // Checksums and metadata were sound, the cubin is another kernel (an entry of another
+    // calling convention, or swapped in): left there, it would fail every run. Without the
+    // lock while compiling; the next install looks again.
+    lock.unlock();
+    const std::string keyText = KernelKey(spec).text();
+    diskCache().discardEntry(keyText, **wrong);
+    auto front = compileFront(spec);
+    if (!front)
+      return front.takeError();
+    auto fresh = compile(std::move(*front), spec, keyText, step, total);
+    if (!fresh)
+      return fresh.takeError();
+    return install(spec, std::move(*fresh), step, total);
+  }
   auto entry = std::make_unique<CachedKernel>(CachedKernel{spec, std::move(*loaded)});
   const CachedKernel *result = entry.get();
   kernels_.emplace(spec, std::move(entry));

@@ -4,6 +4,7 @@
 
 #include "compiler/KernelSpec.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "jit/Compile.h"
 #include "jit/KernelKey.h"
 #include "runtime/launch/Kernel.h"
 
@@ -50,16 +51,21 @@ public:
 private:
   // What loading a kernel needs, owned (runtime::KernelImage only refers to it).
   struct Built {
-    std::string cubin, entry;
-    int64_t threads = 0, sharedBytes = 0;
-    std::vector<runtime::TensorMapSpec> tensorMaps;
+    std::string cubin;
+    compiler::LaunchFacts facts; // derived from the spec (compileFront), never read from disk
+    bool fromDisk = false;       // a disk-cache hit: its cubin is checked when loaded
   };
   // A kernel from the disk cache, or compiled (and stored there): no lock held, so several
   // may run at once; `step` of `total` for the progress message.
   llvm::Expected<Built> obtain(const compiler::KernelSpec &spec, size_t step, size_t total);
-  // Loads `built` for `spec` (lock held) unless another thread did first.
-  llvm::Expected<const CachedKernel *> install(const compiler::KernelSpec &spec,
-                                               const Built &built);
+  // The back stage of `front`, stored in the disk cache under `keyText`.
+  llvm::Expected<Built> compile(FrontStage front, const compiler::KernelSpec &spec,
+                                const std::string &keyText, size_t step, size_t total);
+  // Loads `built` for `spec` unless another thread did first. A cubin from the disk cache that
+  // is not the spec's kernel (its entry missing, or parameters other than a launch packs) is
+  // discarded there and the kernel recompiled and loaded instead, in this call.
+  llvm::Expected<const CachedKernel *> install(const compiler::KernelSpec &spec, Built built,
+                                               size_t step, size_t total);
   const CachedKernel *find(const compiler::KernelSpec &spec);
 
   KernelCache(runtime::CudaDriver &driver, bob::Arch arch, CUcontext context, int64_t sharedLimit)

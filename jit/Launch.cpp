@@ -396,6 +396,18 @@ void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindi
   }
 }
 
+llvm::SmallVector<uint32_t, 160> packedParamSizes(const compiler::KernelSpec &spec,
+                                                  size_t tensorMaps) {
+  // pack() itself, over unbound tensors: the sizes depend on the form alone, never on values.
+  AttentionProblem p;
+  p.varlen = spec.varlen;
+  p.ringStep = spec.partial;
+  runtime::KernelArgs args;
+  pack(spec.kind, p, Bindings(), args);
+  (void)args.tensorMaps(tensorMaps); // more than a launch has room for: none, a mismatch
+  return args.sizes();
+}
+
 runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProblem &p) {
   const bool keyMajor = bob::isKeyMajor(spec.kind);
   const int64_t rows = keyMajor ? p.longestK() : p.longestQ();

@@ -62,6 +62,12 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
 void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
           runtime::KernelArgs &args);
 
+// The byte size of each parameter pack() passes to the kernel of `spec` (its signature's, in
+// the spec's form: varlen, partial), followed by `tensorMaps` maps by value: the parameter list
+// the kernel's own (cuFuncGetParamInfo) must equal.
+llvm::SmallVector<uint32_t, 160> packedParamSizes(const compiler::KernelSpec &spec,
+                                                  size_t tensorMaps);
+
 // x over the blocks of the rows the kernel owns (queries for query-major kinds, keys for
 // key-major ones; of the longest sequence, for a packed batch), y over batch * heads.
 runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProblem &p);

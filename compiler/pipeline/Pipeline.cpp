@@ -24,13 +24,21 @@ void buildSharedMemoryPlan(OpPassManager &pm, int64_t maxBytes) {
   kernel.addPass(bob::createBobAllocateShared(bob::BobAllocateSharedOptions{maxBytes}));
 }
 
-void buildBobPipeline(OpPassManager &pm) {
+void buildLaunchFactsPipeline(OpPassManager &pm) {
   buildSharedMemoryPlan(pm, bob::BobAllocateSharedOptions{}.maxBytes);
   pm.addNestedPass<bob::KernelOp>(bob::createBobUseTma());
+}
+
+void buildBobLoweringPipeline(OpPassManager &pm) {
   pm.addPass(bob::createBobLowerKernel());
   pm.addNestedPass<gpu::GPUModuleOp>(bob::createBobLowerTiles());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void buildBobPipeline(OpPassManager &pm) {
+  buildLaunchFactsPipeline(pm);
+  buildBobLoweringPipeline(pm);
 }
 
 void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target) {
@@ -85,19 +93,58 @@ llvm::Error run(PassManager &pm, ModuleOp module, llvm::StringRef stage) {
 }
 } // namespace
 
-llvm::Expected<KernelArtifacts> compileToPtx(ModuleOp module, const TargetOptions &target) {
-  KernelArtifacts out;
-  out.bobIR = print(module);
+namespace {
+llvm::Error compileError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+// The launch facts an operation carries as attributes: bob.kernel after bob-use-tma, and the
+// gpu.func (later llvm.func) bob-lower-kernel makes of it.
+LaunchFacts factsOf(Operation *op, std::string entry, int64_t threads) {
+  LaunchFacts facts;
+  facts.entry = std::move(entry);
+  facts.threads = threads;
+  if (auto bytes = op->getAttrOfType<IntegerAttr>(bob::kSharedBytesAttrName))
+    facts.sharedBytes = bytes.getInt();
+  if (auto maps = op->getAttrOfType<ArrayAttr>(bob::kTensorMapsAttrName))
+    for (auto map : maps.getAsRange<bob::TensorMapAttr>()) {
+      auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+      facts.tensorMaps.push_back({u(map.getTensor()), u(map.getRowsOf()), u(map.getBoxRows()),
+                                  u(map.getBoxCols()), u(map.getSwizzle()),
+                                  u(map.getElementBytes())});
+    }
+  return facts;
+}
+
+llvm::Expected<bob::KernelOp> theKernel(ModuleOp module) {
   auto kernels = llvm::to_vector(module.getOps<bob::KernelOp>());
   if (kernels.size() != 1)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "compile: expected one bob.kernel in the module, found " +
-                                       std::to_string(kernels.size()));
-  out.entry = kernels.front().getSymName().str();
-  out.threads = kernels.front().getSpec().getThreads();
+    return compileError("compile: expected one bob.kernel in the module, found " +
+                        llvm::Twine(kernels.size()));
+  return kernels.front();
+}
+} // namespace
 
+llvm::Expected<LaunchFacts> decideLaunchFacts(ModuleOp module, std::string *bobIR) {
+  if (bobIR)
+    *bobIR = print(module);
+  if (llvm::Expected<bob::KernelOp> kernel = theKernel(module); !kernel)
+    return kernel.takeError();
+  PassManager passes(module.getContext());
+  buildLaunchFactsPipeline(passes);
+  if (llvm::Error e = run(passes, module, "bob passes"))
+    return std::move(e);
+  llvm::Expected<bob::KernelOp> kernel = theKernel(module);
+  if (!kernel)
+    return kernel.takeError();
+  return factsOf(*kernel, kernel->getSymName().str(), kernel->getSpec().getThreads());
+}
+
+llvm::Expected<KernelArtifacts> lowerToPtx(ModuleOp module, const TargetOptions &target,
+                                           KernelArtifacts front) {
+  KernelArtifacts out = std::move(front);
   PassManager bobPasses(module.getContext());
-  buildBobPipeline(bobPasses);
+  buildBobLoweringPipeline(bobPasses);
   if (llvm::Error e = run(bobPasses, module, "bob passes"))
     return std::move(e);
   out.loweredIR = print(module);
@@ -110,29 +157,36 @@ llvm::Expected<KernelArtifacts> compileToPtx(ModuleOp module, const TargetOption
   gpu::GPUModuleOp gpuModule;
   module.walk([&](gpu::GPUModuleOp m) { gpuModule = m; });
   if (!gpuModule)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "compile: no gpu.module");
+    return compileError("compile: no gpu.module");
   Operation *func = gpuModule.lookupSymbol(out.entry);
-  if (auto bytes = func->getAttrOfType<IntegerAttr>(bob::kSharedBytesAttrName))
-    out.sharedBytes = bytes.getInt();
-  if (auto maps = func->getAttrOfType<ArrayAttr>(bob::kTensorMapsAttrName))
-    for (auto map : maps.getAsRange<bob::TensorMapAttr>()) {
-      auto u = [](int64_t v) { return static_cast<unsigned>(v); };
-      out.tensorMaps.push_back({u(map.getTensor()), u(map.getRowsOf()), u(map.getBoxRows()),
-                                u(map.getBoxCols()), u(map.getSwizzle()),
-                                u(map.getElementBytes())});
-    }
+  if (!func)
+    return compileError("compile: no kernel " + out.entry + " in the gpu.module");
+  // A disk-cache hit trusts the facts decideLaunchFacts gives (jit/CachedMetadata.h): a pass
+  // that changed them later would make every hit disagree with its own compile.
+  if (!(factsOf(func, out.entry, out.threads) == static_cast<const LaunchFacts &>(out)))
+    return compileError("compile: " + out.entry +
+                        "'s shared memory or tensor maps changed after bob-use-tma; the launch "
+                        "facts must be final when decideLaunchFacts returns");
 
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(gpuModule, llvmContext, "flashbob");
   if (!llvmModule)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "translation to LLVM IR failed (translateModuleToLLVMIR)");
+    return compileError("translation to LLVM IR failed (translateModuleToLLVMIR)");
   auto ptx = emitPtx(*llvmModule, target, &out.llvmIR);
   if (!ptx)
     return ptx.takeError();
   out.ptx = std::move(*ptx);
   return out;
+}
+
+llvm::Expected<KernelArtifacts> compileToPtx(ModuleOp module, const TargetOptions &target) {
+  KernelArtifacts front;
+  llvm::Expected<LaunchFacts> facts = decideLaunchFacts(module, &front.bobIR);
+  if (!facts)
+    return facts.takeError();
+  static_cast<LaunchFacts &>(front) = std::move(*facts);
+  return lowerToPtx(module, target, std::move(front));
 }
 
 } // namespace flashbob::compiler

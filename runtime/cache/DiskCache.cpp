@@ -371,6 +371,22 @@ DiskCache::lookup(llvm::StringRef keyText,
   return std::move(*entry);
 }
 
+void DiskCache::discardEntry(llvm::StringRef keyText, const llvm::Twine &why) {
+  const std::string key = keyFor(keyText);
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.erase(key);
+  if (DirState state = openLocked(/*create=*/false);
+      state != DirState::Writable && state != DirState::ReadOnly)
+    return;
+  const std::string entryDir = entryPath(key);
+  if (!isRealDirectory(path::parent_path(entryDir)) || !isRealDirectory(entryDir))
+    return; // a link where an entry belongs: the next lookup removes it
+  support::log(support::LogLevel::Warning, "flashbob: warning: kernel cache entry " + entryDir +
+                                               " not used (" + why +
+                                               "); removed, the kernel is recompiled");
+  discard(entryDir);
+}
+
 namespace {
 
 llvm::Error validateStore(llvm::StringRef keyText, llvm::ArrayRef<CacheFile> files) {

@@ -112,6 +112,11 @@ public:
   lookup(llvm::StringRef keyText,
          llvm::function_ref<llvm::Error(const CacheEntry &)> check = nullptr);
 
+  // Removes the entry of this key text as lookup removes one its `check` rejects, with a warning
+  // naming `why`: for what only using the entry shows (a cubin whose kernel is not the one its
+  // metadata names). Nothing when there is no such entry.
+  void discardEntry(llvm::StringRef keyText, const llvm::Twine &why);
+
   // Stores the files and the caller's metadata under keyFor(keyText), then prunes to the size
   // bound (never removing this entry). If another process stored the key first, its entry is
   // kept and this succeeds. If the directory cannot be written or is refused (another user's, or

@@ -117,9 +117,6 @@ llvm::SmallVector<uint32_t, 160> KernelArgs::sizes() const {
   return out;
 }
 
-namespace {
-// The first parameter whose size the launch and the kernel disagree on, as a message; none when
-// they agree.
 std::optional<std::string> paramMismatch(const LoadedKernel &kernel,
                                          llvm::ArrayRef<uint32_t> passed) {
   llvm::ArrayRef<uint32_t> taken = kernel.paramSizes();
@@ -134,7 +131,6 @@ std::optional<std::string> paramMismatch(const LoadedKernel &kernel,
           .str();
   return std::nullopt;
 }
-} // namespace
 
 llvm::Error launch(CudaDriver &driver, const LoadedKernel &kernel, GridDims grid, KernelArgs &args,
                    CUstream stream) {

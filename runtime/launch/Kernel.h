@@ -16,6 +16,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace flashbob::runtime {
@@ -89,6 +91,12 @@ private:
   std::array<CUtensorMap, kMaxTensorMaps> maps_; // CUtensorMap's own alignment (128)
   size_t mapCount_ = 0;
 };
+
+// The first parameter whose size `kernel` takes (as the driver reports it) and `passed` differ
+// on, as a message ("<entry> takes 31 parameters, the launch passes 30; they first differ at
+// ..."); nothing when they agree.
+std::optional<std::string> paramMismatch(const LoadedKernel &kernel,
+                                         llvm::ArrayRef<uint32_t> passed);
 
 struct GridDims {
   unsigned x = 1, y = 1, z = 1;

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -46,9 +47,12 @@ struct Module {
   std::vector<Function *> functions;
 };
 
-// What cuTensorMapEncodeTiled writes after the tensor's address: a launch checks for it.
+// What cuTensorMapEncodeTiled writes after the tensor's address: a launch checks for it. What
+// it was given follows at kTensorMapRecordOffset, for the launch's record.
 constexpr char kTensorMapTag[16] = "fake tensor map";
 constexpr size_t kTensorMapBytes = sizeof(CUtensorMap);
+constexpr size_t kTensorMapRecordOffset = 32;
+static_assert(kTensorMapRecordOffset + sizeof(fake_cuda_tensor_map) <= kTensorMapBytes);
 
 std::mutex mutex;
 std::vector<fake_cuda_launch_record> launches;
@@ -304,6 +308,9 @@ int readParams(const Function *f, void **params, fake_cuda_launch_record &r) {
     if (bytes.size() == kTensorMapBytes) {
       if (std::memcmp(bytes.data() + 8, kTensorMapTag, sizeof(kTensorMapTag)) != 0)
         return int(i);
+      if (r.tensorMaps < std::size(r.maps))
+        std::memcpy(&r.maps[r.tensorMaps], bytes.data() + kTensorMapRecordOffset,
+                    sizeof(fake_cuda_tensor_map));
       ++r.tensorMaps;
     } else if (bytes.size() == 4 && r.scalarCount < 4) {
       std::memcpy(&r.scalars[r.scalarCount++], bytes.data(), 4);
@@ -432,9 +439,9 @@ CUresult fake_cuEventElapsedTime(float *ms, CUevent, CUevent) {
   return CUDA_SUCCESS;
 }
 CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType, cuuint32_t rank,
-                                     void *address, const cuuint64_t *, const cuuint64_t *,
-                                     const cuuint32_t *, const cuuint32_t *,
-                                     CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     void *address, const cuuint64_t *dims, const cuuint64_t *,
+                                     const cuuint32_t *box, const cuuint32_t *,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle swizzle,
                                      CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
   ENTER("cuTensorMapEncodeTiled");
   if (rank == 0 || rank > 5 || reinterpret_cast<uintptr_t>(address) % 16 != 0)
@@ -442,6 +449,9 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType, cuui
   std::memset(map, 0, sizeof(*map));
   std::memcpy(map, &address, sizeof(address)); // something recognisable
   std::memcpy(reinterpret_cast<char *>(map) + 8, kTensorMapTag, sizeof(kTensorMapTag));
+  fake_cuda_tensor_map given{reinterpret_cast<uintptr_t>(address), rank > 1 ? dims[1] : 0,
+                             {box[0], rank > 1 ? box[1] : 1}, unsigned(swizzle)};
+  std::memcpy(reinterpret_cast<char *>(map) + kTensorMapRecordOffset, &given, sizeof(given));
   return CUDA_SUCCESS;
 }
 

@@ -7,6 +7,14 @@
 extern "C" {
 #endif
 
+/* What cuTensorMapEncodeTiled was given for one map, as a launch reads it back from the map. */
+typedef struct fake_cuda_tensor_map {
+  unsigned long long address; /* the tensor's */
+  unsigned long long rows;    /* the sequence length bounding it (dimension 1) */
+  unsigned box[2];            /* columns, rows */
+  unsigned swizzle;           /* a CUtensorMapSwizzle */
+} fake_cuda_tensor_map;
+
 typedef struct fake_cuda_launch_record {
   char entry[128];      /* the kernel's name, as cuModuleGetFunction got it */
   unsigned grid[3];
@@ -16,6 +24,7 @@ typedef struct fake_cuda_launch_record {
   unsigned tensorMaps;  /* how many of them were tensor maps passed by value */
   unsigned scalarCount; /* 4-byte parameters (the kernels' f32 scalars), the first 4 kept: */
   unsigned scalars[4];  /* their bits, in order */
+  fake_cuda_tensor_map maps[16]; /* the tensor maps, in order, the first 16 kept */
 } fake_cuda_launch_record;
 
 typedef int (*fake_cuda_launch_count_fn)(void);

@@ -1,97 +1,159 @@
-// The launch facts of a disk-cache entry are checked against the kernel spec before anything is
-// launched from them: each field edited in metadata.json is refused with an error naming it.
+// The launch facts of a disk-cache entry must equal the ones derived from the kernel spec before
+// anything is launched from them: metadata.json edited in any launch fact (shared bytes, a
+// tensor map swapped, shrunk, repeated or dropped, ...) is refused with an error naming it.
+// The truth is the full compile's facts (what the compiler records when it stores an entry);
+// the front stage that derives them on every lookup must give exactly those.
 #include "jit/CachedMetadata.h"
-#include "runtime/launch/Kernel.h"
+#include "jit/Compile.h"
+#include "kernels/TileTable.h"
 #include "runtime/launch/TensorMaps.h"
 
 #include <catch2/catch.hpp>
 
+#include <utility>
+
 using namespace flashbob;
+using Kind = bob::KernelKind;
 
 namespace {
 
-compiler::KernelSpec hopperSpec(bool producer) {
+compiler::KernelSpec specOf(Kind kind, int64_t headDim, bob::Arch arch) {
   compiler::KernelSpec spec;
-  spec.kind = bob::KernelKind::fwd;
-  spec.arch = bob::Arch::sm_90a;
-  spec.tiles.warps = 8;
-  spec.tiles.producer = producer;
+  spec.kind = kind;
+  spec.headDim = headDim;
+  spec.arch = arch;
+  spec.tiles = kernels::defaultTiles(kind, headDim, arch);
   return spec;
 }
 
-// What the compiler records for `spec` (jit/KernelCache stores these fields).
-llvm::json::Object goodMetadata(const compiler::KernelSpec &spec, int64_t threads) {
-  std::vector<support::TensorMapSpec> maps = {{0, 0, 64, 64, 128, 2}, {1, 1, 64, 64, 128, 2}};
-  return llvm::json::Object{{"name", spec.name()},
-                            {"entry", spec.name()},
-                            {"threads", threads},
-                            {"shared_bytes", 98304},
-                            {"tensor_maps", runtime::tensorMapsToJson(maps)},
+// The facts the compiler records for `spec` (the full compile, no ptxas).
+compiler::LaunchFacts compiledFacts(const compiler::KernelSpec &spec) {
+  auto artifacts = jit::compileKernel(spec, /*assemble=*/false);
+  REQUIRE(static_cast<bool>(artifacts));
+  return std::move(static_cast<compiler::LaunchFacts &>(*artifacts));
+}
+
+// metadata.json's "metadata" as jit/KernelCache stores it.
+llvm::json::Object metadataOf(const compiler::LaunchFacts &facts) {
+  return llvm::json::Object{{"name", facts.entry},
+                            {"entry", facts.entry},
+                            {"threads", facts.threads},
+                            {"shared_bytes", facts.sharedBytes},
+                            {"tensor_maps", runtime::tensorMapsToJson(facts.tensorMaps)},
                             {"registers", 168}};
 }
 
-std::string rejection(const llvm::json::Object &meta, const compiler::KernelSpec &spec) {
-  llvm::Expected<jit::CachedLaunch> launch = jit::validateCachedMetadata(meta, spec);
-  if (launch)
-    return "";
-  return llvm::toString(launch.takeError());
+// Why the entry's metadata is refused for `spec`, or "" when it is accepted.
+std::string rejection(const llvm::json::Object &meta, const compiler::LaunchFacts &derived) {
+  llvm::Error e = jit::validateCachedMetadata(meta, derived);
+  return e ? llvm::toString(std::move(e)) : "";
+}
+
+// The index of the map over memref `tensor` in `maps`.
+size_t mapOver(const std::vector<support::TensorMapSpec> &maps, unsigned tensor) {
+  for (size_t i = 0; i < maps.size(); ++i)
+    if (maps[i].tensorArg == tensor)
+      return i;
+  FAIL("no tensor map over memref " << tensor);
+  return 0;
 }
 
 } // namespace
 
-TEST_CASE("sound metadata gives the launch facts", "[cached-metadata]") {
-  const compiler::KernelSpec spec = hopperSpec(/*producer=*/true);
-  CHECK(jit::specThreads(spec) == 384);
-  llvm::Expected<jit::CachedLaunch> launch =
-      jit::validateCachedMetadata(goodMetadata(spec, 384), spec);
-  REQUIRE(static_cast<bool>(launch));
-  CHECK(launch->entry == spec.name());
-  CHECK(launch->threads == 384);
-  CHECK(launch->sharedBytes == 98304);
-  CHECK(launch->tensorMaps.size() == 2);
-  CHECK(jit::specThreads(hopperSpec(false)) == 256);
+TEST_CASE("the front stage derives exactly the facts the full compile records",
+          "[cached-metadata]") {
+  for (bob::Arch arch : {bob::Arch::sm_90a, bob::Arch::sm_80})
+    for (int64_t d : {64, 128})
+      for (Kind kind : {Kind::fwd, Kind::bwd_q, Kind::bwd_kv, Kind::bob_q, Kind::bob_kv}) {
+        const compiler::KernelSpec spec = specOf(kind, d, arch);
+        INFO(spec.name());
+        auto front = jit::compileFront(spec);
+        REQUIRE(static_cast<bool>(front));
+        const compiler::LaunchFacts &derived = front->artifacts;
+        const compiler::LaunchFacts compiled = compiledFacts(spec);
+        CHECK(derived.entry == compiled.entry);
+        CHECK(derived.threads == compiled.threads);
+        CHECK(derived.sharedBytes == compiled.sharedBytes);
+        CHECK(derived.tensorMaps == compiled.tensorMaps);
+        CHECK(derived.sharedBytes > 0);
+        CHECK(derived.tensorMaps.empty() == (arch == bob::Arch::sm_80));
+        // What a hit checks: the recorded facts of a sound entry pass.
+        CHECK(rejection(metadataOf(compiled), derived).empty());
+      }
 }
 
-TEST_CASE("each tampered field is refused, naming it", "[cached-metadata]") {
-  const compiler::KernelSpec spec = hopperSpec(/*producer=*/true);
+TEST_CASE("each tampered launch fact is refused, naming it", "[cached-metadata]") {
+  // The forward at d = 128 on sm_90a: a producer warpgroup, TMA maps over q, k and v (and the
+  // staged store of o).
+  const compiler::KernelSpec spec = specOf(Kind::fwd, 128, bob::Arch::sm_90a);
+  const compiler::LaunchFacts truth = compiledFacts(spec);
+  REQUIRE(truth.tensorMaps.size() >= 3);
+  auto front = jit::compileFront(spec);
+  REQUIRE(static_cast<bool>(front));
+  const compiler::LaunchFacts &derived = front->artifacts;
+
   auto edited = [&](const char *field, llvm::json::Value value) {
-    llvm::json::Object meta = goodMetadata(spec, 384);
+    llvm::json::Object meta = metadataOf(truth);
     meta[field] = std::move(value);
-    return rejection(meta, spec);
+    return rejection(meta, derived);
   };
-  CHECK_THAT(edited("threads", 128),
-             Catch::Contains("threads = 128, but") && Catch::Contains("runs 384"));
-  CHECK_THAT(edited("threads", "384"), Catch::Contains("no \"threads\" integer"));
   CHECK_THAT(edited("entry", "other_kernel"), Catch::Contains("entry = 'other_kernel'"));
-  CHECK_THAT(edited("shared_bytes", 300000), Catch::Contains("shared_bytes = 300000, outside"));
-  CHECK_THAT(edited("shared_bytes", -1), Catch::Contains("shared_bytes = -1, outside"));
+  CHECK_THAT(edited("threads", truth.threads / 3),
+             Catch::Contains("threads = " + std::to_string(truth.threads / 3) + ", but " +
+                             spec.name() + " runs " + std::to_string(truth.threads)));
+  CHECK_THAT(edited("threads", "384"), Catch::Contains("no \"threads\" integer"));
+  // Within the target's bound, which is all that was checked before.
+  CHECK_THAT(edited("shared_bytes", 1024),
+             Catch::Contains("shared_bytes = 1024, but " + spec.name() + " uses " +
+                             std::to_string(truth.sharedBytes)));
+  CHECK_THAT(edited("shared_bytes", truth.sharedBytes + 1024),
+             Catch::Contains("shared_bytes = " + std::to_string(truth.sharedBytes + 1024)));
   CHECK_THAT(edited("tensor_maps", nullptr), Catch::Contains("tensor_maps"));
 
-  auto maps = [&](support::TensorMapSpec m) {
-    return edited("tensor_maps", runtime::tensorMapsToJson({m}));
+  // Tensor maps: each edit is TMA-legal and names the kernel's own memrefs.
+  auto maps = [&](std::vector<support::TensorMapSpec> m) {
+    return edited("tensor_maps", runtime::tensorMapsToJson(m));
   };
-  CHECK_THAT(maps({5, 0, 64, 64, 128, 2}), Catch::Contains("tensor_maps[0]: memref argument 5"));
-  CHECK_THAT(maps({0, 9, 64, 64, 128, 2}), Catch::Contains("tensor_maps[0]: memref argument 0 (rows of 9)"));
-  CHECK_THAT(maps({0, 0, 0, 64, 128, 2}), Catch::Contains("box_rows = 0"));
-  CHECK_THAT(maps({0, 0, 512, 64, 128, 2}), Catch::Contains("box_rows = 512"));
-  CHECK_THAT(maps({0, 0, 64, 4096, 128, 2}), Catch::Contains("box_cols = 4096"));
-  CHECK_THAT(maps({0, 0, 64, 64, 100, 2}), Catch::Contains("swizzle = 100"));
-  CHECK_THAT(maps({0, 0, 64, 64, 128, 3}), Catch::Contains("element_bytes = 3"));
-  CHECK(maps({4, 3, 128, 32, 64, 2}).empty()); // fwd takes 5 memrefs: q, k, v, o, lse
-  // ... and then its scalar (argument 5 is not a memref).
-  CHECK_THAT(maps({0, 5, 64, 64, 128, 2}), Catch::Contains("(rows of 5), but fwd kernels take 5"));
-  // More maps than a launch has room for would fail every launch: recompiled instead.
-  std::vector<support::TensorMapSpec> many(runtime::kMaxTensorMaps + 1, {0, 0, 64, 64, 128, 2});
-  CHECK_THAT(edited("tensor_maps", runtime::tensorMapsToJson(many)),
-             Catch::Contains("17 tensor maps, more than a launch passes (16)"));
+  const size_t k = mapOver(truth.tensorMaps, 1), v = mapOver(truth.tensorMaps, 2);
+  std::vector<support::TensorMapSpec> swapped = truth.tensorMaps;
+  std::swap(swapped[k], swapped[v]);
+  CHECK_THAT(maps(swapped), Catch::Contains("tensor_maps[" + std::to_string(std::min(k, v)) +
+                                            "] = (memref " +
+                                            std::to_string(k < v ? 2 : 1)));
+  std::vector<support::TensorMapSpec> halved = truth.tensorMaps;
+  halved[0].boxRows /= 2;
+  CHECK_THAT(maps(halved), Catch::Contains("tensor_maps[0] = ") &&
+                               Catch::Contains("box " + std::to_string(halved[0].boxRows) + " x"));
+  std::vector<support::TensorMapSpec> repeated = truth.tensorMaps;
+  repeated[1] = repeated[0];
+  CHECK_THAT(maps(repeated), Catch::Contains("tensor_maps[1] = "));
+  std::vector<support::TensorMapSpec> dropped = truth.tensorMaps;
+  dropped.pop_back();
+  CHECK_THAT(maps(dropped), Catch::Contains(std::to_string(dropped.size()) + " tensor maps, but " +
+                                            spec.name() + " takes " +
+                                            std::to_string(truth.tensorMaps.size())));
+  std::vector<support::TensorMapSpec> added = truth.tensorMaps;
+  added.push_back(added.back());
+  CHECK_THAT(maps(added), Catch::Contains(" tensor maps, but "));
+  // Each field of one map.
+  for (unsigned field = 0; field < 6; ++field) {
+    std::vector<support::TensorMapSpec> one = truth.tensorMaps;
+    unsigned *fields[] = {&one[0].tensorArg, &one[0].rowsArg,      &one[0].boxRows,
+                          &one[0].boxCols,   &one[0].swizzleBytes, &one[0].elementBytes};
+    *fields[field] = *fields[field] == 2 ? 4 : 2;
+    INFO("field " << field);
+    CHECK_THAT(maps(one), Catch::Contains("tensor_maps[0] = "));
+  }
 }
 
-TEST_CASE("tensor maps only on a target with TMA", "[cached-metadata]") {
-  compiler::KernelSpec spec = hopperSpec(/*producer=*/false);
-  spec.arch = bob::Arch::sm_80;
-  llvm::json::Object meta = goodMetadata(spec, 256);
-  meta["shared_bytes"] = 49152;
-  CHECK_THAT(rejection(meta, spec), Catch::Contains("2 tensor map(s), but sm_80 has no TMA"));
-  meta["tensor_maps"] = llvm::json::Array();
-  CHECK(rejection(meta, spec).empty());
+TEST_CASE("no tensor maps on a target without TMA", "[cached-metadata]") {
+  const compiler::KernelSpec spec = specOf(Kind::fwd, 64, bob::Arch::sm_80);
+  const compiler::LaunchFacts truth = compiledFacts(spec);
+  REQUIRE(truth.tensorMaps.empty());
+  auto front = jit::compileFront(spec);
+  REQUIRE(static_cast<bool>(front));
+  llvm::json::Object meta = metadataOf(truth);
+  CHECK(rejection(meta, front->artifacts).empty());
+  meta["tensor_maps"] = runtime::tensorMapsToJson({{0, 0, 64, 64, 128, 2}});
+  CHECK_THAT(rejection(meta, front->artifacts), Catch::Contains("1 tensor maps, but"));
 }

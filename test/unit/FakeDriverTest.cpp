@@ -11,19 +11,28 @@
 #include "compiler/dialect/Target.h"
 #include "jit/Compile.h"
 #include "jit/KernelCache.h"
+#include "jit/KernelKey.h"
 #include "jit/Launch.h"
 #include "jit/Tuning.h"
 #include "kernels/Kernels.h"
 #include "kernels/Signature.h"
+#include "runtime/cache/DiskCache.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
+#include "support/Log.h"
 #include "support/Progress.h"
 #include "test/fake_driver/FakeCudaDriver.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/bit.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <catch2/catch.hpp>
 
@@ -32,6 +41,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -541,6 +552,239 @@ TEST_CASE("a launch that does not pass the kernel's parameters is refused", "[fa
                                                 1, kernel.sharedBytes(), nullptr, params.data(),
                                                 nullptr) == CUDA_ERROR_INVALID_VALUE);
   CHECK(launches().empty());
+}
+
+namespace {
+// The disk-cache entry of `spec` under the cache directory `dir`.
+std::string entryDirOf(llvm::StringRef dir, const compiler::KernelSpec &spec) {
+  const std::string key = runtime::DiskCache::keyFor(jit::KernelKey(spec).text());
+  return (dir + "/" + key.substr(0, 2) + "/" + key).str();
+}
+
+std::string readBytes(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  REQUIRE(buffer);
+  return (*buffer)->getBuffer().str();
+}
+
+void writeBytes(const std::string &path, llvm::StringRef bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  REQUIRE(!ec);
+  os << bytes;
+}
+
+llvm::json::Object readJson(const std::string &path) {
+  llvm::Expected<llvm::json::Value> value = llvm::json::parse(readBytes(path));
+  REQUIRE(static_cast<bool>(value));
+  REQUIRE(value->getAsObject());
+  return std::move(*value->getAsObject());
+}
+
+void writeJson(const std::string &path, llvm::json::Object object) {
+  writeBytes(path, llvm::formatv("{0:2}", llvm::json::Value(std::move(object))).str());
+}
+
+// Replaces the entry's file `name` with `bytes` and records their size and SHA-256 in its
+// metadata.json, as a valid entry would: only the contents are wrong.
+void replaceFile(const std::string &entry, llvm::StringRef name, llvm::StringRef bytes) {
+  writeBytes(entry + "/" + name.str(), bytes);
+  llvm::json::Object meta = readJson(entry + "/metadata.json");
+  bool found = false;
+  for (llvm::json::Value &f : *meta.getArray("files")) {
+    llvm::json::Object &record = *f.getAsObject();
+    if (record.getString("name") != name)
+      continue;
+    found = true;
+    record["size"] = int64_t(bytes.size());
+    record["sha256"] = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes)),
+                                   /*LowerCase=*/true);
+  }
+  REQUIRE(found);
+  writeJson(entry + "/metadata.json", std::move(meta));
+}
+
+// A new context made current: its kernel cache (jit::KernelCache, one per context) starts
+// empty, as in a new process, so the next call looks the disk cache up again.
+void useFreshContext() {
+  static int contexts[64];
+  static size_t used = 0;
+  REQUIRE(used < std::size(contexts));
+  auto driver = runtime::CudaDriver::get();
+  REQUIRE(static_cast<bool>(driver));
+  REQUIRE(driver->api().cuCtxSetCurrent(reinterpret_cast<CUcontext>(&contexts[used++])) ==
+          CUDA_SUCCESS);
+}
+
+// `r` launched what `expected` did: the same kernel, block, shared memory, parameters and
+// tensor maps (each one's tensor, bound, box and swizzle, as the fake's encoder got them).
+void checkSameLaunch(const fake_cuda_launch_record &r, const fake_cuda_launch_record &expected) {
+  CHECK(std::string(r.entry) == expected.entry);
+  CHECK(r.block[0] == expected.block[0]);
+  CHECK(r.sharedBytes == expected.sharedBytes);
+  CHECK(r.params == expected.params);
+  CHECK(r.tensorMaps == expected.tensorMaps);
+  for (unsigned i = 0; i < std::min({r.tensorMaps, expected.tensorMaps, unsigned(std::size(r.maps))});
+       ++i) {
+    INFO("tensor map " << i);
+    CHECK(r.maps[i].address == expected.maps[i].address);
+    CHECK(r.maps[i].rows == expected.maps[i].rows);
+    CHECK(r.maps[i].box[0] == expected.maps[i].box[0]);
+    CHECK(r.maps[i].box[1] == expected.maps[i].box[1]);
+    CHECK(r.maps[i].swizzle == expected.maps[i].swizzle);
+  }
+}
+
+// `ptx` with the last parameter of its kernel removed: a kernel of another calling convention.
+std::string withoutLastParam(std::string ptx) {
+  const size_t entry = ptx.find(".entry ");
+  REQUIRE(entry != std::string::npos);
+  const size_t close = ptx.find(')', entry);
+  const size_t comma = ptx.rfind(',', close);
+  REQUIRE((comma != std::string::npos && comma > entry));
+  return ptx.erase(comma, close - comma);
+}
+} // namespace
+
+TEST_CASE("a cache entry whose launch facts or cubin are not its spec's is recompiled in the call "
+          "that finds it, and the launch uses the facts derived from the spec",
+          "[.cached-metadata]") {
+  // Hidden from the default run: a process of its own (CTest fake_driver_cached_metadata) with a
+  // fresh disk cache directory (fixed at its first use in a process), whose entries it edits.
+  useFakeDriver();
+  llvm::SmallString<128> dir;
+  REQUIRE(!llvm::sys::fs::createUniqueDirectory("flashbob-cached-metadata", dir));
+  support::setOverride(support::Knob::CacheDir, dir);
+  std::vector<std::string> warnings, compiled;
+  support::setLogSink([&](support::LogLevel level, llvm::StringRef message) {
+    if (level == support::LogLevel::Warning)
+      warnings.push_back(message.str());
+  });
+  support::setProgressSink([&](const support::Progress &p) {
+    if (llvm::StringRef(p.task).starts_with("compiling "))
+      compiled.push_back(p.detail);
+  });
+
+  const AttentionProblem p = problem();
+  const Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK),
+               v = p.contiguous(address(2), p.seqK), o = p.contiguous(address(3), p.seqQ);
+  // One forward in a fresh context: its launch, or none when the call failed.
+  auto forward = [&](const AttentionProblem &problem) -> std::optional<fake_cuda_launch_record> {
+    useFreshContext();
+    warnings.clear();
+    compiled.clear();
+    const std::string result = messageOf(attentionForward(problem, q, k, v, o, RowVector{address(4)}));
+    std::vector<fake_cuda_launch_record> all = launches();
+    CHECK(result == "no error");
+    if (result != "no error" || all.size() != 1)
+      return std::nullopt;
+    return all[0];
+  };
+
+  const compiler::KernelSpec spec = jit::defaultSpec(p, Kind::fwd, bob::Arch::sm_90a);
+  std::optional<fake_cuda_launch_record> clean = forward(p); // compiled and stored
+  REQUIRE(clean);
+  CHECK(compiled == std::vector<std::string>{spec.name()});
+  checkLaunch(*clean, p, Kind::fwd);
+  // Maps over k and v differ in their tensor: a swap shows in the launch.
+  REQUIRE(clean->tensorMaps >= 3);
+  const std::string entry = entryDirOf(dir, spec), metaPath = entry + "/metadata.json";
+  const llvm::json::Object stored = readJson(metaPath);
+  const std::string cubin = readBytes(entry + "/kernel.cubin");
+  REQUIRE(forward(p)); // a hit: nothing compiled, nothing said
+  CHECK(compiled.empty());
+  CHECK(warnings.empty());
+
+  // After each edit the next call warns, recompiles, launches what the spec derives and leaves
+  // the compiler's entry behind.
+  auto recompiledOnce = [&](const std::string &reason) {
+    std::optional<fake_cuda_launch_record> r = forward(p);
+    if (r)
+      checkSameLaunch(*r, *clean);
+    CHECK(compiled == std::vector<std::string>{spec.name()});
+    CHECK(warnings.size() == 1);
+    for (const std::string &warning : warnings)
+      CHECK_THAT(warning, Catch::Contains("kernel cache entry " + entry + " not used (") &&
+                              Catch::Contains(reason) && Catch::Contains("recompiled"));
+    const llvm::json::Object now = readJson(metaPath);
+    CHECK(*now.getObject("metadata") == *stored.getObject("metadata"));
+    CHECK(readBytes(entry + "/kernel.cubin") == cubin);
+    // and the next call is a hit again
+    CHECK(forward(p));
+    CHECK(compiled.empty());
+    CHECK(warnings.empty());
+  };
+
+  using Maps = llvm::json::Array;
+  struct Edit {
+    const char *what;
+    std::function<void(llvm::json::Object &)> apply; // to metadata.json's "metadata"
+    std::string reason;
+  };
+  auto mapOver = [](Maps &maps, int64_t tensor) -> llvm::json::Value & {
+    for (llvm::json::Value &m : maps)
+      if ((*m.getAsArray())[0].getAsInteger() == tensor)
+        return m;
+    FAIL("no tensor map over memref " << tensor);
+    return maps[0];
+  };
+  const Edit edits[] = {
+      {"shared_bytes lowered", [](llvm::json::Object &m) { m["shared_bytes"] = 1024; },
+       "shared_bytes = 1024, but " + spec.name() + " uses " + std::to_string(clean->sharedBytes)},
+      {"threads lowered", [](llvm::json::Object &m) { m["threads"] = 128; }, "threads = 128"},
+      {"the K and V maps swapped",
+       [&](llvm::json::Object &m) {
+         Maps &maps = *m.getArray("tensor_maps");
+         std::swap(mapOver(maps, 1), mapOver(maps, 2));
+       },
+       "tensor_maps["},
+      {"box rows halved",
+       [](llvm::json::Object &m) {
+         llvm::json::Array &first = *(*m.getArray("tensor_maps"))[0].getAsArray();
+         first[2] = *first[2].getAsInteger() / 2;
+       },
+       "tensor_maps[0] = "},
+      {"a map repeated",
+       [](llvm::json::Object &m) {
+         Maps &maps = *m.getArray("tensor_maps");
+         maps[1] = maps[0];
+       },
+       "tensor_maps[1] = "},
+      {"a map dropped", [](llvm::json::Object &m) { m.getArray("tensor_maps")->pop_back(); },
+       std::to_string(clean->tensorMaps - 1) + " tensor maps, but " + spec.name() + " takes " +
+           std::to_string(clean->tensorMaps)},
+  };
+  for (const Edit &edit : edits) {
+    INFO(edit.what);
+    // The entry as it is now (a recompile leaves another ptxas.log, its checksum with it).
+    llvm::json::Object meta = readJson(metaPath);
+    edit.apply(*meta.getObject("metadata"));
+    writeJson(metaPath, std::move(meta));
+    recompiledOnce(edit.reason);
+  }
+
+  // A cubin that is not this kernel, its checksum made right: another kernel's (the causal
+  // forward's) ...
+  AttentionProblem causal = p;
+  causal.causal = true;
+  REQUIRE(forward(causal));
+  const compiler::KernelSpec causalSpec = jit::defaultSpec(causal, Kind::fwd, bob::Arch::sm_90a);
+  {
+    INFO("another kernel's cubin");
+    replaceFile(entry, "kernel.cubin", readBytes(entryDirOf(dir, causalSpec) + "/kernel.cubin"));
+    recompiledOnce("the cubin has no kernel " + spec.name());
+  }
+  // ... or this kernel in another calling convention: one parameter fewer than a launch passes.
+  {
+    INFO("a cubin of another calling convention");
+    replaceFile(entry, "kernel.cubin", withoutLastParam(readBytes(entry + "/kernel.ptx")));
+    recompiledOnce(spec.name() + " takes " + std::to_string(clean->params - 1) +
+                   " parameters, the launch passes " + std::to_string(clean->params));
+  }
+
+  support::setLogSink(nullptr);
+  support::setProgressSink(nullptr);
+  llvm::sys::fs::remove_directories(dir);
 }
 
 // Run by CTest with FAKE_CUDA_CC=75 and =100 (hidden from a plain run: the device's compute
