@@ -378,13 +378,15 @@ void DiskCache::discardEntry(llvm::StringRef keyText, const llvm::Twine &why) {
   if (DirState state = openLocked(/*create=*/false);
       state != DirState::Writable && state != DirState::ReadOnly)
     return;
-  const std::string entryDir = entryPath(key);
-  if (!isRealDirectory(path::parent_path(entryDir)) || !isRealDirectory(entryDir))
-    return; // a link where an entry belongs: the next lookup removes it
-  support::log(support::LogLevel::Warning, "flashbob: warning: kernel cache entry " + entryDir +
-                                               " not used (" + why +
+  // Through the root's descriptor, never a link: a shard or entry that is not a real directory
+  // is left to the next lookup, which removes it.
+  ScopedFd shard = openShardLocked(key, /*create=*/false, nullptr);
+  if (!shard || !openDirectoryAt(shard.get(), key))
+    return;
+  support::log(support::LogLevel::Warning, "flashbob: warning: kernel cache entry " +
+                                               entryPath(key) + " not used (" + why +
                                                "); removed, the kernel is recompiled");
-  discard(entryDir);
+  discard(shard.get(), key, shardPath(key));
 }
 
 namespace {
