@@ -11,6 +11,14 @@
  * elements (head_dim stride 1); row vectors (lse, D, c, b) are contiguous (batch, heads, seq)
  * float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
  * current device's primary context, the one CUDA runtimes and frameworks use.
+ *
+ * Aliasing: no output may share memory with an input or with another output (kernels would read
+ * what other blocks already overwrote): such a call is refused with
+ * FLASHBOB_ERROR_INVALID_ARGUMENT naming both arguments ("o overlaps k"), judged from each
+ * argument's bytes (its pointer, sizes and strides; a row vector's element count). Inputs may
+ * share memory (self-attention with q, k and v one tensor), and outputs may interleave with
+ * each other or with inputs in one buffer without sharing bytes (dq, dk, dv views of one packed
+ * dqkv tensor).
  */
 #ifndef FLASHBOB_H
 #define FLASHBOB_H

@@ -217,6 +217,9 @@ int main(void) {
   bad.size = 0;
   EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "size 0");
   EXPECT(strstr(flashbob_last_error(), "p->size = 0") != NULL, "%s", flashbob_last_error());
+  /* An output on an input's memory: refused naming both. */
+  EXPECT(flashbob_forward(&p, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "o == q");
+  EXPECT(strstr(flashbob_last_error(), "o overlaps q") != NULL, "%s", flashbob_last_error());
   EXPECT(flashbob_bob(&p, t, t, t, t, t, lse, t, t, t, t, t, t, t, NULL, NULL) ==
              FLASHBOB_ERROR_INVALID_ARGUMENT, "null workspace");
   EXPECT(strstr(flashbob_last_error(), "workspace is a null pointer") != NULL, "%s", flashbob_last_error());

@@ -4,7 +4,8 @@
 // steps, with the problem's ring_step): the problem struct (or a null pointer), every
 // tensor's pointer and strides, the row pointers and the stream, or the op; last (so that inputs
 // older than them decode as before), the problem's size field (this header's layout, the one
-// before ring_step, or an odd size). Selector value 0 always picks a valid argument, so an empty input is a valid forward
+// before ring_step, or an odd size) and now and then an output tensor put on another tensor's
+// memory. Selector value 0 always picks a valid argument, so an empty input is a valid forward
 // call and every mutation makes one argument odd.
 //
 // The driver is a library that does not exist (FLASHBOB_CUDA_DRIVER, set before the first call),
@@ -18,7 +19,7 @@
 //    non-null and 16-byte aligned with stride[3] = 1, strides positive multiples of 8 (of 4 for
 //    a ring step's float32 outputs), row vectors non-null and 4-byte aligned; BoB whole is no
 //    ring step and its pass 1 alone is one; p->size one of the layouts' (with the one before
-//    ring_step, ring_step read as 0).
+//    ring_step, ring_step read as 0); no output tensor at another tensor's address.
 // With FLASHBOB_FUZZ_STRICT=1 it also checks the limits of issue 21 (items 7 and 8: scale NaN or
 // not finite as float32, batch * heads or batch * heads * seq_q overflowing int64, seq_q / seq_k
 // past 2^31 - 1), which jit::validateProblem enforces; CTest runs it so (test/fuzz/
@@ -152,7 +153,8 @@ bool keySide(int op, size_t i) {
 // The layout before ring_step (flashbob.h), which the library reads with ring_step 0.
 constexpr uint32_t kSizeBeforeRingStep = offsetof(flashbob_problem, ring_step);
 
-// What decode reads after everything else: the problem's size.
+// What decode reads after everything else: the problem's size, and whether an output tensor
+// takes another tensor's address.
 void decodeLast(FuzzedDataProvider &in, Call &c) {
   switch (in.ConsumeIntegral<uint8_t>() % 16) {
   case 13:
@@ -167,6 +169,12 @@ void decodeLast(FuzzedDataProvider &in, Call &c) {
   default:
     c.p.size = sizeof(flashbob_problem);
   }
+  if (c.tensors.empty() || in.ConsumeIntegral<uint8_t>() % 8 != 7)
+    return;
+  const size_t out = in.ConsumeIntegralInRange<size_t>(kFirstOutput[c.op], c.tensors.size() - 1);
+  const size_t other = in.ConsumeIntegralInRange<size_t>(0, c.tensors.size() - 1);
+  if (other != out)
+    c.tensors[out].data = c.tensors[other].data;
 }
 
 Call decode(FuzzedDataProvider &in) {
@@ -354,6 +362,12 @@ std::string undocumentedPass(const Call &c) {
   for (float *r : c.rows)
     if (!r || reinterpret_cast<uintptr_t>(r) % 4 != 0)
       return "a row vector null or not 4-byte aligned";
+  // Two tensors at one address share their first bytes: an output there is aliased.
+  for (size_t i = kFirstOutput[c.op]; i < c.tensors.size(); ++i)
+    for (size_t j = 0; j < c.tensors.size(); ++j)
+      if (j != i && c.tensors[i].data == c.tensors[j].data)
+        return "output tensor " + std::to_string(i) + " at tensor " + std::to_string(j) +
+               "'s address";
   if (strict) {
     if (std::isnan(p.scale) || p.scale > FLT_MAX || (p.scale > 0 && p.scale < FLT_TRUE_MIN))
       return "scale " + describe(p.scale) + " (NaN, or not finite and positive in float32)";

@@ -1,6 +1,7 @@
 // The C++ API rejects bad arguments before touching the GPU (these run without one), with a
 // message that names the argument.
 #include "api/Attention.h"
+#include "jit/Overlap.h"
 #include "support/Errors.h"
 
 #include <catch2/catch.hpp>
@@ -216,3 +217,87 @@ TEST_CASE("ring steps: float32 outputs, BoB's passes apart, no JVP", "[api]") {
   CHECK(invalidArgumentOf(attentionPrecompile(p, {AttentionOp::forward_jvp})) == "ring_step");
 }
 
+// An output may not share memory with an input or another output; inputs may share memory.
+TEST_CASE("an output overlapping an input or another output is refused, naming both", "[api]") {
+  AttentionProblem p{/*batch=*/2, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/64};
+  const CUdeviceptr mib = 1 << 20;
+  Tensor q = p.contiguous(mib, p.seqQ), k = p.contiguous(2 * mib, p.seqK),
+         v = p.contiguous(3 * mib, p.seqK), o = p.contiguous(4 * mib, p.seqQ);
+  RowVector lse{5 * mib};
+  const std::string accepted = "not an InvalidArgumentError: no CUDA driver found";
+
+  CHECK_THAT(invalidArgumentOf(attentionForward(p, q, k, v, o, lse)), Catch::StartsWith(accepted));
+  // q = k = v: self-attention on one tensor (N = M here).
+  AttentionProblem self = p;
+  self.seqK = self.seqQ;
+  CHECK_THAT(invalidArgumentOf(attentionForward(self, q, q, q, o, lse)),
+             Catch::StartsWith(accepted));
+
+  // The output is the argument named; the message names the input too.
+  CHECK(invalidArgumentOf(attentionForward(p, q, k, v, k, lse)) == "o");
+  CHECK_THAT(forwardError(p, q, k, v, q, lse),
+             Catch::StartsWith("flashbob: o overlaps q: an output must not share memory with an "
+                               "input or another output (o: bytes [0x100000, 0x10c800), q: "
+                               "[0x100000, 0x10c800))"));
+  // o's extent is 2 x 2 x 100 x 64 bf16 (51200 bytes): ending one row into v, or right at it.
+  const CUdeviceptr oBytes = 2 * 2 * 100 * 64 * 2;
+  CHECK_THAT(forwardError(p, q, k, v, p.contiguous(3 * mib - oBytes + 128, p.seqQ), lse),
+             Catch::StartsWith("flashbob: o overlaps v"));
+  CHECK_THAT(invalidArgumentOf(attentionForward(p, q, k, v, p.contiguous(3 * mib - oBytes, p.seqQ),
+                                                lse)),
+             Catch::StartsWith(accepted));
+  // lse (2 x 2 x 100 floats, 1600 bytes) ending on o's first byte, or right before it.
+  CHECK_THAT(forwardError(p, q, k, v, o, RowVector{4 * mib - 1600 + 4}),
+             Catch::StartsWith("flashbob: o overlaps lse"));
+  CHECK_THAT(invalidArgumentOf(attentionForward(p, q, k, v, o, RowVector{4 * mib - 1600})),
+             Catch::StartsWith(accepted));
+
+  // The backward: dQ on dK's last row, D on lse; dQ, dK, dV end to end are accepted.
+  const CUdeviceptr grads = 16 * mib, kBytes = 2 * 2 * 80 * 64 * 2;
+  Tensor dK = p.contiguous(grads, p.seqK), dV = p.contiguous(grads + kBytes, p.seqK);
+  Tensor dQ = p.contiguous(grads + 2 * kBytes, p.seqQ);
+  auto backward = [&](const Tensor &dq, RowVector d) {
+    return attentionBackward(p, q, k, v, o, p.contiguous(6 * mib, p.seqQ), lse, dq, dK, dV, d);
+  };
+  CHECK_THAT(invalidArgumentOf(backward(dQ, RowVector{7 * mib})), Catch::StartsWith(accepted));
+  llvm::Error e = backward(p.contiguous(grads + kBytes - 128, p.seqQ), RowVector{7 * mib});
+  CHECK_THAT(llvm::toString(std::move(e)), Catch::StartsWith("flashbob: dQ overlaps dK"));
+  e = backward(dQ, lse);
+  CHECK_THAT(llvm::toString(std::move(e)), Catch::StartsWith("flashbob: D overlaps lse"));
+}
+
+TEST_CASE("footprints: extents apart, overlapping, or rows interleaved without meeting",
+          "[api]") {
+  using jit::Footprint;
+  using jit::mayOverlap;
+  CHECK_FALSE(mayOverlap(Footprint::contiguous(0x1000, 256), Footprint::contiguous(0x1100, 16)));
+  CHECK(mayOverlap(Footprint::contiguous(0x1000, 257), Footprint::contiguous(0x1100, 16)));
+  CHECK(mayOverlap(Footprint::contiguous(0x1100, 16), Footprint::contiguous(0x1000, 257)));
+  CHECK(mayOverlap(Footprint::contiguous(0x1000, 16), Footprint::contiguous(0x1000, 16)));
+
+  // A view of (seq 4, 3 views, heads 2, d 8) bf16: rows of 16 bytes, heads 16 bytes apart, seq
+  // 96 bytes apart.
+  auto view = [](uint64_t start) {
+    Footprint f;
+    f.start = start;
+    f.rowBytes = 16;
+    f.sizes = {1, 2, 4};
+    f.strideBytes = {0, 16, 96};
+    f.extentBytes = 3 * 96 + 32;
+    return f;
+  };
+  CHECK_FALSE(mayOverlap(view(0x1000), view(0x1020))); // q and k views
+  CHECK_FALSE(mayOverlap(view(0x1040), view(0x1000))); // v and q
+  CHECK(mayOverlap(view(0x1000), view(0x1010)));       // one head into the other
+  CHECK(mayOverlap(view(0x1000), view(0x1000 + 96)));  // one sequence row further
+  // A contiguous argument inside the views' gaps, or across one.
+  CHECK_FALSE(mayOverlap(view(0x1000), Footprint::contiguous(0x1020, 64)));
+  CHECK(mayOverlap(view(0x1000), Footprint::contiguous(0x1020, 65)));
+  // The batch dimension of a single batch never counts, whatever its stride.
+  Footprint one = view(0x1000);
+  one.strideBytes[0] = 8;
+  CHECK_FALSE(mayOverlap(one, view(0x1020)));
+  one.sizes[0] = 2; // two batches 8 bytes apart: rows now overlap themselves and the others
+  one.extentBytes += 8;
+  CHECK(mayOverlap(one, view(0x1020)));
+}

@@ -274,6 +274,145 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
   CHECK_THAT(flashbob_last_error(), Catch::Contains("ring_step"));
 }
 
+TEST_CASE("an output sharing memory with an input or another output is refused naming both",
+          "[capi]") {
+  support::setOverride(support::Knob::CudaDriver, "/nonexistent/libcuda.so.1");
+  const flashbob_problem p = smallProblem(); // tensors of 16 KiB
+  const uintptr_t kib16 = 16 * 1024;
+  const flashbob_tensor q = tensorAt(0), k = tensorAt(1), v = tensorAt(2), o = tensorAt(3),
+                        dO = tensorAt(4);
+  float *lse = reinterpret_cast<float *>(uintptr_t(0x200000)); // 512 bytes
+  float *work = reinterpret_cast<float *>(uintptr_t(0x300000));
+  auto refused = [](flashbob_status status, const std::string &pair) {
+    CHECK(status == FLASHBOB_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(flashbob_last_error(),
+               Catch::StartsWith("flashbob: " + pair + ": an output must not share memory with an "
+                                                       "input or another output"));
+  };
+
+  // Inputs may share memory: self-attention on one tensor.
+  CHECK(flashbob_forward(&p, q, q, q, o, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  // o on k, on q, or on its last row.
+  refused(flashbob_forward(&p, q, k, v, k, lse, nullptr), "o overlaps k");
+  refused(flashbob_forward(&p, q, q, q, q, lse, nullptr), "o overlaps q");
+  refused(flashbob_forward(&p, q, k, v, tensorAtAddress(uintptr_t(v.data) + kib16 - 128), lse,
+                           nullptr),
+          "o overlaps v");
+  // lse (batch x heads x N floats) on o's first bytes.
+  refused(flashbob_forward(&p, q, k, v, o, static_cast<float *>(o.data), nullptr),
+          "o overlaps lse");
+
+  // The backward: outputs end to end are accepted; dQ on dK's last row is refused, as is the
+  // workspace (D) on lse.
+  const uintptr_t grads = 0x4000000;
+  const flashbob_tensor dQ = tensorAtAddress(grads), dK = tensorAtAddress(grads + kib16),
+                        dV = tensorAtAddress(grads + 2 * kib16);
+  CHECK(flashbob_backward(&p, q, k, v, o, dO, lse, dQ, dK, dV, work, nullptr) ==
+        FLASHBOB_ERROR_NO_DRIVER);
+  refused(flashbob_backward(&p, q, k, v, o, dO, lse, tensorAtAddress(grads + 2 * kib16 - 128), dK,
+                            dV, work, nullptr),
+          "dQ overlaps dK");
+  refused(flashbob_backward(&p, q, k, v, o, dO, lse, dQ, dK, dV, lse, nullptr), "D overlaps lse");
+  refused(flashbob_backward(&p, q, k, v, o, dO, lse, dQ, dK, dO, work, nullptr), "dV overlaps dO");
+
+  // BoB: its workspace's D, c, b are three row vectors end to end (accepted); gdO on uQ refused.
+  const flashbob_tensor uQ = tensorAt(5), uK = tensorAt(6), uV = tensorAt(7), gQ = tensorAt(8),
+                        gK = tensorAt(9), gV = tensorAt(10), gdO = tensorAt(11);
+  CHECK(flashbob_bob(&p, q, k, v, o, dO, lse, uQ, uK, uV, gQ, gK, gV, gdO, work, nullptr) ==
+        FLASHBOB_ERROR_NO_DRIVER);
+  refused(flashbob_bob(&p, q, k, v, o, dO, lse, uQ, uK, uV, gQ, gK, gV, uQ, work, nullptr),
+          "gdO overlaps uQ");
+  // The workspace's b (its last third) on gQ's first bytes.
+  refused(flashbob_bob(&p, q, k, v, o, dO, lse, uQ, uK, uV, gQ, gK, gV, gdO,
+                       reinterpret_cast<float *>(uintptr_t(gQ.data) - 2 * 512), nullptr),
+          "gQ overlaps b");
+  // The forward's JVP: t_o on a tangent.
+  refused(flashbob_forward_jvp(&p, q, k, v, o, lse, uQ, uK, uV, uK, nullptr), "tO overlaps tK");
+}
+
+TEST_CASE("overlap is judged by each argument's own extent: ring steps, packed batches, packed "
+          "qkv views",
+          "[capi]") {
+  support::setOverride(support::Knob::CudaDriver, "/nonexistent/libcuda.so.1");
+  const uintptr_t kib16 = 16 * 1024;
+  const flashbob_tensor k = tensorAt(1);
+  float *lse = reinterpret_cast<float *>(uintptr_t(0x200000));
+
+  // A ring step's o is float32: 32 KiB where a bf16 o would take 16.
+  flashbob_problem ring = smallProblem();
+  ring.ring_step = 1;
+  const uintptr_t at = 0x4000000;
+  const flashbob_tensor ringQ = tensorAtAddress(at), ringO = tensorAtAddress(at + kib16);
+  CHECK(flashbob_forward(&ring, ringQ, k, k, ringO, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  const flashbob_tensor afterBf16 = tensorAtAddress(at + 2 * kib16);
+  CHECK(flashbob_forward(&ring, ringQ, afterBf16, afterBf16, ringO, lse, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps k"));
+  CHECK(flashbob_forward(&ring, ringQ, tensorAtAddress(at + 3 * kib16), afterBf16, ringO, lse,
+                         nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps v"));
+  CHECK(flashbob_forward(&ring, ringQ, tensorAtAddress(at + 3 * kib16),
+                         tensorAtAddress(at + 3 * kib16), ringO, lse,
+                         nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+
+  // A packed batch: (total, heads, d) tensors of one batch whatever `batch` and stride[0] are;
+  // lse heads x total floats. 3 sequences, 128 rows in all, 2 heads: 32 KiB a tensor.
+  flashbob_problem packed = smallProblem();
+  packed.batch = 3;
+  packed.heads = 2;
+  packed.varlen = 1;
+  packed.max_seqlen_q = packed.max_seqlen_k = 64;
+  packed.cu_seqlens_q = packed.cu_seqlens_k = reinterpret_cast<const int32_t *>(uintptr_t(0x500000));
+  auto rowsOfHeads = [](uintptr_t address) { // (total, heads, d): stride[0] never read
+    return flashbob_tensor{reinterpret_cast<void *>(address), {999999 * 8, 64, 128, 1}};
+  };
+  const flashbob_tensor pq = rowsOfHeads(at), po = rowsOfHeads(at + 2 * kib16);
+  CHECK(flashbob_forward(&packed, pq, pq, pq, po, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  CHECK(flashbob_forward(&packed, pq, pq, pq, rowsOfHeads(at + 2 * kib16 - 16), lse, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps q"));
+  // lse holds heads x total floats (1 KiB): o may start right after it, not before its end.
+  float *packedLse = reinterpret_cast<float *>(uintptr_t(at + 4 * kib16));
+  CHECK(flashbob_forward(&packed, pq, pq, pq, rowsOfHeads(at + 4 * kib16 + 1024), packedLse,
+                         nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  CHECK(flashbob_forward(&packed, pq, pq, pq, rowsOfHeads(at + 4 * kib16 + 1008), packedLse,
+                         nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps lse"));
+  // The offsets are inputs too (batch + 1 int32).
+  CHECK(flashbob_forward(&packed, pq, pq, pq, rowsOfHeads(0x500000 - 2 * kib16 + 16), lse,
+                         nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps cu_seqlens_q"));
+
+  // flash-attn's packed qkv, (batch, seq, 3, heads, d), and its gradient dqkv likewise: q, k, v
+  // and dq, dk, dv are views whose rows interleave without meeting. Accepted; shifted by 16
+  // bytes, dk's rows run into dv's.
+  flashbob_problem dense = smallProblem();
+  dense.heads = 2;
+  auto qkvView = [](uintptr_t base, int which) { // heads x d = 128 elements per view and row
+    return flashbob_tensor{reinterpret_cast<void *>(base + uintptr_t(which) * 128 * 2),
+                           {128 * 3 * 128, 64, 3 * 128, 1}};
+  };
+  const uintptr_t qkv = 0x8000000, dqkv = 0x9000000;
+  const flashbob_tensor vq = qkvView(qkv, 0), vk = qkvView(qkv, 1), vv = qkvView(qkv, 2);
+  const flashbob_tensor denseO = {reinterpret_cast<void *>(uintptr_t(0xa200000)),
+                                  {2 * 8192, 8192, 64, 1}};
+  const flashbob_tensor denseDO = {reinterpret_cast<void *>(uintptr_t(0xa300000)),
+                                   {2 * 8192, 8192, 64, 1}};
+  CHECK(flashbob_backward(&dense, vq, vk, vv, denseO, denseDO, lse, qkvView(dqkv, 0),
+                          qkvView(dqkv, 1), qkvView(dqkv, 2), reinterpret_cast<float *>(0x300000),
+                          nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  flashbob_tensor shifted = qkvView(dqkv, 1);
+  shifted.data = static_cast<char *>(shifted.data) + 16;
+  CHECK(flashbob_backward(&dense, vq, vk, vv, denseO, denseDO, lse, qkvView(dqkv, 0), shifted,
+                          qkvView(dqkv, 2), reinterpret_cast<float *>(0x300000), nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: dK overlaps dV"));
+  // An output on the inputs' qkv: the same rows.
+  CHECK(flashbob_forward(&dense, vq, vk, vv, qkvView(qkv, 1), lse, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps k"));
+}
+
 TEST_CASE("flashbob_set_cache_dir overrides FLASHBOB_CACHE_DIR without touching the environment",
           "[capi]") {
   const char *before = std::getenv("FLASHBOB_CACHE_DIR");

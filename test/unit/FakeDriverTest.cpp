@@ -393,6 +393,45 @@ TEST_CASE("a packed batch launches the _varlen kernels over its longest sequence
   CHECK(launches().size() == 1);
 }
 
+TEST_CASE("an output sharing memory with an input or another output is refused, nothing "
+          "launched; inputs may share memory",
+          "[fake]") {
+  useFakeDriver();
+  const AttentionProblem p = problem();
+  const CUdeviceptr kBytes = CUdeviceptr(p.batch * p.heads * p.seqK * p.headDim * 2);
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK),
+         v = p.contiguous(address(2), p.seqK), o = p.contiguous(address(3), p.seqQ),
+         dO = p.contiguous(address(4), p.seqQ);
+  RowVector lse{address(8)}, d{address(9)};
+
+  // q = k = v (self-attention on one tensor) launches.
+  REQUIRE(messageOf(attentionForward(p, q, q, q, o, lse)) == "no error");
+  CHECK(launches().size() == 1);
+
+  // o == k, through the C++ API and the C API: refused naming both, no launch.
+  CHECK_THAT(messageOf(attentionForward(p, q, k, v, k, lse)),
+             Catch::StartsWith("flashbob: o overlaps k: an output must not share memory"));
+  flashbob_problem cp = cProblem(p);
+  CHECK(flashbob_forward(&cp, cTensor(q), cTensor(k), cTensor(v), cTensor(k),
+                         reinterpret_cast<float *>(lse.data), nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps k"));
+  // dQ over dK's last row (the backward's two kernels: neither launched).
+  Tensor dK = p.contiguous(address(6), p.seqK), dV = p.contiguous(address(6) + kBytes, p.seqK);
+  Tensor dQ = p.contiguous(address(6) + kBytes - 128, p.seqQ);
+  CHECK(flashbob_backward(&cp, cTensor(q), cTensor(k), cTensor(v), cTensor(o), cTensor(dO),
+                          reinterpret_cast<float *>(lse.data), cTensor(dQ), cTensor(dK),
+                          cTensor(dV), reinterpret_cast<float *>(d.data),
+                          nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: dQ overlaps dK"));
+  CHECK(launches().empty());
+
+  // Outputs end to end launch.
+  dQ = p.contiguous(address(6) + 2 * kBytes, p.seqQ);
+  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, dQ, dK, dV, d)) == "no error");
+  CHECK(launches().size() == 2);
+}
+
 TEST_CASE("the largest valid sizes launch their whole grid, untruncated", "[fake]") {
   useFakeDriver();
   AttentionProblem p = problem();
