@@ -11,8 +11,11 @@
 #include "support/Knobs.h"
 #include "support/Log.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -81,9 +84,43 @@ template <typename Enum> int enumValue(const Enum &e) {
   return value;
 }
 
-llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *p) {
+// The sizes of the flashbob_problem layouts this library reads (flashbob.h: each earlier layout
+// is this one cut before a field appended since), oldest first.
+constexpr uint32_t kProblemSizes[] = {
+    offsetof(flashbob_problem, ring_step), // before ring_step
+    sizeof(flashbob_problem),
+};
+static_assert(offsetof(flashbob_problem, size) == 0, "size comes first in every layout");
+
+// The caller's problem as this library's layout: its `size` bytes, the fields past them at their
+// zero defaults. Only those bytes are read: an older caller's struct ends there.
+llvm::Expected<flashbob_problem> callersProblem(const flashbob_problem *p) {
   if (!p)
     return badArgument("problem", "is a null pointer");
+  uint32_t size;
+  std::memcpy(&size, p, sizeof size);
+  if (!llvm::is_contained(kProblemSizes, size)) {
+    std::string known;
+    for (size_t i = 0; i < std::size(kProblemSizes); ++i)
+      known += (i == 0 ? "" : i + 1 == std::size(kProblemSizes) ? " or " : ", ") +
+               std::to_string(kProblemSizes[i]);
+    return flashbob::support::makeInvalidArgument(
+        "p->size", "flashbob: p->size = " + llvm::Twine(size) +
+                       " is not the size of a flashbob_problem layout this library knows (" +
+                       known + " bytes): set it to sizeof(flashbob_problem) "
+                       "(FLASHBOB_PROBLEM_INIT, flashbob_problem_init())" +
+                       (size > sizeof(flashbob_problem) ? ", or use a newer libflashbob" : ""));
+  }
+  flashbob_problem copy{};
+  std::memcpy(&copy, p, size);
+  return copy;
+}
+
+llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *caller) {
+  auto read = callersProblem(caller);
+  if (!read)
+    return read.takeError();
+  const flashbob_problem *p = &*read;
   const int dtype = enumValue(p->dtype);
   if (dtype != FLASHBOB_BF16 && dtype != FLASHBOB_FP16)
     return badArgument("dtype", "must be FLASHBOB_BF16 or FLASHBOB_FP16");

@@ -1,14 +1,24 @@
 /* FlashBoB C API: exact attention forward, backward and backward-over-backward (BoB) on CUDA
  * device pointers, JIT-compiled for each problem's specialization.
  *
- * Stable C ABI: no C++ types cross it. Every call returns a flashbob_status; on failure,
- * flashbob_last_error() gives a one-line message for the calling thread that names the bad
- * argument or the failing CUDA/LLVM call. Nothing is launched when an argument is invalid.
+ * Stable C ABI: no C++ types cross it, and flashbob_problem carries its own size (below), so a
+ * binding built against another version of this header is understood or refused, never misread.
+ * Every call returns a flashbob_status; on failure, flashbob_last_error() gives a one-line
+ * message for the calling thread that names the bad argument or the failing CUDA/LLVM call.
+ * Nothing is launched when an argument is invalid.
  *
  * Layouts: tensors are (batch, heads, seq, head_dim) in the problem's dtype with strides in
  * elements (head_dim stride 1); row vectors (lse, D, c, b) are contiguous (batch, heads, seq)
  * float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
  * current device's primary context, the one CUDA runtimes and frameworks use.
+ *
+ * Aliasing: no output may share memory with an input or with another output (kernels would read
+ * what other blocks already overwrote): such a call is refused with
+ * FLASHBOB_ERROR_INVALID_ARGUMENT naming both arguments ("o overlaps k"), judged from each
+ * argument's bytes (its pointer, sizes and strides; a row vector's element count). Inputs may
+ * share memory (self-attention with q, k and v one tensor), and outputs may interleave with
+ * each other or with inputs in one buffer without sharing bytes (dq, dk, dv views of one packed
+ * dqkv tensor).
  */
 #ifndef FLASHBOB_H
 #define FLASHBOB_H
@@ -20,7 +30,7 @@ extern "C" {
 #endif
 
 #define FLASHBOB_VERSION_MAJOR 0
-#define FLASHBOB_VERSION_MINOR 1
+#define FLASHBOB_VERSION_MINOR 2
 #define FLASHBOB_VERSION_PATCH 0
 
 typedef enum flashbob_status {
@@ -35,7 +45,18 @@ typedef enum flashbob_status {
 
 typedef enum flashbob_dtype { FLASHBOB_BF16 = 0, FLASHBOB_FP16 = 1 } flashbob_dtype;
 
+/* A problem's layout grows only by fields appended at its end, and its first field, `size`,
+ * says which layout the caller has: sizeof(flashbob_problem) of the header it was compiled
+ * against. Start every problem from FLASHBOB_PROBLEM_INIT or flashbob_problem_init(), which set
+ * `size` and give every other field its default, zero. The library accepts the size of each
+ * layout it knows: this header's, and each earlier one, which ends before a field appended since
+ * (the layout before ring_step: offsetof(flashbob_problem, ring_step) bytes). It reads only
+ * `size` bytes of the struct, and the fields past them keep their zero defaults, so an older
+ * binding works with a newer library. Any other size (0, size not set; a size between two
+ * layouts; a newer layout than this library knows, whose fields it would ignore) is refused with
+ * FLASHBOB_ERROR_INVALID_ARGUMENT, the message naming p->size and the sizes accepted. */
 typedef struct flashbob_problem {
+  uint32_t size;    /* sizeof(flashbob_problem): see above */
   int64_t batch, heads;
   int64_t seq_q;    /* N, queries */
   int64_t seq_k;    /* M, keys */
@@ -85,12 +106,30 @@ typedef struct flashbob_problem {
                  docs/context-parallel.md */
 } flashbob_problem;
 
+/* A problem with `size` set and every other field zero (its default), for C and C++ callers:
+ *   flashbob_problem p = FLASHBOB_PROBLEM_INIT;   or   p = flashbob_problem_init();
+ * then set the sizes and options. */
+#ifdef __cplusplus
+static inline flashbob_problem flashbob_problem_init(void) {
+  flashbob_problem p = flashbob_problem(); /* value-initialized: every field zero */
+  p.size = (uint32_t)sizeof p;
+  return p;
+}
+#define FLASHBOB_PROBLEM_INIT flashbob_problem_init()
+#else
+#define FLASHBOB_PROBLEM_INIT {.size = (uint32_t)sizeof(flashbob_problem)}
+static inline flashbob_problem flashbob_problem_init(void) {
+  flashbob_problem p = FLASHBOB_PROBLEM_INIT;
+  return p;
+}
+#endif
+
 typedef struct flashbob_tensor {
   void *data;        /* device pointer */
   int64_t stride[4]; /* elements; stride[3] must be 1 */
 } flashbob_tensor;
 
-/* "0.1.0" */
+/* "MAJOR.MINOR.PATCH", as the macros above (e.g. "0.2.0") */
 const char *flashbob_version(void);
 /* The message of the calling thread's last failed call ("" if none). */
 const char *flashbob_last_error(void);

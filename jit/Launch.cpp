@@ -2,6 +2,7 @@
 
 #include "compiler/dialect/Target.h"
 #include "jit/KernelCache.h"
+#include "jit/Overlap.h"
 #include "jit/Tuning.h"
 #include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
@@ -9,6 +10,7 @@
 #include "support/Knobs.h"
 #include "support/Progress.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -142,6 +144,59 @@ llvm::Error validateLongest(llvm::StringRef name, int64_t longest, llvm::StringR
   return llvm::Error::success();
 }
 
+// The bytes of an operand validate() accepted (its extent fits the address space).
+Footprint footprint(const AttentionProblem &p, const Tensor &t, kernels::Layout layout,
+                    int64_t heads, int64_t rows, int64_t elementBytes) {
+  switch (layout) {
+  case kernels::Layout::rows:
+    return Footprint::contiguous(t.data, uint64_t(p.tensorBatch() * p.heads * rows) * 4);
+  case kernels::Layout::offsets:
+    return Footprint::contiguous(t.data, uint64_t(p.batch + 1) * 4);
+  case kernels::Layout::tensor:
+    break;
+  }
+  Footprint f;
+  f.start = t.data;
+  f.rowBytes = uint64_t(p.headDim * elementBytes);
+  f.sizes = {p.tensorBatch(), heads, rows};
+  const int64_t strides[3] = {batchStride(p, t, heads, rows), t.stride[1], t.stride[2]};
+  for (size_t i = 0; i < 3; ++i) // wraps only for an unused dimension of size 1
+    f.strideBytes[i] = uint64_t(strides[i]) * uint64_t(elementBytes);
+  f.extentBytes = span(t.data, {f.sizes[0], f.sizes[1], f.sizes[2], p.headDim},
+                       {strides[0], strides[1], strides[2], 1}, elementBytes)
+                      .value_or(0);
+  return f;
+}
+
+// No output shares a byte with an input or another output: a kernel's blocks would read what
+// others already overwrote, or race on it. Inputs may share memory (q = k = v). `operands` in
+// signature order; the error names the output first (the earlier of two outputs).
+llvm::Error validateNoOverlap(llvm::ArrayRef<Operand> operands,
+                              const std::array<Footprint, kernels::kOperandCount> &bytes,
+                              const std::bitset<kernels::kOperandCount> &written) {
+  auto isOutput = [&](Operand o) { return written[static_cast<size_t>(o)]; };
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!isOutput(operands[i]))
+      continue;
+    const Footprint &a = bytes[static_cast<size_t>(operands[i])];
+    for (size_t j = 0; j < operands.size(); ++j) {
+      if (j == i || (j < i && isOutput(operands[j]))) // a pair of outputs once
+        continue;
+      const Footprint &b = bytes[static_cast<size_t>(operands[j])];
+      if (!mayOverlap(a, b))
+        continue;
+      const llvm::StringRef out = kernels::operandInfo(operands[i]).name,
+                            other = kernels::operandInfo(operands[j]).name;
+      return invalid(out, llvm::formatv("{0} overlaps {1}: an output must not share memory with "
+                                        "an input or another output ({0}: bytes [{2:x}, {3:x}), "
+                                        "{1}: [{4:x}, {5:x}))",
+                                        out, other, a.start, a.start + a.extentBytes, b.start,
+                                        b.start + b.extentBytes));
+    }
+  }
+  return llvm::Error::success();
+}
+
 // Whether each of `kinds` runs in the problem's form: a ring step needs the kinds' ring-step
 // forms.
 llvm::Error validateKinds(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds) {
@@ -240,7 +295,9 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
                      const Bindings &bindings) {
   if (llvm::Error e = validateProblem(p))
     return e;
-  std::bitset<kernels::kOperandCount> checked;
+  std::bitset<kernels::kOperandCount> checked, written;
+  llvm::SmallVector<Operand, kernels::kOperandCount> operands; // in signature order
+  std::array<Footprint, kernels::kOperandCount> bytes;
   if (llvm::Error e = validateKinds(p, kinds))
     return e;
   for (bob::KernelKind kind : kinds) {
@@ -251,29 +308,35 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
         continue;
       }
       const size_t i = static_cast<size_t>(param.operand);
+      // An operation's output even where a later kernel of it reads it (bwd_kv reads D).
+      if (param.output)
+        written.set(i);
       if (checked[i])
         continue;
       checked.set(i);
+      operands.push_back(param.operand);
       const kernels::OperandInfo &info = kernels::operandInfo(param.operand);
       if (!bindings.bound(param.operand))
         return invalid(info.name, info.name + " is not given");
       const bool query = info.side == kernels::Side::query;
       const int64_t rows = query ? p.seqQ : p.seqK;
       const Tensor &t = bindings[param.operand];
+      const int64_t heads = query ? p.heads : p.keyValueHeads();
+      const int64_t elementBytes = kernels::isFloat32Tensor(param, p.ringStep) ? 4 : 2;
       llvm::Error e = llvm::Error::success();
       switch (info.layout) {
       case kernels::Layout::rows: e = validateRows(p, t, info.name, rows); break;
       case kernels::Layout::offsets: e = validateOffsetsMemory(p, t, info.name); break;
       case kernels::Layout::tensor:
-        e = validateTensor(p, t, info.name, query ? p.heads : p.keyValueHeads(), rows,
-                           kernels::isFloat32Tensor(param, p.ringStep) ? 4 : 2);
+        e = validateTensor(p, t, info.name, heads, rows, elementBytes);
         break;
       }
       if (e)
         return e;
+      bytes[i] = footprint(p, t, info.layout, heads, rows, elementBytes);
     }
   }
-  return llvm::Error::success();
+  return validateNoOverlap(operands, bytes, written);
 }
 
 llvm::Error validateOffsets(const AttentionProblem &p, const Bindings &bindings,

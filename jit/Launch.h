@@ -32,7 +32,9 @@ private:
 };
 
 // Checks the problem's sizes, then every argument that one of `kinds` takes: an operand bound,
-// aligned and laid out as its layout needs, a scalar a normal f32. The error names the argument
+// aligned and laid out as its layout needs, a scalar a normal f32; then that no output (an
+// operand any of `kinds` writes) shares memory with another operand (jit/Overlap.h), naming
+// both ("o overlaps k"). The error names the argument
 // (as kernels::operandInfo spells it; "scale" for a scalar); on an error nothing may be launched.
 llvm::Error validateProblem(const AttentionProblem &p);
 // The longest sequence (N or M) the kernels index correctly: rows, the mask and TMA coordinates

@@ -27,7 +27,10 @@ class NoDriverError(FlashBobError):
 
 
 class Problem(ctypes.Structure):
+    """flashbob_problem. Its `size` (first, as in the header) is set here: positional arguments
+    fill the fields after it, in the header's order."""
     _fields_ = [
+        ("size", ctypes.c_uint32),
         ("batch", ctypes.c_int64),
         ("heads", ctypes.c_int64),
         ("seq_q", ctypes.c_int64),
@@ -47,6 +50,9 @@ class Problem(ctypes.Structure):
         ("max_seqlen_k", ctypes.c_int64),
         ("ring_step", ctypes.c_int),
     ]
+
+    def __init__(self, *fields, **named):
+        super().__init__(ctypes.sizeof(Problem), *fields, **named)
 
 
 class Tensor(ctypes.Structure):

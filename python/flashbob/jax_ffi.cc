@@ -43,6 +43,7 @@ namespace {
 namespace abi {
 
 struct Problem {
+  uint32_t size;  // sizeof(Problem): the layout this shim has (flashbob.h)
   int64_t batch, heads, seq_q, seq_k, head_dim;
   int dtype;  // 0: bf16, 1: fp16
   int causal;
@@ -92,6 +93,7 @@ static_assert(sizeof(abi::Tensor) == FLASHBOB_TENSOR_SIZE,
   static_assert(offsetof(abi::Problem, field) == offsetof(flashbob_problem, field) &&       \
                     sizeof(abi::Problem::field) == sizeof(flashbob_problem::field),          \
                 "abi::Problem::" #field " differs from api/flashbob.h")
+FLASHBOB_SAME_FIELD(size);
 FLASHBOB_SAME_FIELD(batch);
 FLASHBOB_SAME_FIELD(heads);
 FLASHBOB_SAME_FIELD(seq_q);
@@ -186,6 +188,7 @@ ffi::Error MakeProblem(const ffi::AnyBuffer &q, const ffi::AnyBuffer &k,
     return ffi::Error::Internal("flashbob.jax: the FFI shim was called before "
                                 "flashbob_jax_ffi_init loaded libflashbob.so");
   p = abi::Problem{};
+  p.size = sizeof(abi::Problem);
   switch (q.element_type()) {
     case ffi::DataType::BF16: p.dtype = 0; break;
     case ffi::DataType::F16: p.dtype = 1; break;

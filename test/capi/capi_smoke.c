@@ -84,7 +84,14 @@ static int gpu_part(void) {
     return 77;
   }
 
-  flashbob_problem p = {1, 2, 96, 80, 64, FLASHBOB_BF16, 1, 0.0};
+  flashbob_problem p = FLASHBOB_PROBLEM_INIT;
+  p.batch = 1;
+  p.heads = 2;
+  p.seq_q = 96;
+  p.seq_k = 80;
+  p.head_dim = 64;
+  p.dtype = FLASHBOB_BF16;
+  p.causal = 1;
   const size_t nq = (size_t)(p.batch * p.heads * p.seq_q * p.head_dim);
   const size_t nk = (size_t)(p.batch * p.heads * p.seq_k * p.head_dim);
   const size_t rows = (size_t)(p.batch * p.heads * p.seq_q);
@@ -168,26 +175,51 @@ static int gpu_part(void) {
 
 int main(void) {
   printf("flashbob %s\n", flashbob_version());
-  EXPECT(strcmp(flashbob_version(), "0.1.0") == 0, "version %s", flashbob_version());
+  {
+    char header[32];
+    snprintf(header, sizeof header, "%d.%d.%d", FLASHBOB_VERSION_MAJOR, FLASHBOB_VERSION_MINOR,
+             FLASHBOB_VERSION_PATCH);
+    EXPECT(strcmp(flashbob_version(), header) == 0, "version %s, header %s", flashbob_version(),
+           header);
+  }
 
-  flashbob_problem p = {1, 1, 128, 128, 64, FLASHBOB_BF16, 0, 0.0};
+  flashbob_problem p = flashbob_problem_init();
+  EXPECT(p.size == sizeof(flashbob_problem) && p.batch == 0 && p.cu_seqlens_q == NULL &&
+             p.ring_step == 0,
+         "flashbob_problem_init: size %u", (unsigned)p.size);
+  p.batch = 1;
+  p.heads = 1;
+  p.seq_q = 128;
+  p.seq_k = 128;
+  p.head_dim = 64;
+  /* q, k and v may be one tensor (self-attention); o is a tensor of its own, 256 KiB further. */
   flashbob_tensor t = contiguous((void *)(uintptr_t)0x100000, &p, 128);
+  flashbob_tensor o = contiguous((void *)(uintptr_t)0x140000, &p, 128);
   flashbob_tensor null_t = t;
   null_t.data = NULL;
   float *lse = (float *)(uintptr_t)0x200000;
 
   /* Bad arguments: named, nothing launched (these need no GPU). */
-  EXPECT(flashbob_forward(NULL, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "null problem");
+  EXPECT(flashbob_forward(NULL, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "null problem");
   EXPECT(strstr(flashbob_last_error(), "problem is a null pointer") != NULL, "%s", flashbob_last_error());
-  EXPECT(flashbob_forward(&p, t, null_t, t, t, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "null k");
+  EXPECT(flashbob_forward(&p, t, null_t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "null k");
   EXPECT(strstr(flashbob_last_error(), "k is a null pointer") != NULL, "%s", flashbob_last_error());
   flashbob_problem bad = p;
   bad.head_dim = 100;
-  EXPECT(flashbob_forward(&bad, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "head_dim");
+  EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "head_dim");
   EXPECT(strstr(flashbob_last_error(), "head_dim 100") != NULL, "%s", flashbob_last_error());
   bad = p;
   bad.dtype = (flashbob_dtype)7;
-  EXPECT(flashbob_forward(&bad, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "dtype");
+  EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "dtype");
+  /* A problem whose size was never set (a struct filled field by field from zero) is refused,
+   * naming the field, not read as some layout. */
+  bad = p;
+  bad.size = 0;
+  EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "size 0");
+  EXPECT(strstr(flashbob_last_error(), "p->size = 0") != NULL, "%s", flashbob_last_error());
+  /* An output on an input's memory: refused naming both. */
+  EXPECT(flashbob_forward(&p, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "o == q");
+  EXPECT(strstr(flashbob_last_error(), "o overlaps q") != NULL, "%s", flashbob_last_error());
   EXPECT(flashbob_bob(&p, t, t, t, t, t, lse, t, t, t, t, t, t, t, NULL, NULL) ==
              FLASHBOB_ERROR_INVALID_ARGUMENT, "null workspace");
   EXPECT(strstr(flashbob_last_error(), "workspace is a null pointer") != NULL, "%s", flashbob_last_error());
@@ -215,7 +247,7 @@ int main(void) {
 
   /* Valid arguments without a driver: one clear status and message. */
   if (getenv("FLASHBOB_CUDA_DRIVER")) {
-    EXPECT(flashbob_forward(&p, t, t, t, t, lse, NULL) == FLASHBOB_ERROR_NO_DRIVER, "no driver");
+    EXPECT(flashbob_forward(&p, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_NO_DRIVER, "no driver");
     EXPECT(strncmp(flashbob_last_error(), "no CUDA driver found", 20) == 0, "%s", flashbob_last_error());
     EXPECT(flashbob_precompile(&p, FLASHBOB_OP_BOB) == FLASHBOB_ERROR_NO_DRIVER, "precompile, no driver");
     EXPECT(flashbob_precompile_ops(&p, ops, 1) == FLASHBOB_ERROR_NO_DRIVER, "precompile_ops, no driver");

@@ -2,8 +2,11 @@
 // (FuzzedDataProvider) into one call of flashbob_forward, flashbob_backward, flashbob_bob,
 // flashbob_set_cache_dir, flashbob_precompile, flashbob_bob_pass1 or flashbob_bob_pass2 (ring
 // steps, with the problem's ring_step): the problem struct (or a null pointer), every
-// tensor's pointer and strides, the row pointers and the stream, or the op. Selector value 0 always picks a valid argument, so an
-// empty input is a valid forward call and every mutation makes one argument odd.
+// tensor's pointer and strides, the row pointers and the stream, or the op; last (so that inputs
+// older than them decode as before), the problem's size field (this header's layout, the one
+// before ring_step, or an odd size) and now and then an output tensor put on another tensor's
+// memory. Selector value 0 always picks a valid argument, so an empty input is a valid forward
+// call and every mutation makes one argument odd.
 //
 // The driver is a library that does not exist (FLASHBOB_CUDA_DRIVER, set before the first call),
 // and the arguments are checked before the driver is loaded, so a call either fails validation
@@ -15,7 +18,8 @@
 //    dtype BF16 or FP16, positive sizes, head_dim a multiple of 16 up to 256, every tensor
 //    non-null and 16-byte aligned with stride[3] = 1, strides positive multiples of 8 (of 4 for
 //    a ring step's float32 outputs), row vectors non-null and 4-byte aligned; BoB whole is no
-//    ring step and its pass 1 alone is one.
+//    ring step and its pass 1 alone is one; p->size one of the layouts' (with the one before
+//    ring_step, ring_step read as 0); no output tensor at another tensor's address.
 // With FLASHBOB_FUZZ_STRICT=1 it also checks the limits of issue 21 (items 7 and 8: scale NaN or
 // not finite as float32, batch * heads or batch * heads * seq_q overflowing int64, seq_q / seq_k
 // past 2^31 - 1), which jit::validateProblem enforces; CTest runs it so (test/fuzz/
@@ -28,6 +32,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -121,7 +126,7 @@ struct Call {
               // 6 BoB pass 2
   flashbob_op precompileOp = FLASHBOB_OP_FORWARD;
   bool nullProblem = false;
-  flashbob_problem p{};
+  flashbob_problem p = FLASHBOB_PROBLEM_INIT;
   std::vector<flashbob_tensor> tensors; // in the order of the function's parameters
   std::vector<float *> rows;            // lse, then the workspace (backward, BoB)
   void *stream = nullptr;
@@ -143,6 +148,33 @@ bool keySide(int op, size_t i) {
   case 6: return i == 1 || i == 2 || i == 5 || i == 6 || i == 7 || i == 8;
   default: return i == 1 || i == 2;
   }
+}
+
+// The layout before ring_step (flashbob.h), which the library reads with ring_step 0.
+constexpr uint32_t kSizeBeforeRingStep = offsetof(flashbob_problem, ring_step);
+
+// What decode reads after everything else: the problem's size, and whether an output tensor
+// takes another tensor's address.
+void decodeLast(FuzzedDataProvider &in, Call &c) {
+  switch (in.ConsumeIntegral<uint8_t>() % 16) {
+  case 13:
+    c.p.size = kSizeBeforeRingStep;
+    break;
+  case 14:
+    c.p.size = in.ConsumeIntegralInRange<uint32_t>(0, sizeof(flashbob_problem) + 16);
+    break;
+  case 15:
+    c.p.size = in.ConsumeIntegral<uint32_t>();
+    break;
+  default:
+    c.p.size = sizeof(flashbob_problem);
+  }
+  if (c.tensors.empty() || in.ConsumeIntegral<uint8_t>() % 8 != 7)
+    return;
+  const size_t out = in.ConsumeIntegralInRange<size_t>(kFirstOutput[c.op], c.tensors.size() - 1);
+  const size_t other = in.ConsumeIntegralInRange<size_t>(0, c.tensors.size() - 1);
+  if (other != out)
+    c.tensors[out].data = c.tensors[other].data;
 }
 
 Call decode(FuzzedDataProvider &in) {
@@ -205,6 +237,7 @@ Call decode(FuzzedDataProvider &in) {
     // any int; capi_smoke.c checks that one (9) is refused naming op.
     c.precompileOp = static_cast<flashbob_op>(
         in.ConsumeIntegralInRange<int>(FLASHBOB_OP_FORWARD, FLASHBOB_OP_BOB_PASS2));
+    decodeLast(in, c);
     return c;
   }
 
@@ -224,6 +257,7 @@ Call decode(FuzzedDataProvider &in) {
   }
   if (in.ConsumeIntegral<uint8_t>() % 8 == 7)
     c.stream = reinterpret_cast<void *>(in.ConsumeIntegral<uintptr_t>());
+  decodeLast(in, c);
   return c;
 }
 
@@ -262,7 +296,12 @@ std::string describe(double x) {
 std::string undocumentedPass(const Call &c) {
   if (c.nullProblem)
     return "a null problem";
-  const flashbob_problem &p = c.p;
+  if (c.p.size != sizeof(flashbob_problem) && c.p.size != kSizeBeforeRingStep)
+    return "p->size " + std::to_string(c.p.size);
+  // The problem as the library reads it: the older layout has no ring_step.
+  flashbob_problem p = c.p;
+  if (p.size == kSizeBeforeRingStep)
+    p.ring_step = 0;
   int dtype;
   std::memcpy(&dtype, &p.dtype, sizeof dtype);
   if (dtype != FLASHBOB_BF16 && dtype != FLASHBOB_FP16)
@@ -323,6 +362,12 @@ std::string undocumentedPass(const Call &c) {
   for (float *r : c.rows)
     if (!r || reinterpret_cast<uintptr_t>(r) % 4 != 0)
       return "a row vector null or not 4-byte aligned";
+  // Two tensors at one address share their first bytes: an output there is aliased.
+  for (size_t i = kFirstOutput[c.op]; i < c.tensors.size(); ++i)
+    for (size_t j = 0; j < c.tensors.size(); ++j)
+      if (j != i && c.tensors[i].data == c.tensors[j].data)
+        return "output tensor " + std::to_string(i) + " at tensor " + std::to_string(j) +
+               "'s address";
   if (strict) {
     if (std::isnan(p.scale) || p.scale > FLT_MAX || (p.scale > 0 && p.scale < FLT_TRUE_MIN))
       return "scale " + describe(p.scale) + " (NaN, or not finite and positive in float32)";
@@ -357,7 +402,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const flashbob_status status = run(c);
   const std::string error = flashbob_last_error() ? flashbob_last_error() : "(null)";
   if (verbose)
-    std::fprintf(stderr, "fuzz_capi: op %d status %d: %s\n", c.op, int(status), error.c_str());
+    std::fprintf(stderr, "fuzz_capi: op %d (problem size %u) status %d: %s\n", c.op,
+                 unsigned(c.p.size), int(status), error.c_str());
   if (c.op == 3) {
     // Any directory name is accepted (or refused with a message); nothing is created yet.
     if (status != FLASHBOB_OK && status != FLASHBOB_ERROR_INVALID_ARGUMENT)

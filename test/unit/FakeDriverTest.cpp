@@ -93,6 +93,23 @@ CUdeviceptr address(int i) { return CUdeviceptr(0x1000000000ull) * CUdeviceptr(i
 
 std::string messageOf(llvm::Error e) { return e ? llvm::toString(std::move(e)) : "no error"; }
 
+// The C API's view of a problem (its sizes, mask and key/value heads) and of a tensor.
+flashbob_problem cProblem(const AttentionProblem &p) {
+  flashbob_problem c = FLASHBOB_PROBLEM_INIT;
+  c.batch = p.batch;
+  c.heads = p.heads;
+  c.seq_q = p.seqQ;
+  c.seq_k = p.seqK;
+  c.head_dim = p.headDim;
+  c.dtype = FLASHBOB_BF16;
+  c.causal = p.causal;
+  c.heads_kv = p.headsKv;
+  return c;
+}
+flashbob_tensor cTensor(const Tensor &t) {
+  return {reinterpret_cast<void *>(t.data), {t.stride[0], t.stride[1], t.stride[2], t.stride[3]}};
+}
+
 // What the launch of `kind` must look like, computed here from the tile table's spec.
 void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Kind kind) {
   const compiler::KernelSpec spec = jit::defaultSpec(p, kind, bob::Arch::sm_90a);
@@ -247,7 +264,7 @@ TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value 
   Tensor q = p.contiguous(address(0), p.seqQ);
   CHECK_THAT(messageOf(attentionForward(p, q, q, q, q, RowVector{address(1)})),
              Catch::Contains("heads_kv"));
-  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 0, 0.0, 4};
+  flashbob_problem cp = cProblem(p);
   const flashbob_tensor t{reinterpret_cast<void *>(q.data),
                           {q.stride[0], q.stride[1], q.stride[2], q.stride[3]}};
   CHECK(flashbob_forward(&cp, t, t, t, t, reinterpret_cast<float *>(address(1)), nullptr) ==
@@ -256,7 +273,8 @@ TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value 
   CHECK(launches().empty());
   p.headsKv = 6;
   REQUIRE(messageOf(attentionForward(p, q, p.contiguous(address(1), p.seqK),
-                                     p.contiguous(address(2), p.seqK), q, RowVector{address(3)})) ==
+                                     p.contiguous(address(2), p.seqK),
+                                     p.contiguous(address(4), p.seqQ), RowVector{address(3)})) ==
           "no error");
   std::vector<fake_cuda_launch_record> plain = launches();
   REQUIRE(plain.size() == 1);
@@ -386,6 +404,45 @@ TEST_CASE("a packed batch launches the _varlen kernels over its longest sequence
   CHECK(launches().size() == 1);
 }
 
+TEST_CASE("an output sharing memory with an input or another output is refused, nothing "
+          "launched; inputs may share memory",
+          "[fake]") {
+  useFakeDriver();
+  const AttentionProblem p = problem();
+  const CUdeviceptr kBytes = CUdeviceptr(p.batch * p.heads * p.seqK * p.headDim * 2);
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK),
+         v = p.contiguous(address(2), p.seqK), o = p.contiguous(address(3), p.seqQ),
+         dO = p.contiguous(address(4), p.seqQ);
+  RowVector lse{address(8)}, d{address(9)};
+
+  // q = k = v (self-attention on one tensor) launches.
+  REQUIRE(messageOf(attentionForward(p, q, q, q, o, lse)) == "no error");
+  CHECK(launches().size() == 1);
+
+  // o == k, through the C++ API and the C API: refused naming both, no launch.
+  CHECK_THAT(messageOf(attentionForward(p, q, k, v, k, lse)),
+             Catch::StartsWith("flashbob: o overlaps k: an output must not share memory"));
+  flashbob_problem cp = cProblem(p);
+  CHECK(flashbob_forward(&cp, cTensor(q), cTensor(k), cTensor(v), cTensor(k),
+                         reinterpret_cast<float *>(lse.data), nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: o overlaps k"));
+  // dQ over dK's last row (the backward's two kernels: neither launched).
+  Tensor dK = p.contiguous(address(6), p.seqK), dV = p.contiguous(address(6) + kBytes, p.seqK);
+  Tensor dQ = p.contiguous(address(6) + kBytes - 128, p.seqQ);
+  CHECK(flashbob_backward(&cp, cTensor(q), cTensor(k), cTensor(v), cTensor(o), cTensor(dO),
+                          reinterpret_cast<float *>(lse.data), cTensor(dQ), cTensor(dK),
+                          cTensor(dV), reinterpret_cast<float *>(d.data),
+                          nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: dQ overlaps dK"));
+  CHECK(launches().empty());
+
+  // Outputs end to end launch.
+  dQ = p.contiguous(address(6) + 2 * kBytes, p.seqQ);
+  REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, dQ, dK, dV, d)) == "no error");
+  CHECK(launches().size() == 2);
+}
+
 TEST_CASE("the largest valid sizes launch their whole grid, untruncated", "[fake]") {
   useFakeDriver();
   AttentionProblem p = problem();
@@ -394,7 +451,8 @@ TEST_CASE("the largest valid sizes launch their whole grid, untruncated", "[fake
   p.seqQ = 256;
   p.seqK = 256;
   Tensor q = p.contiguous(address(0), p.seqQ);
-  REQUIRE(messageOf(attentionForward(p, q, q, q, q, RowVector{address(1)})) == "no error");
+  REQUIRE(messageOf(attentionForward(p, q, q, q, p.contiguous(address(1), p.seqQ),
+                                     RowVector{address(2)})) == "no error");
   std::vector<fake_cuda_launch_record> wide = launches();
   REQUIRE(wide.size() == 1);
   checkLaunch(wide[0], p, Kind::fwd);
@@ -402,8 +460,9 @@ TEST_CASE("the largest valid sizes launch their whole grid, untruncated", "[fake
   p = problem();
   p.batch = p.heads = 1;
   p.seqQ = p.seqK = jit::kMaxSequence; // 2^31 - 256 rows: 2^25 - 4 blocks of 64
-  q = p.contiguous(address(0), p.seqQ);
-  REQUIRE(messageOf(attentionForward(p, q, q, q, q, RowVector{address(1)})) == "no error");
+  q = p.contiguous(address(0), p.seqQ); // 256 GiB: o and lse 4 and 8 addresses further
+  REQUIRE(messageOf(attentionForward(p, q, q, q, p.contiguous(address(4), p.seqQ),
+                                     RowVector{address(8)})) == "no error");
   std::vector<fake_cuda_launch_record> tall = launches();
   REQUIRE(tall.size() == 1);
   checkLaunch(tall[0], p, Kind::fwd);
@@ -413,21 +472,18 @@ TEST_CASE("a failing driver call is a CudaCallError naming it, FLASHBOB_ERROR_CU
           "[fake]") {
   useFakeDriver();
   const AttentionProblem p = problem();
-  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK);
+  Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK),
+         o = p.contiguous(address(3), p.seqQ);
   ::setenv("FAKE_CUDA_FAIL", "cuLaunchKernel:CUDA_ERROR_LAUNCH_FAILED", 1);
   std::string call;
-  llvm::Error rest = llvm::handleErrors(attentionForward(p, q, k, k, q, RowVector{address(2)}),
+  llvm::Error rest = llvm::handleErrors(attentionForward(p, q, k, k, o, RowVector{address(2)}),
                                         [&](const support::CudaCallError &c) { call = c.call(); });
   CHECK(messageOf(std::move(rest)) == "no error");
   CHECK(call == "cuLaunchKernel");
 
   // The same through the C API: the status from the class, the message naming the call.
-  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 0, 0.0};
-  auto tensor = [](const Tensor &t) {
-    return flashbob_tensor{reinterpret_cast<void *>(t.data),
-                           {t.stride[0], t.stride[1], t.stride[2], t.stride[3]}};
-  };
-  CHECK(flashbob_forward(&cp, tensor(q), tensor(k), tensor(k), tensor(q),
+  flashbob_problem cp = cProblem(p);
+  CHECK(flashbob_forward(&cp, cTensor(q), cTensor(k), cTensor(k), cTensor(o),
                          reinterpret_cast<float *>(address(2)), nullptr) == FLASHBOB_ERROR_CUDA);
   CHECK_THAT(flashbob_last_error(), Catch::StartsWith("cuLaunchKernel: CUDA_ERROR_LAUNCH_FAILED"));
   ::unsetenv("FAKE_CUDA_FAIL");
@@ -436,7 +492,7 @@ TEST_CASE("a failing driver call is a CudaCallError naming it, FLASHBOB_ERROR_CU
   // Loading a module (a kernel not loaded before: causal) fails the same way, named.
   ::setenv("FAKE_CUDA_FAIL", "cuModuleLoadDataEx:CUDA_ERROR_NO_BINARY_FOR_GPU", 1);
   cp.causal = 1;
-  CHECK(flashbob_forward(&cp, tensor(q), tensor(k), tensor(k), tensor(q),
+  CHECK(flashbob_forward(&cp, cTensor(q), cTensor(k), cTensor(k), cTensor(o),
                          reinterpret_cast<float *>(address(2)), nullptr) == FLASHBOB_ERROR_CUDA);
   CHECK_THAT(flashbob_last_error(),
              Catch::StartsWith("cuModuleLoadDataEx: CUDA_ERROR_NO_BINARY_FOR_GPU"));
@@ -450,7 +506,8 @@ TEST_CASE("the softmax scale is a launch argument: a new scale runs the same ker
   std::vector<std::string> entries;
   for (double scale : {0.5, 0.3, 1e-3}) {
     p.scale = scale;
-    REQUIRE(messageOf(attentionForward(p, q, k, k, q, RowVector{address(2)})) == "no error");
+    REQUIRE(messageOf(attentionForward(p, q, k, k, p.contiguous(address(12), p.seqQ),
+                                       RowVector{address(2)})) == "no error");
     std::vector<fake_cuda_launch_record> fwd = launches();
     REQUIRE(fwd.size() == 1);
     checkLaunch(fwd[0], p, Kind::fwd);
@@ -796,10 +853,10 @@ TEST_CASE("an unsupported GPU is FLASHBOB_ERROR_UNSUPPORTED_DEVICE, nothing comp
   REQUIRE((cc == "75" || cc == "100"));
   const AttentionProblem p = problem();
   Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK);
-  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 0, 0.0};
-  flashbob_tensor tq = {reinterpret_cast<void *>(q.data), {q.stride[0], q.stride[1], q.stride[2], 1}};
-  flashbob_tensor tk = {reinterpret_cast<void *>(k.data), {k.stride[0], k.stride[1], k.stride[2], 1}};
-  CHECK(flashbob_forward(&cp, tq, tk, tk, tq, reinterpret_cast<float *>(address(2)), nullptr) ==
+  flashbob_problem cp = cProblem(p);
+  CHECK(flashbob_forward(&cp, cTensor(q), cTensor(k), cTensor(k),
+                         cTensor(p.contiguous(address(3), p.seqQ)),
+                         reinterpret_cast<float *>(address(2)), nullptr) ==
         FLASHBOB_ERROR_UNSUPPORTED_DEVICE);
   const std::string device = cc == "75" ? "sm_75" : "sm_100";
   CHECK_THAT(flashbob_last_error(),
@@ -832,7 +889,7 @@ TEST_CASE("precompiling the operations of an HVP step compiles their kernels at 
 
   AttentionProblem p = problem();
   p.causal = true;
-  flashbob_problem cp = {p.batch, p.heads, p.seqQ, p.seqK, p.headDim, FLASHBOB_BF16, 1, 0.0};
+  flashbob_problem cp = cProblem(p);
   const flashbob_op step[] = {FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, FLASHBOB_OP_BOB,
                               FLASHBOB_OP_FORWARD_JVP};
   REQUIRE(flashbob_precompile_ops(&cp, step, 4) == FLASHBOB_OK);
@@ -858,7 +915,7 @@ TEST_CASE("precompiling the operations of an HVP step compiles their kernels at 
   compiled.clear();
   REQUIRE(flashbob_precompile_ops(&cp, step, 4) == FLASHBOB_OK);
   Tensor q = p.contiguous(address(0), p.seqQ), k = p.contiguous(address(1), p.seqK);
-  REQUIRE(!attentionForward(p, q, k, k, q, RowVector{address(2)}));
+  REQUIRE(!attentionForward(p, q, k, k, p.contiguous(address(3), p.seqQ), RowVector{address(2)}));
   for (const Compiled &c : compiled)
     UNSCOPED_INFO("compiled again: " << c.kernel);
   CHECK(compiled.empty());
