@@ -530,14 +530,28 @@ static LogicalResult verifyElementwise(Operation *op, Type t) {
 LogicalResult Exp2Op::verify() { return verifyElementwise(*this, getType()); }
 LogicalResult Log2Op::verify() { return verifyElementwise(*this, getType()); }
 LogicalResult ReplaceOp::verify() { return verifyElementwise(*this, getType()); }
-LogicalResult MaskOp::verify() {
-  for (IntegerAttr side : {getWindowLeftAttr(), getWindowRightAttr()})
+// The mask attributes bob.mask and bob.multi_key_rows share.
+static LogicalResult verifyWindow(Operation *op, bool causal, IntegerAttr left, IntegerAttr right) {
+  for (IntegerAttr side : {left, right})
     if (side && side.getInt() < 0)
-      return emitOpError("window sizes must be >= 0 (leave a side out for no bound), got ")
+      return op->emitOpError("window sizes must be >= 0 (leave a side out for no bound), got ")
              << side.getInt();
-  if (getCausal() && getWindowRightAttr())
-    return emitOpError("causal already bounds the window on the right (at 0): no window_right");
+  if (causal && right)
+    return op->emitOpError(
+        "causal already bounds the window on the right (at 0): no window_right");
+  return success();
+}
+
+LogicalResult MaskOp::verify() {
+  if (failed(verifyWindow(*this, getCausal(), getWindowLeftAttr(), getWindowRightAttr())))
+    return failure();
   return verifyElementwise(*this, getType());
+}
+
+LogicalResult MultiKeyRowsOp::verify() {
+  if (failed(verifyWindow(*this, getCausal(), getWindowLeftAttr(), getWindowRightAttr())))
+    return failure();
+  return verifyRowsSplit(*this, getType());
 }
 
 LogicalResult CombineGroupsOp::verify() { return verifyRowsSplit(*this, getSource().getType()); }

@@ -386,6 +386,27 @@ def Bob_MaskOp : Bob_Op<"mask", [Pure, AllTypesMatch<["source", "result"]>]> {
   let hasVerifier = 1;
 }
 
+def Bob_MultiKeyRowsOp : Bob_Op<"multi_key_rows", [Pure]> {
+  let summary = "1.0 for each query row that sees at least two keys under the mask, else 0.0";
+  let description = [{
+    Rows are queries starting at `row`; the mask is bob.mask's (`queries` N, `keys` M, `causal`,
+    `window_left`, `window_right`), so a row sees the keys from max(0, query + M - N -
+    window_left) to min(M - 1, query + M - N + right side), and none when it is at or past N.
+    A row that sees one key (or none) has a constant softmax (P = 1 on that key), so every
+    derivative of its outputs with respect to its own scores and query is exactly zero. A
+    kernel that forms such a derivative as a difference of separately rounded pieces (BoB's
+    gQ = s (X1 - c X2 - b X3), whose terms cancel exactly there) multiplies it by this vector,
+    so those rows come out as the exact zero rather than the pieces' rounding residue.
+  }];
+  let arguments = (ins Index:$row, Index:$queries, Index:$keys, UnitAttr:$causal,
+                       OptionalAttr<I64Attr>:$window_left, OptionalAttr<I64Attr>:$window_right);
+  let results = (outs Bob_RowVecType:$result);
+  let assemblyFormat = [{
+    `at` $row `within` `(` $queries `,` $keys `)` attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Bob_ReduceOp : Bob_Op<"reduce", [Pure]> {
   let summary = "Reduce each row of an f32 register tile (sum or max) to a row vector";
   let description = [{

@@ -3,7 +3,8 @@
 //   c = rowsum(G o P),   b = rowsum(G o dS) + rowsum(P o W) - c o D
 // and four accumulators that do not depend on c, b (docs/bob-math.md):
 //   X1 = dS uK + (G o dS + P o W) K   X2 = (P o dP) K   X3 = P K   X4 = P uV + (P o G) V
-// then finishes gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O in the same sweep.
+// then finishes gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O in the same sweep (gQ exactly
+// zero in rows that see one key).
 // X2 is accumulated here (the oracle's X2Source::Accumulate) rather than formed from a saved dQ,
 // so the result does not inherit dQ's rounding to bf16/fp16.
 // In the long-sweep kernels X1 and X4 flush into reserves every kFlushBlocks blocks (KernelBuilder::flush):
@@ -89,9 +90,12 @@ void buildBobQuery(KernelBuilder &kb) {
   Tile b = bSum - c * D;
 
   // gQ = s (X1 - c o X2 - b o X3);  gdO = X4 - c o O.
+  // In a row that sees a single key the three terms cancel exactly (P = 1 whatever the query),
+  // but each was rounded on its own: the residue would be of the size of the terms, so such
+  // rows take their exact value, zero (docs/numerics.md, "Rows with one key").
   Tile gQ = x1 - x2 * c;
   gQ = gQ - x3 * b;
-  gQ = gQ * kb.scale();
+  gQ = gQ * (rowsSeeingSeveralKeys(kb) * kb.scale());
   kb.storeOwn(gQ, Operand::gQ);
   Tile o = kb.loadOwn(Operand::o);
   Tile gdO = x4 - o * c;

@@ -93,6 +93,17 @@ Tile probabilities(KernelBuilder &kb, const Tile &scores, const Tile &lseLog2, V
   return exp2(s - lseLog2);
 }
 
+Tile rowsSeeingSeveralKeys(KernelBuilder &kb) {
+  auto rows = bob::MultiKeyRowsOp::create(kb.b, kb.rowvec(kb.ownRows()), kb.ownStart, kb.n, kb.m,
+                                          kb.spec.causal, /*window_left=*/nullptr,
+                                          /*window_right=*/nullptr);
+  if (kb.spec.windowLeft >= 0)
+    rows.setWindowLeftAttr(kb.b.getI64IntegerAttr(kb.spec.windowLeft));
+  if (kb.spec.windowRight >= 0)
+    rows.setWindowRightAttr(kb.b.getI64IntegerAttr(kb.spec.windowRight));
+  return {kb, rows};
+}
+
 Tile outputDotRows(KernelBuilder &kb) {
   // dO before O: the order of bob_q's measured PTX (before this helper, bwd_q loaded O first;
   // its PTX differs from then by that order alone).

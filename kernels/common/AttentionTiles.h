@@ -40,6 +40,11 @@ Tile lseToLog2(const Tile &lse);
 Tile probabilities(KernelBuilder &kb, const Tile &scores, const Tile &lseLog2, mlir::Value row0,
                    mlir::Value col0);
 
+// 1.0 for each of the block's own query rows that sees at least two keys under the mask, 0.0
+// for one that sees one or none: its softmax is constant there, so every derivative with respect
+// to its query is exactly zero (bob.multi_key_rows).
+Tile rowsSeeingSeveralKeys(KernelBuilder &kb);
+
 // D = rowsum(dO o O) of the block's own query rows, from the stored outputs, in f32.
 Tile outputDotRows(KernelBuilder &kb);
 

@@ -112,6 +112,30 @@ struct ReplaceLowering : TilePattern<ReplaceOp> {
   }
 };
 
+// The query's own key is query + (M - N) (bottom-right aligned diagonal); the mask lets it see
+// `right` keys past it (0 when causal) and `left` before it, each side only when given. For
+// bob.mask and bob.multi_key_rows alike.
+template <typename MaskLikeOp>
+std::optional<int64_t> rightSide(MaskLikeOp op) {
+  if (op.getCausal())
+    return 0;
+  if (IntegerAttr attr = op.getWindowRightAttr())
+    return attr.getInt();
+  return std::nullopt;
+}
+template <typename MaskLikeOp>
+std::optional<int64_t> leftSide(MaskLikeOp op) {
+  if (IntegerAttr attr = op.getWindowLeftAttr())
+    return attr.getInt();
+  return std::nullopt;
+}
+Value toI32(Emitter &e, Value v) {
+  return arith::IndexCastOp::create(e.b, e.b.getI32Type(), v).getResult();
+}
+Value constantI32(Emitter &e, int64_t v) {
+  return arith::ConstantOp::create(e.b, e.b.getI32IntegerAttr(static_cast<int32_t>(v))).getResult();
+}
+
 struct MaskLowering : TilePattern<MaskOp> {
   using TilePattern::TilePattern;
   LogicalResult lower(MaskOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
@@ -131,27 +155,6 @@ struct MaskLowering : TilePattern<MaskOp> {
   }
 
 private:
-  // The query's own key is query + (M - N) (bottom-right aligned diagonal); the mask lets it see
-  // `right` keys past it (0 when causal) and `left` before it, each side only when given.
-  static std::optional<int64_t> rightSide(MaskOp op) {
-    if (op.getCausal())
-      return 0;
-    if (IntegerAttr attr = op.getWindowRightAttr())
-      return attr.getInt();
-    return std::nullopt;
-  }
-  static std::optional<int64_t> leftSide(MaskOp op) {
-    if (IntegerAttr attr = op.getWindowLeftAttr())
-      return attr.getInt();
-    return std::nullopt;
-  }
-  static Value toI32(Emitter &e, Value v) {
-    return arith::IndexCastOp::create(e.b, e.b.getI32Type(), v).getResult();
-  }
-  static Value constantI32(Emitter &e, int64_t v) {
-    return arith::ConstantOp::create(e.b, e.b.getI32IntegerAttr(static_cast<int32_t>(v))).getResult();
-  }
-
   // Whether the mask hides nothing of the whole tile (a uniform i1).
   Value tileIsClear(MaskOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const {
     using P = arith::CmpIPredicate;
@@ -233,6 +236,61 @@ private:
       masked = arith::OrIOp::create(e.b, masked, arith::CmpIOp::create(e.b, P::slt, keys, shifted(-*left)));
     Value fill = e.splat(vecType, op.getValue().convertToDouble());
     return arith::SelectOp::create(e.b, masked, fill, a.getSource()).getResult();
+  }
+};
+
+// Per row: the first key it sees is max(0, diagonal - left) (0 without a left side), the last
+// min(M - 1, diagonal + right) (M - 1 without a right side); two or more keys when last > first.
+// The element order is the row vector's (FragmentLayout.h: index mi * 2 + h holds row g + 8h of
+// fragment mi).
+struct MultiKeyRowsLowering : TilePattern<MultiKeyRowsOp> {
+  using TilePattern::TilePattern;
+  LogicalResult lower(MultiKeyRowsOp op, OpAdaptor a, Emitter &e,
+                      ConversionPatternRewriter &rw) const override {
+    auto conv = converter();
+    layout::TileShape s = conv->shape(op.getType());
+    auto vecType = cast<VectorType>(conv->convertType(op.getType()));
+    auto intVec = VectorType::get(vecType.getShape(), rw.getI32Type());
+    auto bcast = [&](Value v) { return vector::BroadcastOp::create(e.b, intVec, v).getResult(); };
+    auto constVec = [&](int32_t v) {
+      return arith::ConstantOp::create(e.b, DenseElementsAttr::get(intVec, v)).getResult();
+    };
+    SmallVector<int32_t> rowOffsets;
+    for (int64_t mi = 0; mi < s.mFrags(); ++mi)
+      for (int64_t h = 0; h < 2; ++h)
+        rowOffsets.push_back(static_cast<int32_t>(layout::TileShape::rowOffset(mi, 2 * h)));
+    // One value per statement: the IR comes out in this order (argument evaluation has none).
+    ThreadCoords c = e.coords(conv);
+    Value base = bcast(toI32(e, e.add(a.getRow(), e.threadRowBase(c, s))));
+    Value offsets =
+        arith::ConstantOp::create(e.b, DenseElementsAttr::get(intVec, ArrayRef(rowOffsets)));
+    Value queries = arith::AddIOp::create(e.b, base, offsets);
+    Value n = toI32(e, a.getQueries());
+    Value m = toI32(e, a.getKeys());
+    const std::optional<int64_t> right = rightSide(op), left = leftSide(op);
+    Value diagonal;
+    if (right || left)
+      diagonal = arith::AddIOp::create(e.b, queries, bcast(arith::SubIOp::create(e.b, m, n)));
+    Value lastKey = bcast(arith::SubIOp::create(e.b, m, constantI32(e, 1)));
+    if (right) {
+      Value reach = diagonal;
+      if (*right)
+        reach = arith::AddIOp::create(e.b, diagonal, constVec(*right));
+      lastKey = arith::MinSIOp::create(e.b, reach, lastKey);
+    }
+    Value firstKey = constVec(0);
+    if (left) {
+      Value back = arith::SubIOp::create(e.b, diagonal, constVec(*left));
+      firstKey = arith::MaxSIOp::create(e.b, back, firstKey);
+    }
+    using P = arith::CmpIPredicate;
+    Value inside = arith::CmpIOp::create(e.b, P::slt, queries, bcast(n));
+    Value twoOrMore = arith::CmpIOp::create(e.b, P::sgt, lastKey, firstKey);
+    Value several = arith::AndIOp::create(e.b, inside, twoOrMore);
+    Value one = e.splat(vecType, 1.0);
+    Value zero = e.splat(vecType, 0.0);
+    rw.replaceOp(op, arith::SelectOp::create(e.b, several, one, zero).getResult());
+    return success();
   }
 };
 
@@ -343,8 +401,8 @@ struct CombineGroupsLowering : TilePattern<CombineGroupsOp> {
 
 void populateMathPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<SplatLowering, ConvertLowering, ReplaceLowering, MaskLowering, ReduceLowering,
-               CombineGroupsLowering,
+  patterns.add<SplatLowering, ConvertLowering, ReplaceLowering, MaskLowering,
+               MultiKeyRowsLowering, ReduceLowering, CombineGroupsLowering,
                BinaryLowering<AddOp, arith::AddFOp>, BinaryLowering<SubOp, arith::SubFOp>,
                BinaryLowering<MulOp, arith::MulFOp>, BinaryLowering<DivOp, arith::DivFOp>,
                BinaryLowering<MaxOp, arith::MaxNumFOp>>(converter, ctx);

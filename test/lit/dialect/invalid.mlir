@@ -734,6 +734,35 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // -----
 
+// multi_key_rows takes bob.mask's window rules
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = true, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.multi_key_rows' op causal already bounds the window on the right (at 0): no window_right}}
+  %x = bob.multi_key_rows at %c0 within (%c0, %c0) {causal, window_right = 0} : !bob.rowvec<64>
+  bob.return
+}
+
+// -----
+
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.multi_key_rows' op window sizes must be >= 0 (leave a side out for no bound), got -2}}
+  %x = bob.multi_key_rows at %c0 within (%c0, %c0) {window_right = -2} : !bob.rowvec<64>
+  bob.return
+}
+
+// -----
+
+// its rows split over the warps like any row vector's
+bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'bob.multi_key_rows' op row vector of 32 cannot be split across 4 warps}}
+  %x = bob.multi_key_rows at %c0 within (%c0, %c0) : !bob.rowvec<32>
+  bob.return
+}
+
+// -----
+
 // mask works on f32 tiles
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %c0 = arith.constant 0 : index

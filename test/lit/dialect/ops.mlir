@@ -58,6 +58,8 @@ bob.kernel @all_ops(%q: !T, %o: !T, %lse: !R) attributes {spec = #bob.spec<kind 
   %s5 = bob.mask %s4 at (%c0, %c0) within (%n, %n) {keys_on_rows, value = 0.0 : f32} : !bob.rtile<64x32xf32>
   // CHECK: bob.mask %{{.+}} at(%{{.+}}, %{{.+}}) within(%{{.+}}, %{{.+}}) {window_left = 128 : i64, window_right = 3 : i64} : <64x32xf32>
   %s5w = bob.mask %s5 at (%c0, %c0) within (%n, %n) {window_left = 128, window_right = 3} : !bob.rtile<64x32xf32>
+  // CHECK: bob.multi_key_rows at %{{.+}} within(%{{.+}}, %{{.+}}) {causal, window_left = 0 : i64} : <64>
+  %several = bob.multi_key_rows at %c0 within (%n, %n) {causal, window_left = 0} : !bob.rowvec<64>
   // CHECK: %[[RM:.+]] = bob.reduce max %{{.+}} : <64x32xf32> -> <64>
   %rm = bob.reduce max %s5 : !bob.rtile<64x32xf32> -> !bob.rowvec<64>
   // CHECK: bob.max %[[NINF]], %[[RM]] : !bob.rowvec<64>, !bob.rowvec<64>
