@@ -5,6 +5,7 @@
 #include "support/Knobs.h"
 #include "support/Log.h"
 #include "support/Progress.h"
+#include "test/unit/ChildProcess.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -15,6 +16,9 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 using namespace flashbob::support;
 
@@ -274,6 +278,29 @@ TEST_CASE("the log sink receives every level; the default drops debug", "[log]")
   log(LogLevel::Info, "outer");
   setLogSink(nullptr);
   CHECK(seen == std::vector<std::string>{"outer", "nested"});
+}
+
+TEST_CASE("the default log sink never stops the process over a stderr it cannot write",
+          "[log]") {
+  // A host may close stderr or point it at a full disk or pipe. A stream that keeps the write
+  // error (llvm::errs()) reports it at exit with "LLVM ERROR: IO failure on output stream" and
+  // exit(1); the message is lost either way, the process must end as it would have.
+  for (const char *target : {"/dev/full", "closed"}) {
+    INFO(target);
+    flashbob::test::ChildResult child = flashbob::test::runInChild(
+        [&] {
+          if (std::string(target) == "closed")
+            ::close(STDERR_FILENO);
+          else if (::dup2(::open(target, O_WRONLY), STDERR_FILENO) < 0)
+            return 10;
+          log(LogLevel::Warning, "flashbob: warning: lost");
+          log(LogLevel::Info, "flashbob: lost too");
+          return 0;
+        },
+        std::chrono::seconds(30));
+    INFO(child.describe());
+    CHECK(child.succeeded());
+  }
 }
 
 TEST_CASE("progress events become log messages by default, or go to a sink", "[progress]") {
