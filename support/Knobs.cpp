@@ -40,6 +40,9 @@ const KnobInfo kKnobs[] = {
     {Knob::Ptxas, "FLASHBOB_PTXAS", KnobType::Path, "",
      "The ptxas to run; unset: <CUDA root>/bin/ptxas ($CUDA_HOME, $CUDA_PATH, the build's "
      "FLASHBOB_CUDA_ROOT), then $PATH."},
+    {Knob::PtxasTimeoutS, "FLASHBOB_PTXAS_TIMEOUT_S", KnobType::UInt, "300",
+     "Seconds each run of ptxas may take before it is killed and the compile fails saying so "
+     "(the largest kernels take a few seconds); 0: no limit."},
     {Knob::Assembler, "FLASHBOB_ASSEMBLER", KnobType::String, "",
      "How PTX becomes machine code: nvjitlink (in process), ptxas (the toolkit's binary) or "
      "driver (the CUDA driver's JIT at load); unset: ptxas if FLASHBOB_PTXAS names one or one is "

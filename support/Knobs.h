@@ -30,6 +30,7 @@ enum class Knob {
   Arch,
   Producer,
   Ptxas,
+  PtxasTimeoutS,
   Assembler,
   NvJitLink,
   DumpDir,
@@ -97,6 +98,7 @@ inline bool printAutotuning() { return getBool(Knob::PrintAutotuning); }
 inline std::string arch() { return getString(Knob::Arch); }
 inline std::optional<bool> producer() { return getTriState(Knob::Producer); }
 inline std::string ptxas() { return getString(Knob::Ptxas); }
+inline uint64_t ptxasTimeoutS() { return getUInt(Knob::PtxasTimeoutS); }
 inline std::string assembler() { return getString(Knob::Assembler); }
 inline std::string nvJitLink() { return getString(Knob::NvJitLink); }
 inline std::string dumpDir() { return getString(Knob::DumpDir); }
