@@ -24,7 +24,8 @@ struct SpecOptions {
   llvm::cl::opt<int64_t> windowLeft, windowRight;
   llvm::cl::opt<std::string> arch;
 
-  // The spec, or an error naming the flag that is wrong.
+  // The spec, or an error naming the flag that is wrong, or what about the tiles the flags
+  // give does not fit the target (registers, shared memory): all usage errors.
   llvm::Expected<compiler::KernelSpec> spec() const;
 };
 
