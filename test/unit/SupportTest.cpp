@@ -80,7 +80,7 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 17);
+  CHECK(names.size() == 18);
   {
     // Long sweeps: unset lets the sweep's length decide; 1 and 0 force the flush on and off.
     ScopedOverride unset(Knob::LongSweep, "");
