@@ -3,21 +3,26 @@
 #include "support/Errors.h"
 #include "support/Json.h"
 #include "support/Knobs.h"
+#include "support/LibraryFile.h"
 #include "support/Log.h"
 #include "support/Progress.h"
 #include "test/unit/ChildProcess.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace flashbob::support;
@@ -301,6 +306,32 @@ TEST_CASE("the default log sink never stops the process over a stderr it cannot 
     INFO(child.describe());
     CHECK(child.succeeded());
   }
+}
+
+TEST_CASE("a library path that is not a regular file is refused before dlopen", "[library]") {
+  llvm::SmallString<128> dir;
+  REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-library", dir));
+  const std::string fifo = (dir + "/fifo").str(), file = (dir + "/lib.so").str();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  { std::ofstream(file) << "not really a library"; }
+
+  for (auto [path, what] : {std::pair<std::string, std::string>{fifo, "a FIFO"},
+                            {dir.str().str(), "a directory"},
+                            {"/dev/null", "a character device"}}) {
+    INFO(path);
+    ErrorReport named = takeErrorReport(checkLibraryFile(path, Knob::Cublas));
+    CHECK(named.kind == ErrorKind::InvalidArgument);
+    CHECK(named.message == "FLASHBOB_CUBLAS='" + path + "' is not a regular file (" + what + ")");
+    ErrorReport unnamed = takeErrorReport(checkLibraryFile(path, std::nullopt));
+    CHECK(unnamed.message == "'" + path + "' is not a regular file (" + what + ")");
+  }
+  // What dlopen itself should see: a file, a name it looks for on the loader's path, a path
+  // that does not exist (its error says so).
+  for (const std::string &path : {file, std::string("libcuda.so.1"), dir.str().str() + "/none.so"}) {
+    INFO(path);
+    CHECK_FALSE(static_cast<bool>(checkLibraryFile(path, Knob::CudaDriver)));
+  }
+  llvm::sys::fs::remove_directories(dir);
 }
 
 TEST_CASE("progress events become log messages by default, or go to a sink", "[progress]") {
