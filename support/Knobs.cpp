@@ -1,6 +1,7 @@
 #include "support/Knobs.h"
 
 #include "support/Errors.h"
+#include "support/Integers.h"
 #include "support/Log.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -117,11 +118,9 @@ std::optional<bool> parseBool(llvm::StringRef text) {
   return std::nullopt;
 }
 
+// Surrounding spaces aside (a value pasted with its newline), the CLI's rules (Integers.h).
 std::optional<uint64_t> parseUInt(llvm::StringRef text) {
-  uint64_t v = 0;
-  if (text.trim().getAsInteger(10, v))
-    return std::nullopt;
-  return v;
+  return parseInteger<uint64_t>(text.trim());
 }
 
 // Why a value does not parse, or "" when it does.
@@ -131,7 +130,7 @@ std::string problemWith(const KnobInfo &info, llvm::StringRef text) {
   case KnobType::TriState:
     return parseBool(text) ? "" : "is not a boolean (1/0, true/false, on/off, yes/no)";
   case KnobType::UInt:
-    return parseUInt(text) ? "" : "is not a non-negative integer";
+    return integerProblem<uint64_t>(text.trim());
   case KnobType::String:
   case KnobType::Path:
     return "";

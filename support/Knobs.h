@@ -45,7 +45,7 @@ enum class Knob {
 enum class KnobType {
   Bool,     // 1/0, true/false, on/off, yes/no (any case)
   TriState, // a Bool that may also be unset, meaning "let the code decide"
-  UInt,     // a non-negative decimal integer
+  UInt,     // a non-negative decimal integer, as support/Integers.h reads it (no 010, 0x, 0b)
   String,
   Path,
 };

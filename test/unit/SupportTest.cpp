@@ -1,6 +1,7 @@
 // support/: the knob table (defaults, parsing, the one-time read of the environment, overrides),
 // the error kinds and the log sink.
 #include "support/Errors.h"
+#include "support/Integers.h"
 #include "support/Json.h"
 #include "support/Knobs.h"
 #include "support/LibraryFile.h"
@@ -15,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -186,6 +188,54 @@ TEST_CASE("a malformed knob value falls back to the default, warns once, and che
         "yes/no); ignoring it");
   CHECK(captured.lines[3].second == "flashbob: warning: FLASHBOB_AUTOTUNE='2' is not a boolean (1/0, "
                                     "true/false, on/off, yes/no); using the default 0");
+}
+
+TEST_CASE("integers are decimal, in knobs and flags alike, within their type's range",
+          "[integers]") {
+  CHECK(parseInteger<int64_t>("0") == 0);
+  CHECK(parseInteger<int64_t>("-0") == 0);
+  CHECK(parseInteger<int64_t>("128") == 128);
+  CHECK(parseInteger<int64_t>("-1") == -1);
+  CHECK(parseInteger<int64_t>("9223372036854775807") == INT64_MAX);
+  CHECK(parseInteger<int64_t>("-9223372036854775808") == INT64_MIN);
+  CHECK(parseInteger<uint64_t>("18446744073709551615") == UINT64_MAX);
+  CHECK(parseInteger<int>("-2147483648") == INT32_MIN);
+
+  // What a C or LLVM radix-0 parser reads in another base: named as such.
+  const std::string otherBase = " (decimal digits only: no leading 0, 0x or 0b)";
+  for (const char *text : {"010", "0x80", "0b11", "00", "-010", "0X1F"}) {
+    INFO(text);
+    CHECK(!parseInteger<int64_t>(text));
+    CHECK(integerProblem<int64_t>(text) == "is not an integer" + otherBase);
+    CHECK(integerProblem<uint64_t>(text) == "is not a non-negative integer" + otherBase);
+  }
+  for (const char *text : {"", "-", "+5", " 5", "5 ", "1e3", "lots", "--1", "12a"}) {
+    INFO(text);
+    CHECK(!parseInteger<int64_t>(text));
+    CHECK(integerProblem<int64_t>(text) == "is not an integer");
+  }
+  CHECK(integerProblem<uint64_t>("-5") == "is not a non-negative integer");
+  CHECK(integerProblem<uint64_t>("-0") == "is not a non-negative integer");
+  CHECK(integerProblem<int64_t>("9223372036854775808") ==
+        "is out of range ([-9223372036854775808, 9223372036854775807])");
+  CHECK(integerProblem<int64_t>("-9223372036854775809") ==
+        "is out of range ([-9223372036854775808, 9223372036854775807])");
+  CHECK(integerProblem<uint64_t>("99999999999999999999") ==
+        "is out of range (at most 18446744073709551615)");
+  CHECK(integerProblem<int>("2147483648") == "is out of range ([-2147483648, 2147483647])");
+  CHECK(integerProblem<int64_t>("128").empty());
+
+  // A knob reads the same way (around its value's spaces): 010 was 10 there, 8 in a flag.
+  CapturedLog captured;
+  for (const char *text : {"010", "0x80", "0b11"}) {
+    ScopedOverride o(Knob::CacheMaxMB, text);
+    CHECK(knobs::cacheMaxMB() == 2048);
+    ErrorReport report = takeErrorReport(checkValue(Knob::CacheMaxMB));
+    CHECK(report.message == "FLASHBOB_CACHE_MAX_MB='" + std::string(text) +
+                                "' is not a non-negative integer" + otherBase);
+  }
+  ScopedOverride padded(Knob::CacheMaxMB, " 64\n");
+  CHECK(knobs::cacheMaxMB() == 64);
 }
 
 TEST_CASE("knobs are safe to read and override from many threads", "[knobs]") {

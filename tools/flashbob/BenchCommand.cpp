@@ -11,6 +11,7 @@
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/DeviceBuffer.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/IntegerOption.h"
 #include "tools/flashbob/OutputFile.h"
 #include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/ProblemOptions.h"
@@ -39,7 +40,7 @@ cl::opt<double> ceilingTflops("ceiling-tflops",
                               cl::desc("Use this bf16 matmul ceiling (TFLOP/s) instead of "
                                        "measuring one with cuBLAS"),
                               cl::sub(benchCommand), cl::cat(benchCategory), cl::init(0.0));
-cl::opt<int64_t> flushMiB("l2-flush-mib",
+IntegerOpt<int64_t> flushMiB("l2-flush-mib",
                           cl::desc("MiB written before each timed run to flush the L2 "
                                    "(at least 256)"),
                           cl::sub(benchCommand), cl::cat(benchCategory), cl::init(256));
