@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 
 namespace flashbob::tool {
@@ -60,6 +61,12 @@ std::optional<std::string> badBenchFlag() {
   }
   if (flushMiB < 256)
     return llvm::formatv("--l2-flush-mib: must be at least 256, got {0}", int64_t(flushMiB)).str();
+  // The buffer's byte count (MiB << 20) must fit a size_t: 2^44 MiB wrapped to 0 bytes.
+  constexpr int64_t kMostMiB = int64_t(std::numeric_limits<size_t>::max() >> 20);
+  if (flushMiB > kMostMiB)
+    return llvm::formatv("--l2-flush-mib: must be at most {0} (a byte count in 64 bits), got {1}",
+                         kMostMiB, int64_t(flushMiB))
+        .str();
   return std::nullopt;
 }
 
