@@ -7,13 +7,17 @@
 #include "compiler/dialect/Target.h"
 #include "compiler/pipeline/Assembler.h"
 #include "compiler/pipeline/NvJitLink.h"
+#include "compiler/pipeline/PtxEmitter.h"
 #include "jit/Compile.h"
 #include "kernels/TileTable.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
 #include "test/unit/ChildProcess.h"
 
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/IR/LLVMContext.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <catch2/catch.hpp>
@@ -190,6 +194,37 @@ TEST_CASE("a ptxas that never exits is killed at FLASHBOB_PTXAS_TIMEOUT_S, which
                    : kWrongMessage;
       },
       std::chrono::seconds(30));
+  INFO(child.describe());
+  CHECK(child.succeeded());
+}
+
+TEST_CASE("an error of LLVM's code generation is emitPtx's error, not an exit", "[compiler]") {
+  // LLVMContext reports such errors (here inline assembly with a register constraint NVPTX does
+  // not have) to its diagnostic handler; without one it prints them and calls exit(1).
+  flashbob::test::ChildResult child = flashbob::test::runInChild(
+      [] {
+        llvm::LLVMContext context;
+        llvm::SMDiagnostic parseError;
+        std::unique_ptr<llvm::Module> module = llvm::parseAssemblyString(
+            "define void @k(ptr %p) {\n"
+            "  %v = call i32 asm \"mov.u32 $0, 1;\", \"={qq}\"()\n"
+            "  store i32 %v, ptr %p\n"
+            "  ret void\n"
+            "}\n",
+            parseError, context);
+        if (!module)
+          return kWrongMessage;
+        auto ptx = compiler::emitPtx(*module, compiler::TargetOptions{});
+        if (ptx)
+          return kNoError;
+        const std::string message = llvm::toString(ptx.takeError());
+        std::fprintf(stderr, "%s\n", message.c_str());
+        return llvm::StringRef(message).contains(
+                   "couldn't allocate output register for constraint '{qq}'")
+                   ? 0
+                   : kWrongMessage;
+      },
+      std::chrono::seconds(60));
   INFO(child.describe());
   CHECK(child.succeeded());
 }
