@@ -381,6 +381,7 @@ TEST_CASE("a library path that is not a regular file is refused before dlopen", 
     INFO(path);
     CHECK_FALSE(static_cast<bool>(checkLibraryFile(path, Knob::CudaDriver)));
   }
+  ::unlink(fifo.c_str()); // llvm::sys::fs removes no FIFO
   llvm::sys::fs::remove_directories(dir);
 }
 
