@@ -5,6 +5,7 @@
 #include "compiler/pipeline/Registration.h"
 #include "kernels/Kernels.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <limits>
@@ -53,20 +54,41 @@ llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSp
   return compileBack(std::move(*front), spec, assemble);
 }
 
-llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
+namespace {
+// The passes that place shared memory, run on the kernel of `spec` with the per-block budget
+// `maxBytes` (0: its target's): the bytes it needs, or the passes' errors. Their diagnostics go
+// into the error, not to MLIR's default handler (stderr, from inside a library).
+llvm::Expected<int64_t> planSharedMemory(const compiler::KernelSpec &spec, int64_t maxBytes) {
   auto ctx = compiler::makeContext();
   auto module = kernels::buildKernel(*ctx, spec);
   if (!module)
     return module.takeError();
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(ctx.get(), [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
+      diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+    return mlir::success();
+  });
   mlir::PassManager pm(ctx.get());
-  // No limit here: the caller compares with its device's.
-  compiler::buildSharedMemoryPlan(pm, std::numeric_limits<int64_t>::max());
+  compiler::buildSharedMemoryPlan(pm, maxBytes);
   if (mlir::failed(pm.run(**module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "bob-allocate-shared failed for " + spec.name());
+                                   diagnostics.empty() ? "bob-allocate-shared failed for " + spec.name()
+                                                       : diagnostics);
   int64_t bytes = 0;
   (*module)->walk([&](bob::KernelOp k) { bytes = bob::shared::blockSharedBytes(k); });
   return bytes;
+}
+} // namespace
+
+llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec) {
+  // No limit here: the caller compares with its device's.
+  return planSharedMemory(spec, std::numeric_limits<int64_t>::max());
+}
+
+llvm::Error checkSharedMemory(const compiler::KernelSpec &spec) {
+  auto bytes = planSharedMemory(spec, /*maxBytes=*/0);
+  return bytes ? llvm::Error::success() : bytes.takeError();
 }
 
 llvm::Expected<bool> runnable(const compiler::KernelSpec &spec, int64_t maxSharedBytes) {

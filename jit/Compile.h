@@ -43,6 +43,11 @@ llvm::Expected<compiler::KernelArtifacts> compileKernel(const compiler::KernelSp
 // place shared memory alone (milliseconds, no lowering).
 llvm::Expected<int64_t> sharedBytesFor(const compiler::KernelSpec &spec);
 
+// The error compiling `spec` would stop at because its shared tiles exceed what a block of its
+// target may use ("shared tiles need ... bytes of shared memory, more than the ..."), found the
+// same way, before anything is lowered; success when they fit.
+llvm::Error checkSharedMemory(const compiler::KernelSpec &spec);
+
 // Whether `spec` is a kernel the compiler builds (its verifier), whose accumulators stay in
 // registers (kernels::checkRegisterFootprint) and whose shared memory fits `maxSharedBytes`.
 // False for the first two; an error only when the shared-memory estimate itself fails.

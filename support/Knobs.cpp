@@ -1,6 +1,7 @@
 #include "support/Knobs.h"
 
 #include "support/Errors.h"
+#include "support/Integers.h"
 #include "support/Log.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -40,6 +41,9 @@ const KnobInfo kKnobs[] = {
     {Knob::Ptxas, "FLASHBOB_PTXAS", KnobType::Path, "",
      "The ptxas to run; unset: <CUDA root>/bin/ptxas ($CUDA_HOME, $CUDA_PATH, the build's "
      "FLASHBOB_CUDA_ROOT), then $PATH."},
+    {Knob::PtxasTimeoutS, "FLASHBOB_PTXAS_TIMEOUT_S", KnobType::UInt, "300",
+     "Seconds each run of ptxas may take before it is killed and the compile fails saying so "
+     "(the largest kernels take a few seconds); 0: no limit."},
     {Knob::Assembler, "FLASHBOB_ASSEMBLER", KnobType::String, "",
      "How PTX becomes machine code: nvjitlink (in process), ptxas (the toolkit's binary) or "
      "driver (the CUDA driver's JIT at load); unset: ptxas if FLASHBOB_PTXAS names one or one is "
@@ -114,11 +118,9 @@ std::optional<bool> parseBool(llvm::StringRef text) {
   return std::nullopt;
 }
 
+// Surrounding spaces aside (a value pasted with its newline), the CLI's rules (Integers.h).
 std::optional<uint64_t> parseUInt(llvm::StringRef text) {
-  uint64_t v = 0;
-  if (text.trim().getAsInteger(10, v))
-    return std::nullopt;
-  return v;
+  return parseInteger<uint64_t>(text.trim());
 }
 
 // Why a value does not parse, or "" when it does.
@@ -128,7 +130,7 @@ std::string problemWith(const KnobInfo &info, llvm::StringRef text) {
   case KnobType::TriState:
     return parseBool(text) ? "" : "is not a boolean (1/0, true/false, on/off, yes/no)";
   case KnobType::UInt:
-    return parseUInt(text) ? "" : "is not a non-negative integer";
+    return integerProblem<uint64_t>(text.trim());
   case KnobType::String:
   case KnobType::Path:
     return "";

@@ -30,6 +30,7 @@ enum class Knob {
   Arch,
   Producer,
   Ptxas,
+  PtxasTimeoutS,
   Assembler,
   NvJitLink,
   DumpDir,
@@ -44,7 +45,7 @@ enum class Knob {
 enum class KnobType {
   Bool,     // 1/0, true/false, on/off, yes/no (any case)
   TriState, // a Bool that may also be unset, meaning "let the code decide"
-  UInt,     // a non-negative decimal integer
+  UInt,     // a non-negative decimal integer, as support/Integers.h reads it (no 010, 0x, 0b)
   String,
   Path,
 };
@@ -97,6 +98,7 @@ inline bool printAutotuning() { return getBool(Knob::PrintAutotuning); }
 inline std::string arch() { return getString(Knob::Arch); }
 inline std::optional<bool> producer() { return getTriState(Knob::Producer); }
 inline std::string ptxas() { return getString(Knob::Ptxas); }
+inline uint64_t ptxasTimeoutS() { return getUInt(Knob::PtxasTimeoutS); }
 inline std::string assembler() { return getString(Knob::Assembler); }
 inline std::string nvJitLink() { return getString(Knob::NvJitLink); }
 inline std::string dumpDir() { return getString(Knob::DumpDir); }

@@ -1,10 +1,12 @@
 #include "support/Log.h"
 
 #include "llvm/ADT/SmallString.h"
-#include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
 #include <memory>
 #include <mutex>
+
+#include <unistd.h>
 
 namespace flashbob::support {
 
@@ -24,6 +26,22 @@ std::shared_ptr<const LogSink> currentSink() {
   SinkState &s = sinkState();
   std::lock_guard<std::mutex> lock(s.mutex);
   return s.sink;
+}
+
+// The default sink's write. Not llvm::errs(): that stream keeps a failed write's error (stderr
+// closed by the host, or a full disk or pipe) and reports it when it is destroyed at exit, with
+// "LLVM ERROR: IO failure on output stream" and exit(1). A message that cannot be written is
+// lost, as it would be on any stream; the process goes on. One write() for the whole line, so
+// lines of concurrent threads do not interleave mid-line.
+void writeToStderr(llvm::StringRef text) {
+  while (!text.empty()) {
+    const ssize_t written = ::write(STDERR_FILENO, text.data(), text.size());
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0)
+      return;
+    text = text.drop_front(static_cast<size_t>(written));
+  }
 }
 
 } // namespace
@@ -50,8 +68,7 @@ void log(LogLevel level, const llvm::Twine &message) {
   }
   if (level == LogLevel::Debug)
     return;
-  // One write per line so lines of concurrent threads do not interleave mid-line.
-  llvm::errs() << (line + "\n").str();
+  writeToStderr((line + "\n").str());
 }
 
 } // namespace flashbob::support

@@ -2,6 +2,7 @@
 
 #include "support/Errors.h"
 #include "support/Knobs.h"
+#include "support/LibraryFile.h"
 
 #define NVJITLINK_NO_INLINE // we call through dlsym'd pointers, not the header's wrappers
 #include <nvJitLink.h>
@@ -41,14 +42,16 @@ struct Api {
   std::string identity;
 };
 
-std::vector<std::string> candidates() {
+// The files to try, each with the knob that named it (none for the defaults).
+std::vector<std::pair<std::string, std::optional<support::Knob>>> candidates() {
   if (std::string forced = support::knobs::nvJitLink(); !forced.empty())
-    return {forced};
-  std::vector<std::string> out = {"libnvJitLink.so.13"};
+    return {{forced, support::Knob::NvJitLink}};
+  std::vector<std::pair<std::string, std::optional<support::Knob>>> out = {
+      {"libnvJitLink.so.13", std::nullopt}};
   for (const std::string &root : cudaToolkitRoots()) {
     llvm::SmallString<256> path(root);
     llvm::sys::path::append(path, "lib64", "libnvJitLink.so.13");
-    out.push_back(std::string(path));
+    out.push_back({std::string(path), std::nullopt});
   }
   return out;
 }
@@ -61,7 +64,11 @@ struct Loaded {
 
 Loaded load() {
   std::string tried;
-  for (const std::string &path : candidates()) {
+  for (const auto &[path, knob] : candidates()) {
+    if (llvm::Error e = support::checkLibraryFile(path, knob)) {
+      tried += "\n  " + llvm::toString(std::move(e));
+      continue;
+    }
     void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       tried += "\n  " + path + ": " + dlerror();

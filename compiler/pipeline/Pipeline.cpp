@@ -169,10 +169,20 @@ llvm::Expected<KernelArtifacts> lowerToPtx(ModuleOp module, const TargetOptions 
                         "facts must be final when decideLaunchFacts returns");
 
   llvm::LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(gpuModule, llvmContext, "flashbob");
+  std::unique_ptr<llvm::Module> llvmModule;
+  std::string diagnostics;
+  {
+    // Its diagnostics into the error too: MLIR's default handler prints to llvm::errs().
+    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error)
+        diagnostics += "\n" + d.str();
+      return success();
+    });
+    llvmModule = translateModuleToLLVMIR(gpuModule, llvmContext, "flashbob");
+  }
   if (!llvmModule)
-    return compileError("translation to LLVM IR failed (translateModuleToLLVMIR)");
+    return compileError("translation to LLVM IR failed (translateModuleToLLVMIR)" +
+                        diagnostics);
   auto ptx = emitPtx(*llvmModule, target, &out.llvmIR);
   if (!ptx)
     return ptx.takeError();

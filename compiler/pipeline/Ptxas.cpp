@@ -1,7 +1,9 @@
 #include "compiler/pipeline/Ptxas.h"
 
+#include "compiler/pipeline/Subprocess.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
+#include "support/Log.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -11,6 +13,9 @@
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 
 namespace flashbob::compiler {
@@ -22,6 +27,51 @@ llvm::Error fail(const llvm::Twine &what) { return support::makeCompileError("pt
 std::string readFile(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
   return buffer ? (*buffer)->getBuffer().str() : std::string();
+}
+
+// Writes `data` to `path`, every error of the stream checked and cleared: a stream destroyed
+// with an error still set (a full disk) ends the process with report_fatal_error.
+llvm::Error writeFile(llvm::StringRef path, llvm::StringRef data) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return fail("cannot write " + path + ": " + ec.message());
+  os << data;
+  os.close();
+  if (!os.has_error())
+    return llvm::Error::success();
+  ec = os.error();
+  os.clear_error();
+  return fail("cannot write " + path + ": " + ec.message());
+}
+
+// Temporary files, removed when this goes out of scope unless kept (the PTX of a failed run,
+// for the command that reproduces it).
+class TemporaryFiles {
+public:
+  ~TemporaryFiles() {
+    for (const std::string &path : paths_)
+      llvm::sys::fs::remove(path);
+  }
+  llvm::Expected<std::string> create(llvm::StringRef suffix) {
+    llvm::SmallString<128> path;
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("flashbob", suffix, path))
+      return fail("createTemporaryFile(" + suffix + "): " + ec.message());
+    paths_.push_back(std::string(path));
+    return paths_.back();
+  }
+  void keep(llvm::StringRef path) { llvm::erase(paths_, path.str()); }
+
+private:
+  std::vector<std::string> paths_;
+};
+
+// The limit on each run of ptxas, and the words that name it in an error.
+std::chrono::seconds ptxasTimeLimit() {
+  return std::chrono::seconds(std::min<uint64_t>(support::knobs::ptxasTimeoutS(), INT32_MAX));
+}
+std::string describeTimeLimit() {
+  return std::to_string(support::knobs::ptxasTimeoutS()) + " s (FLASHBOB_PTXAS_TIMEOUT_S)";
 }
 } // namespace
 
@@ -55,18 +105,23 @@ std::string ptxasVersion() {
       llvm::consumeError(ptxas.takeError());
       return std::string();
     }
-    llvm::SmallString<128> out;
-    if (llvm::sys::fs::createTemporaryFile("flashbob-ptxas", "txt", out))
+    TemporaryFiles files;
+    auto out = files.create("txt");
+    if (!out) {
+      llvm::consumeError(out.takeError());
       return std::string();
-    std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(out),
-                                                  llvm::StringRef(out)};
+    }
+    std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(*out),
+                                                  llvm::StringRef(*out)};
     llvm::SmallVector<llvm::StringRef> args = {*ptxas, "--version"};
-    int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects);
-    std::string text = readFile(out);
-    llvm::sys::fs::remove(out);
-    if (rc != 0)
+    ChildExit run = runWithTimeLimit(*ptxas, args, redirects, ptxasTimeLimit());
+    if (run.how == ChildExit::How::timedOut)
+      support::log(support::LogLevel::Warning,
+                   "flashbob: warning: `" + *ptxas + " --version` did not finish within " +
+                       describeTimeLimit() + " and was killed");
+    if (run.how != ChildExit::How::exited || run.code != 0)
       return std::string();
-    return llvm::StringRef(text).rtrim().rsplit('\n').second.str();
+    return llvm::StringRef(readFile(*out)).rtrim().rsplit('\n').second.str();
   }();
   return version;
 }
@@ -91,40 +146,44 @@ llvm::Expected<Cubin> assembleWithPtxas(const std::string &ptx, const std::strin
   if (!ptxas)
     return ptxas.takeError();
 
-  llvm::SmallString<128> ptxPath, cubinPath, logPath;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("flashbob", "ptx", ptxPath))
-    return fail("createTemporaryFile(ptx): " + ec.message());
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("flashbob", "cubin", cubinPath))
-    return fail("createTemporaryFile(cubin): " + ec.message());
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("flashbob", "log", logPath))
-    return fail("createTemporaryFile(log): " + ec.message());
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(ptxPath, ec);
-    if (ec)
-      return fail("writing " + ptxPath + ": " + ec.message());
-    os << ptx;
-  }
+  TemporaryFiles files;
+  auto ptxPath = files.create("ptx");
+  if (!ptxPath)
+    return ptxPath.takeError();
+  auto cubinPath = files.create("cubin");
+  if (!cubinPath)
+    return cubinPath.takeError();
+  auto logPath = files.create("log");
+  if (!logPath)
+    return logPath.takeError();
+  if (llvm::Error e = writeFile(*ptxPath, ptx))
+    return std::move(e);
 
   std::string archFlag = "-arch=" + arch;
-  llvm::SmallVector<llvm::StringRef> args = {*ptxas, archFlag, "-v", "-O3", "-o", cubinPath, ptxPath};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(logPath),
-                                                llvm::StringRef(logPath)};
-  std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0, 0, &execError);
+  llvm::SmallVector<llvm::StringRef> args = {*ptxas, archFlag, "-v", "-O3", "-o", *cubinPath, *ptxPath};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(*logPath),
+                                                llvm::StringRef(*logPath)};
+  ChildExit run = runWithTimeLimit(*ptxas, args, redirects, ptxasTimeLimit());
 
   Cubin out;
-  out.log = readFile(logPath);
-  llvm::sys::fs::remove(logPath);
-  if (rc != 0) {
-    llvm::sys::fs::remove(cubinPath);
-    std::string repro = *ptxas + " " + archFlag + " -v -O3 -o /dev/null " + ptxPath.str().str();
-    return fail("ptxas failed (exit " + llvm::Twine(rc) + (execError.empty() ? "" : ", " + execError) +
-                "):\n" + out.log + "reproduce with: " + repro);
+  out.log = readFile(*logPath);
+  if (run.how != ChildExit::How::exited || run.code != 0) {
+    files.keep(*ptxPath);
+    const std::string repro = *ptxas + " " + archFlag + " -v -O3 -o /dev/null " + *ptxPath;
+    if (run.how == ChildExit::How::timedOut)
+      return fail("ptxas did not finish within " + describeTimeLimit() + " and was killed:\n" +
+                  out.log + "reproduce with: " + repro);
+    // The exit status as before: -1 when it did not run, -2 when a signal ended it.
+    const int status = run.how == ChildExit::How::exited     ? run.code
+                       : run.how == ChildExit::How::signaled ? -2
+                                                             : -1;
+    return fail("ptxas failed (exit " + llvm::Twine(status) +
+                (run.message.empty() ? "" : ", " + run.message) + "):\n" + out.log +
+                "reproduce with: " + repro);
   }
-  llvm::sys::fs::remove(ptxPath);
-  out.binary = readFile(cubinPath);
-  llvm::sys::fs::remove(cubinPath);
+  out.binary = readFile(*cubinPath);
+  if (out.binary.empty())
+    return fail("ptxas exited 0 but wrote no cubin to " + *cubinPath + ":\n" + out.log);
   parsePtxasReport(out);
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include "support/Errors.h"
 #include "support/Knobs.h"
+#include "support/LibraryFile.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -17,6 +18,8 @@ llvm::Error noDriver(const llvm::Twine &why) { return support::makeNoDriver(why)
 llvm::Error CudaDriver::load() {
   // FLASHBOB_CUDA_DRIVER names another driver library (tests use it to simulate "no driver").
   const std::string library = support::knobs::cudaDriver();
+  if (llvm::Error e = support::checkLibraryFile(library, support::Knob::CudaDriver))
+    return noDriver(llvm::toString(std::move(e)));
   handle_ = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) {
     const char *why = ::dlerror();

@@ -7,11 +7,26 @@
 #include "compiler/dialect/Target.h"
 #include "compiler/pipeline/Assembler.h"
 #include "compiler/pipeline/NvJitLink.h"
+#include "compiler/pipeline/PtxEmitter.h"
 #include "jit/Compile.h"
 #include "kernels/TileTable.h"
 #include "support/Errors.h"
+#include "support/Knobs.h"
+#include "test/unit/ChildProcess.h"
+
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <vector>
+
+#include <sys/resource.h>
 
 using namespace flashbob;
 
@@ -88,4 +103,128 @@ TEST_CASE("the process's assembler is named in the kernel's identity", "[compile
   if (choice->kind == compiler::AssemblerKind::ptxas)
     CHECK_THAT(choice->identity, Catch::StartsWith("ptxas "));
   CHECK_FALSE(choice->identity.empty());
+}
+
+namespace {
+// A fresh directory under the build's temporary directory, removed with what is left in it.
+struct ScratchDirectory {
+  llvm::SmallString<128> path;
+  ScratchDirectory() { REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-asm", path)); }
+  ~ScratchDirectory() { llvm::sys::fs::remove_directories(path); }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(path, ec), end; it != end && !ec; it.increment(ec))
+      names.push_back(it->path());
+    return names;
+  }
+};
+
+struct ScopedOverride {
+  support::Knob knob;
+  ScopedOverride(support::Knob k, llvm::StringRef value) : knob(k) { support::setOverride(k, value); }
+  ~ScopedOverride() { support::clearOverride(knob); }
+};
+
+// Exit codes of the children below, so that a failure says which check failed (an exit(1) of
+// LLVM's report_fatal_error, or a timeout, is neither).
+constexpr int kWrongMessage = 20, kNoError = 21, kTooSlow = 22;
+} // namespace
+
+TEST_CASE("a PTX file that cannot be written is ptxas' error, not an exit", "[compiler][ptxas]") {
+  // The PTX goes to a temporary file for ptxas. A full disk (here the file size limit, which
+  // fails the same writes with EFBIG) used to end the process in the stream's destructor:
+  // "LLVM ERROR: IO failure on output stream" and exit(1).
+  ScratchDirectory tmp;
+  flashbob::test::ChildResult child = flashbob::test::runInChild(
+      [&] {
+        ::setenv("TMPDIR", tmp.path.c_str(), 1);
+        ::signal(SIGXFSZ, SIG_IGN); // write() then fails with EFBIG instead of a signal
+        rlimit limit{64 << 10, 64 << 10};
+        ::setrlimit(RLIMIT_FSIZE, &limit);
+        support::setOverride(support::Knob::Ptxas, "/bin/true"); // never reached
+        auto cubin = compiler::assembleWithPtxas(std::string(1 << 20, '/'), "sm_90a");
+        if (cubin)
+          return kNoError;
+        support::ErrorReport report = support::takeErrorReport(cubin.takeError());
+        std::fprintf(stderr, "%s\n", report.message.c_str());
+        return report.kind == support::ErrorKind::Compile &&
+                       llvm::StringRef(report.message).contains("File too large")
+                   ? 0
+                   : kWrongMessage;
+      },
+      std::chrono::seconds(60));
+  INFO(child.describe());
+  CHECK(child.succeeded());
+  CHECK(tmp.entries().empty()); // no half-written PTX, and no other temporary file, left behind
+}
+
+TEST_CASE("a ptxas that never exits is killed at FLASHBOB_PTXAS_TIMEOUT_S, which the error names",
+          "[compiler][ptxas]") {
+  ScratchDirectory dir;
+  const std::string script = (dir.path + "/ptxas-that-hangs").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(script, ec);
+    REQUIRE_FALSE(ec);
+    os << "#!/bin/sh\nexec sleep 1000\n";
+    os.close();
+    REQUIRE_FALSE(os.has_error());
+  }
+  REQUIRE_FALSE(llvm::sys::fs::setPermissions(script, llvm::sys::fs::owner_all));
+  // In a child bounded in time: a regression hangs there, and fails here.
+  flashbob::test::ChildResult child = flashbob::test::runInChild(
+      [&] {
+        ::setenv("TMPDIR", dir.path.c_str(), 1); // the PTX kept for the command that reproduces it
+        ScopedOverride ptxas(support::Knob::Ptxas, script);
+        ScopedOverride limit(support::Knob::PtxasTimeoutS, "1");
+        const auto start = std::chrono::steady_clock::now();
+        auto cubin = compiler::assembleWithPtxas(".version 8.0\n", "sm_90a");
+        const auto took = std::chrono::steady_clock::now() - start;
+        if (cubin)
+          return kNoError;
+        support::ErrorReport report = support::takeErrorReport(cubin.takeError());
+        std::fprintf(stderr, "%s\n", report.message.c_str());
+        if (took > std::chrono::seconds(10))
+          return kTooSlow;
+        return report.kind == support::ErrorKind::Compile &&
+                       llvm::StringRef(report.message)
+                           .contains("did not finish within 1 s (FLASHBOB_PTXAS_TIMEOUT_S)")
+                   ? 0
+                   : kWrongMessage;
+      },
+      std::chrono::seconds(30));
+  INFO(child.describe());
+  CHECK(child.succeeded());
+}
+
+TEST_CASE("an error of LLVM's code generation is emitPtx's error, not an exit", "[compiler]") {
+  // LLVMContext reports such errors (here inline assembly with a register constraint NVPTX does
+  // not have) to its diagnostic handler; without one it prints them and calls exit(1).
+  flashbob::test::ChildResult child = flashbob::test::runInChild(
+      [] {
+        llvm::LLVMContext context;
+        llvm::SMDiagnostic parseError;
+        std::unique_ptr<llvm::Module> module = llvm::parseAssemblyString(
+            "define void @k(ptr %p) {\n"
+            "  %v = call i32 asm \"mov.u32 $0, 1;\", \"={qq}\"()\n"
+            "  store i32 %v, ptr %p\n"
+            "  ret void\n"
+            "}\n",
+            parseError, context);
+        if (!module)
+          return kWrongMessage;
+        auto ptx = compiler::emitPtx(*module, compiler::TargetOptions{});
+        if (ptx)
+          return kNoError;
+        const std::string message = llvm::toString(ptx.takeError());
+        std::fprintf(stderr, "%s\n", message.c_str());
+        return llvm::StringRef(message).contains(
+                   "couldn't allocate output register for constraint '{qq}'")
+                   ? 0
+                   : kWrongMessage;
+      },
+      std::chrono::seconds(60));
+  INFO(child.describe());
+  CHECK(child.succeeded());
 }

@@ -1,20 +1,31 @@
 // support/: the knob table (defaults, parsing, the one-time read of the environment, overrides),
 // the error kinds and the log sink.
 #include "support/Errors.h"
+#include "support/Integers.h"
 #include "support/Json.h"
 #include "support/Knobs.h"
+#include "support/LibraryFile.h"
 #include "support/Log.h"
 #include "support/Progress.h"
+#include "test/unit/ChildProcess.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace flashbob::support;
 
@@ -76,7 +87,7 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 17);
+  CHECK(names.size() == 18);
   {
     // Long sweeps: unset lets the sweep's length decide; 1 and 0 force the flush on and off.
     ScopedOverride unset(Knob::LongSweep, "");
@@ -179,6 +190,54 @@ TEST_CASE("a malformed knob value falls back to the default, warns once, and che
                                     "true/false, on/off, yes/no); using the default 0");
 }
 
+TEST_CASE("integers are decimal, in knobs and flags alike, within their type's range",
+          "[integers]") {
+  CHECK(parseInteger<int64_t>("0") == 0);
+  CHECK(parseInteger<int64_t>("-0") == 0);
+  CHECK(parseInteger<int64_t>("128") == 128);
+  CHECK(parseInteger<int64_t>("-1") == -1);
+  CHECK(parseInteger<int64_t>("9223372036854775807") == INT64_MAX);
+  CHECK(parseInteger<int64_t>("-9223372036854775808") == INT64_MIN);
+  CHECK(parseInteger<uint64_t>("18446744073709551615") == UINT64_MAX);
+  CHECK(parseInteger<int>("-2147483648") == INT32_MIN);
+
+  // What a C or LLVM radix-0 parser reads in another base: named as such.
+  const std::string otherBase = " (decimal digits only: no leading 0, 0x or 0b)";
+  for (const char *text : {"010", "0x80", "0b11", "00", "-010", "0X1F"}) {
+    INFO(text);
+    CHECK(!parseInteger<int64_t>(text));
+    CHECK(integerProblem<int64_t>(text) == "is not an integer" + otherBase);
+    CHECK(integerProblem<uint64_t>(text) == "is not a non-negative integer" + otherBase);
+  }
+  for (const char *text : {"", "-", "+5", " 5", "5 ", "1e3", "lots", "--1", "12a"}) {
+    INFO(text);
+    CHECK(!parseInteger<int64_t>(text));
+    CHECK(integerProblem<int64_t>(text) == "is not an integer");
+  }
+  CHECK(integerProblem<uint64_t>("-5") == "is not a non-negative integer");
+  CHECK(integerProblem<uint64_t>("-0") == "is not a non-negative integer");
+  CHECK(integerProblem<int64_t>("9223372036854775808") ==
+        "is out of range ([-9223372036854775808, 9223372036854775807])");
+  CHECK(integerProblem<int64_t>("-9223372036854775809") ==
+        "is out of range ([-9223372036854775808, 9223372036854775807])");
+  CHECK(integerProblem<uint64_t>("99999999999999999999") ==
+        "is out of range (at most 18446744073709551615)");
+  CHECK(integerProblem<int>("2147483648") == "is out of range ([-2147483648, 2147483647])");
+  CHECK(integerProblem<int64_t>("128").empty());
+
+  // A knob reads the same way (around its value's spaces): 010 was 10 there, 8 in a flag.
+  CapturedLog captured;
+  for (const char *text : {"010", "0x80", "0b11"}) {
+    ScopedOverride o(Knob::CacheMaxMB, text);
+    CHECK(knobs::cacheMaxMB() == 2048);
+    ErrorReport report = takeErrorReport(checkValue(Knob::CacheMaxMB));
+    CHECK(report.message == "FLASHBOB_CACHE_MAX_MB='" + std::string(text) +
+                                "' is not a non-negative integer" + otherBase);
+  }
+  ScopedOverride padded(Knob::CacheMaxMB, " 64\n");
+  CHECK(knobs::cacheMaxMB() == 64);
+}
+
 TEST_CASE("knobs are safe to read and override from many threads", "[knobs]") {
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
@@ -274,6 +333,56 @@ TEST_CASE("the log sink receives every level; the default drops debug", "[log]")
   log(LogLevel::Info, "outer");
   setLogSink(nullptr);
   CHECK(seen == std::vector<std::string>{"outer", "nested"});
+}
+
+TEST_CASE("the default log sink never stops the process over a stderr it cannot write",
+          "[log]") {
+  // A host may close stderr or point it at a full disk or pipe. A stream that keeps the write
+  // error (llvm::errs()) reports it at exit with "LLVM ERROR: IO failure on output stream" and
+  // exit(1); the message is lost either way, the process must end as it would have.
+  for (const char *target : {"/dev/full", "closed"}) {
+    INFO(target);
+    flashbob::test::ChildResult child = flashbob::test::runInChild(
+        [&] {
+          if (std::string(target) == "closed")
+            ::close(STDERR_FILENO);
+          else if (::dup2(::open(target, O_WRONLY), STDERR_FILENO) < 0)
+            return 10;
+          log(LogLevel::Warning, "flashbob: warning: lost");
+          log(LogLevel::Info, "flashbob: lost too");
+          return 0;
+        },
+        std::chrono::seconds(30));
+    INFO(child.describe());
+    CHECK(child.succeeded());
+  }
+}
+
+TEST_CASE("a library path that is not a regular file is refused before dlopen", "[library]") {
+  llvm::SmallString<128> dir;
+  REQUIRE_FALSE(llvm::sys::fs::createUniqueDirectory("flashbob-library", dir));
+  const std::string fifo = (dir + "/fifo").str(), file = (dir + "/lib.so").str();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  { std::ofstream(file) << "not really a library"; }
+
+  for (auto [path, what] : {std::pair<std::string, std::string>{fifo, "a FIFO"},
+                            {dir.str().str(), "a directory"},
+                            {"/dev/null", "a character device"}}) {
+    INFO(path);
+    ErrorReport named = takeErrorReport(checkLibraryFile(path, Knob::Cublas));
+    CHECK(named.kind == ErrorKind::InvalidArgument);
+    CHECK(named.message == "FLASHBOB_CUBLAS='" + path + "' is not a regular file (" + what + ")");
+    ErrorReport unnamed = takeErrorReport(checkLibraryFile(path, std::nullopt));
+    CHECK(unnamed.message == "'" + path + "' is not a regular file (" + what + ")");
+  }
+  // What dlopen itself should see: a file, a name it looks for on the loader's path, a path
+  // that does not exist (its error says so).
+  for (const std::string &path : {file, std::string("libcuda.so.1"), dir.str().str() + "/none.so"}) {
+    INFO(path);
+    CHECK_FALSE(static_cast<bool>(checkLibraryFile(path, Knob::CudaDriver)));
+  }
+  ::unlink(fifo.c_str()); // llvm::sys::fs removes no FIFO
+  llvm::sys::fs::remove_directories(dir);
 }
 
 TEST_CASE("progress events become log messages by default, or go to a sink", "[progress]") {

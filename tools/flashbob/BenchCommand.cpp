@@ -11,6 +11,7 @@
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/DeviceBuffer.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/IntegerOption.h"
 #include "tools/flashbob/OutputFile.h"
 #include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/ProblemOptions.h"
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 
 namespace flashbob::tool {
@@ -39,7 +41,7 @@ cl::opt<double> ceilingTflops("ceiling-tflops",
                               cl::desc("Use this bf16 matmul ceiling (TFLOP/s) instead of "
                                        "measuring one with cuBLAS"),
                               cl::sub(benchCommand), cl::cat(benchCategory), cl::init(0.0));
-cl::opt<int64_t> flushMiB("l2-flush-mib",
+IntegerOpt<int64_t> flushMiB("l2-flush-mib",
                           cl::desc("MiB written before each timed run to flush the L2 "
                                    "(at least 256)"),
                           cl::sub(benchCommand), cl::cat(benchCategory), cl::init(256));
@@ -59,6 +61,12 @@ std::optional<std::string> badBenchFlag() {
   }
   if (flushMiB < 256)
     return llvm::formatv("--l2-flush-mib: must be at least 256, got {0}", int64_t(flushMiB)).str();
+  // The buffer's byte count (MiB << 20) must fit a size_t: 2^44 MiB wrapped to 0 bytes.
+  constexpr int64_t kMostMiB = int64_t(std::numeric_limits<size_t>::max() >> 20);
+  if (flushMiB > kMostMiB)
+    return llvm::formatv("--l2-flush-mib: must be at most {0} (a byte count in 64 bits), got {1}",
+                         kMostMiB, int64_t(flushMiB))
+        .str();
   return std::nullopt;
 }
 

@@ -2,6 +2,7 @@
 #include "tools/flashbob/DeviceBuffer.h"
 
 #include "support/Knobs.h"
+#include "support/LibraryFile.h"
 
 #include "runtime/launch/EventTimer.h"
 #include "runtime/launch/Kernel.h"
@@ -92,8 +93,12 @@ struct Cublas {
 // process (cuBLAS tears its runtime down at exit).
 llvm::Expected<Cublas> loadCublas() {
   std::vector<std::string> candidates;
-  if (std::string forced = support::knobs::cublas(); !forced.empty())
+  if (std::string forced = support::knobs::cublas(); !forced.empty()) {
+    // Refused outright, not passed over for the defaults: the user named this one.
+    if (llvm::Error e = support::checkLibraryFile(forced, support::Knob::Cublas))
+      return fail("cuBLAS not loaded: " + llvm::toString(std::move(e)));
     candidates.push_back(forced);
+  }
   for (const char *name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
     candidates.push_back(name);
   std::string why;

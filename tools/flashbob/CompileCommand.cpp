@@ -82,10 +82,8 @@ void reportPtxas(const compiler::KernelArtifacts &a) {
 
 int runCompile() {
   auto spec = specOptions.spec();
-  if (!spec) {
-    llvm::errs() << "flashbob compile: " << llvm::toString(spec.takeError()) << "\n";
-    return kExitUsage;
-  }
+  if (!spec)
+    return reportError("compile", llvm::toString(spec.takeError()), kExitUsage);
   std::string dir = dumpDir;
   if (dir.empty())
     dir = support::knobs::dumpDir();
@@ -94,10 +92,10 @@ int runCompile() {
   bool assemble = emit == Stage::cubin || !dir.empty();
   auto artifacts = jit::compileKernel(*spec, assemble);
   auto t1 = std::chrono::steady_clock::now();
-  if (!artifacts) {
-    llvm::errs() << "flashbob compile: " << llvm::toString(artifacts.takeError()) << "\n";
-    return kExitFailure;
-  }
+  // The exit code from the error's class: a knob the compile cannot use (FLASHBOB_ASSEMBLER,
+  // FLASHBOB_NVJITLINK) is a usage error, a failure of the compiler or of ptxas is not.
+  if (!artifacts)
+    return reportError("compile", artifacts.takeError());
   if (assemble)
     reportPtxas(*artifacts);
   if (!dir.empty())

@@ -15,6 +15,7 @@
 #include "tools/flashbob/AttentionRunner.h"
 #include "tools/flashbob/Commands.h"
 #include "tools/flashbob/ExitCodes.h"
+#include "tools/flashbob/IntegerOption.h"
 #include "tools/flashbob/OptionCategories.h"
 #include "tools/flashbob/OutputFile.h"
 
@@ -34,24 +35,24 @@ namespace flashbob::tool {
 llvm::cl::SubCommand demoCommand("demo", "Run exact BoB on a default problem and check it");
 
 namespace {
-llvm::cl::opt<int64_t> seqQ("seq-q", llvm::cl::desc("Queries N"), llvm::cl::init(200),
+IntegerOpt<int64_t> seqQ("seq-q", llvm::cl::desc("Queries N"), llvm::cl::init(200),
                             llvm::cl::sub(demoCommand), llvm::cl::cat(demoCategory));
-llvm::cl::opt<int64_t> seqK("seq-k", llvm::cl::desc("Keys M"), llvm::cl::init(232),
+IntegerOpt<int64_t> seqK("seq-k", llvm::cl::desc("Keys M"), llvm::cl::init(232),
                             llvm::cl::sub(demoCommand), llvm::cl::cat(demoCategory));
-llvm::cl::opt<int64_t> headDim("head-dim", llvm::cl::desc("Head dimension d"), llvm::cl::init(64),
+IntegerOpt<int64_t> headDim("head-dim", llvm::cl::desc("Head dimension d"), llvm::cl::init(64),
                                llvm::cl::sub(demoCommand), llvm::cl::cat(demoCategory));
 llvm::cl::opt<bool> causal("causal", llvm::cl::desc("Causal mask (bottom-right aligned)"),
                            llvm::cl::init(true), llvm::cl::sub(demoCommand),
                            llvm::cl::cat(demoCategory));
-llvm::cl::opt<int64_t> blockM("block-m", llvm::cl::desc("Query tile of the CPU tiled model"),
+IntegerOpt<int64_t> blockM("block-m", llvm::cl::desc("Query tile of the CPU tiled model"),
                               llvm::cl::init(64), llvm::cl::sub(demoCommand),
                               llvm::cl::cat(demoCategory));
-llvm::cl::opt<int64_t> blockN("block-n", llvm::cl::desc("Key tile of the CPU tiled model"),
+IntegerOpt<int64_t> blockN("block-n", llvm::cl::desc("Key tile of the CPU tiled model"),
                               llvm::cl::init(48), llvm::cl::sub(demoCommand),
                               llvm::cl::cat(demoCategory));
 llvm::cl::opt<bool> cpuOnly("cpu-only", llvm::cl::desc("Skip the GPU part"),
                             llvm::cl::sub(demoCommand), llvm::cl::cat(demoCategory));
-llvm::cl::opt<int64_t> gpuSeq("gpu-seq", llvm::cl::desc("Sequence length of the GPU problem"),
+IntegerOpt<int64_t> gpuSeq("gpu-seq", llvm::cl::desc("Sequence length of the GPU problem"),
                               llvm::cl::init(4096), llvm::cl::sub(demoCommand),
                               llvm::cl::cat(demoCategory));
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tools/flashbob/AttentionRunner.h"
+#include "tools/flashbob/IntegerOption.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
@@ -36,18 +37,18 @@ private:
 
   llvm::cl::SubCommandGroup subcommands_; // first: the options below register on it
   llvm::cl::opt<Op> op_;
-  llvm::cl::opt<int64_t> batch_, heads_, headsKv_, seqQ_;
+  IntegerOpt<int64_t> batch_, heads_, headsKv_, seqQ_;
   llvm::cl::alias seq_;
-  llvm::cl::opt<int64_t> seqK_, headDim_;
-  llvm::cl::list<int64_t> seqlensQ_, seqlensK_;
+  IntegerOpt<int64_t> seqK_, headDim_;
+  IntegerList<int64_t> seqlensQ_, seqlensK_;
   llvm::cl::opt<std::string> dtype_;
   llvm::cl::opt<bool> causal_;
-  llvm::cl::opt<int64_t> windowLeft_, windowRight_; // declared in the constructor's order
+  IntegerOpt<int64_t> windowLeft_, windowRight_; // declared in the constructor's order
   llvm::cl::opt<double> scale_;
-  llvm::cl::opt<int> iters_, warmup_;
+  IntegerOpt<int> iters_, warmup_;
   llvm::cl::opt<double> timeBudget_;
   llvm::cl::opt<bool> check_;
-  llvm::cl::opt<int64_t> checkRows_;
+  IntegerOpt<int64_t> checkRows_;
   llvm::cl::opt<ProgressStyle> progress_;
 };
 

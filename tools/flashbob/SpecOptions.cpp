@@ -1,6 +1,9 @@
 #include "tools/flashbob/SpecOptions.h"
 #include "tools/flashbob/OptionCategories.h"
 
+#include "jit/Compile.h"
+#include "kernels/TileTable.h"
+
 #include "mlir/IR/MLIRContext.h"
 
 namespace flashbob::tool {
@@ -86,8 +89,15 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   if (!target)
     return fail("--arch: unknown target '" + arch + "' (sm_80, sm_86, sm_89, sm_90, sm_90a)");
   s.arch = *target;
+  // Specs that cannot be compiled for what the flags say alone (tiles whose accumulators do not
+  // fit the registers, or whose shared memory does not fit a block of the target) are refused
+  // here like a bad value, before anything is lowered.
   mlir::MLIRContext ctx;
   if (llvm::Error e = compiler::validate(s, &ctx))
+    return std::move(e);
+  if (llvm::Error e = kernels::checkRegisterFootprint(s))
+    return std::move(e);
+  if (llvm::Error e = jit::checkSharedMemory(s))
     return std::move(e);
   return s;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "compiler/KernelSpec.h"
+#include "tools/flashbob/IntegerOption.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
@@ -15,16 +16,17 @@ struct SpecOptions {
   explicit SpecOptions(llvm::cl::SubCommand &sub);
 
   llvm::cl::opt<std::string> kernel;
-  llvm::cl::opt<int64_t> headDim, blockM, blockN, warps, warpCols, stages;
+  IntegerOpt<int64_t> headDim, blockM, blockN, warps, warpCols, stages;
   llvm::cl::opt<bool> producer;
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;
   llvm::cl::opt<bool> scaleArgument;
   llvm::cl::opt<bool> grouped, varlen, longSweep, partial;
-  llvm::cl::opt<int64_t> windowLeft, windowRight;
+  IntegerOpt<int64_t> windowLeft, windowRight;
   llvm::cl::opt<std::string> arch;
 
-  // The spec, or an error naming the flag that is wrong.
+  // The spec, or an error naming the flag that is wrong, or what about the tiles the flags
+  // give does not fit the target (registers, shared memory): all usage errors.
   llvm::Expected<compiler::KernelSpec> spec() const;
 };
 

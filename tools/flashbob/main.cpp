@@ -9,8 +9,8 @@
 
 using namespace flashbob::tool;
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+namespace {
+int dispatch(int argc, char **argv) {
   llvm::cl::SetVersionPrinter(
       [](llvm::raw_ostream &os) { os << "flashbob " << FLASHBOB_VERSION << "\n"; });
   // The linked LLVM libraries register hundreds of flags (every backend's); --help of flashbob
@@ -44,4 +44,30 @@ int main(int argc, char **argv) {
 
   llvm::errs() << "flashbob: no command given; try `flashbob --help`\n";
   return kExitUsage;
+}
+
+// The standard streams before exit. LLVM's keep a failed write's error and, when destroyed
+// after main, report it with "LLVM ERROR: IO failure on output stream" and exit(1): a usage
+// error (2) with stderr on a full disk exited 1, and a report lost to a full stdout said
+// nothing about it. A failed stdout is the command's failure, said in one line (if stderr
+// still takes it); a failed stderr leaves nowhere to say anything, and the exit code stands.
+int finish(int code) {
+  llvm::raw_fd_ostream &out = llvm::outs(), &err = llvm::errs();
+  out.flush();
+  if (out.has_error()) {
+    const std::error_code ec = out.error();
+    out.clear_error();
+    err << "flashbob: cannot write standard output: " << ec.message() << "\n";
+    if (code == kExitOk)
+      code = kExitFailure;
+  }
+  err.flush();
+  err.clear_error();
+  return code;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  return finish(dispatch(argc, argv));
 }
