@@ -15,6 +15,7 @@
 
 #include <map>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 namespace flashbob::jit {
@@ -128,10 +129,19 @@ llvm::Error KernelCache::prepare(llvm::ArrayRef<compiler::KernelSpec> specs) {
     // One thread per kernel (an HVP step has six at most): compiles are CPU-bound and
     // independent. std::thread, not a pool: nothing outlives this call.
     std::vector<std::thread> threads;
-    for (size_t m = 0; m < missing.size(); ++m)
-      threads.emplace_back([&, m] {
+    for (size_t m = 0; m < missing.size(); ++m) {
+      auto compileOne = [&, m] {
         images[m].emplace(obtain(specs[missing[m]], missing[m] + 1, specs.size()));
-      });
+      };
+      // A process that may start no more threads (a limit on them, RLIMIT_NPROC) compiles on
+      // this one: a failed std::thread throws, and an exception out of a C API call would end
+      // the host.
+      try {
+        threads.emplace_back(compileOne);
+      } catch (const std::system_error &) {
+        compileOne();
+      }
+    }
     for (std::thread &t : threads)
       t.join();
   }

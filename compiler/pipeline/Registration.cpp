@@ -62,7 +62,10 @@ void registerPasses() {
 std::unique_ptr<mlir::MLIRContext> makeContext() {
   mlir::DialectRegistry registry;
   registerDialects(registry);
-  return std::make_unique<mlir::MLIRContext>(registry);
+  // No thread pool of its own: a module holds one kernel, which leaves MLIR nothing to run in
+  // parallel, and the JIT already compiles several kernels at once, each in its own context.
+  // (A pool that could not start a thread would end the process: LLVM reports it as fatal.)
+  return std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
 }
 
 } // namespace flashbob::compiler

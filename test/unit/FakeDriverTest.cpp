@@ -22,6 +22,7 @@
 #include "support/Log.h"
 #include "support/Progress.h"
 #include "test/fake_driver/FakeCudaDriver.h"
+#include "test/unit/ChildProcess.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -37,6 +38,8 @@
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -47,6 +50,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -862,6 +866,54 @@ TEST_CASE("an unsupported GPU is FLASHBOB_ERROR_UNSUPPORTED_DEVICE, nothing comp
   CHECK_THAT(flashbob_last_error(),
              Catch::StartsWith("this GPU (" + device + ") is not supported: "));
   CHECK(launches().empty());
+}
+
+TEST_CASE("precompiling where no thread can be started compiles on the calling thread and "
+          "never ends the process",
+          "[.threadlimit]") {
+  // Hidden from the default run (CTest fake_driver_thread_limit): the child gives up root to
+  // be held to a limit of one process or thread for its user (RLIMIT_NPROC; root is exempt).
+  test::ChildResult child = test::runInChild(
+      [] {
+        useFakeDriver();
+        llvm::SmallString<128> dir;
+        if (llvm::sys::fs::createUniqueDirectory("flashbob-thread-limit", dir) ||
+            ::chown(dir.c_str(), 65534, 65534) != 0)
+          return 10;
+        support::setOverride(support::Knob::CacheDir, dir);
+        // The driver's JIT: under the limit ptxas could not be started either.
+        support::setOverride(support::Knob::Assembler, "driver");
+        std::set<std::thread::id> threads;
+        size_t compiled = 0;
+        support::setProgressSink([&](const support::Progress &p) {
+          if (llvm::StringRef(p.task).starts_with("compiling ")) {
+            ++compiled;
+            threads.insert(std::this_thread::get_id());
+          }
+        });
+        const rlimit one{1, 1};
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0 || ::setrlimit(RLIMIT_NPROC, &one) != 0)
+          return 11;
+        try { // the limit holds: no thread starts
+          std::thread([] {}).join();
+          return 12;
+        } catch (const std::system_error &) {
+        }
+        AttentionProblem p = problem();
+        flashbob_problem cp = cProblem(p);
+        const flashbob_op step[] = {FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, FLASHBOB_OP_BOB,
+                                    FLASHBOB_OP_FORWARD_JVP};
+        if (flashbob_precompile_ops(&cp, step, 4) != FLASHBOB_OK) {
+          std::fprintf(stderr, "precompile: %s\n", flashbob_last_error());
+          return 13;
+        }
+        const bool here = threads.size() == 1 && *threads.begin() == std::this_thread::get_id();
+        return compiled == 6 && here ? 0 : 14;
+      },
+      std::chrono::seconds(300));
+  INFO(child.describe() << " (10: setup, 11: dropping root or the limit, 12: a thread started "
+                           "anyway, 13: precompile failed, 14: not six kernels on this thread)");
+  CHECK(child.succeeded());
 }
 
 TEST_CASE("precompiling the operations of an HVP step compiles their kernels at once, one "
