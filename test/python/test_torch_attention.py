@@ -126,6 +126,45 @@ def test_sliding_window_first_and_second_derivatives(dtype, h, h_kv, n, m, d, ca
         assert torch.equal(a, b), name
 
 
+ONE_KEY_CASES = [  # (N, M, causal, window_size): every row, or row 0, sees a single key
+    (200, 1, False, (-1, -1)),
+    (200, 1, True, (-1, -1)),
+    (256, 256, False, (0, 0)),
+    (1, 1, True, (-1, -1)),
+    (300, 300, True, (-1, -1)),  # row 0 only
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n,m,causal,window", ONE_KEY_CASES)
+def test_rows_that_see_one_key_have_exactly_zero_second_derivatives_in_q(dtype, n, m, causal,
+                                                                           window):
+    """A row that sees one key has P = 1 whatever its scores: gQ is exactly 0 there (as eager
+    attention gives), not the rounding residue of BoB's X1 - c X2 - b X3; the rest of the row's
+    outputs against float64 as usual, with an absolute bound where float64's are zeros too."""
+    t = inputs(2, n, m, 64, dtype, seed=n + m + 7)
+    low, high = both(t)
+    got = second_order(fb.attention, *low, causal, window_size=window)
+    ref = second_order(reference_attention, *high, causal, window_size=window)
+    rows = torch.arange(n, device="cuda")
+    diagonal = rows + (m - n)
+    right = 0 if causal else window[1]
+    last = torch.clamp(diagonal + right, max=m - 1) if right >= 0 else torch.full_like(rows, m - 1)
+    first = torch.clamp(diagonal - window[0], min=0) if window[0] >= 0 else torch.zeros_like(rows)
+    one_key = (last == first)
+    assert one_key.any()
+    gq = got[4]
+    print(dtype, n, m, causal, window, f"{int(one_key.sum())} one-key rows, max |gQ| there "
+          f"{gq[:, :, one_key].abs().max().item():.2e}")
+    assert torch.count_nonzero(gq[:, :, one_key]) == 0
+    names = ["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"]
+    for name, a, b in zip(names, got, ref):
+        if b.norm() > 1e-6:
+            assert rel(a, b) <= TOL[dtype], f"{name}: {rel(a, b):.2e}"
+        else:  # zero in exact arithmetic (nothing depends on the scores): absolute
+            assert (a.double() - b).norm() <= 1e-3, f"{name}: {(a.double() - b).norm():.2e}"
+
+
 def test_sliding_window_forward_mode_hvp():
     """jvp of grad (forward-over-reverse) through a windowed layer runs BoB with the window."""
     q, k, v, w, tq, _, _ = inputs(2, 192, 192, 64, torch.bfloat16, seed=47)
