@@ -41,7 +41,8 @@ struct Case {
 };
 
 // The bound on a zero output's error norm: float32 residues (dS = dP - D of two sums over d
-// products) stay below 1e-4 here; BoB's gQ formed from separately rounded terms was 0.1-1.
+// products) stay below 2e-4 here (H100, 2026-12-07); BoB's gQ, formed from separately rounded
+// terms before it was made exact in these rows, reached 6e-2 in a single element.
 constexpr double kZeroOutputTol = 1e-3;
 // gQ in a row that sees one key: the kernel writes the exact zero.
 constexpr double kOneKeyRowTol = 0.0;
