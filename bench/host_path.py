@@ -16,6 +16,10 @@ steps      the HVP step at N = 1K and 2K (16 heads; d = 64 and 128; causal and n
            (torch.profiler), and the host time one step takes to issue.
 
     python3 bench/host_path.py [--parts calls,layers,steps] [--rounds 5] [--json FILE]
+                               [--profile "forward + backward"]
+
+--profile NAME runs cProfile over 200 calls of the named row of the first part (its FlashBoB
+side) and prints the functions by their own time and by cumulative time.
 
 Each figure is the median over rounds of the mean over a batch of calls; the spread (min-max
 over rounds) is printed beside it.
@@ -76,7 +80,8 @@ def hvp_step(attn, q, k, v, w, u):
     return hvp
 
 
-def calls_part(rounds):
+def call_rows():
+    """(name, FlashBoB's call, the reference's call, the reference's name, calls per batch)."""
     q, k, v = tiny()
     qg, kg, vg = tiny(grad=True)
     do = torch.randn_like(qg)
@@ -102,14 +107,41 @@ def calls_part(rounds):
         ("HVP step", lambda: hvp_step(fb.attention, qg, k, v, w, u),
          lambda: hvp_step(eager_attention, qg, k, v, w, u), "the step over eager attention", 500),
     ]
+    return rows
+
+
+def calls_part(rounds):
     out = []
-    for name, ours, theirs, against, calls in rows:
+    for name, ours, theirs, against, calls in call_rows():
         mine, mine_spread = per_call(ours, calls, rounds)
         ref, ref_spread = per_call(theirs, calls, rounds)
         out.append({"call": name, "flashbob_us": mine, "flashbob_spread_us": mine_spread,
                     "reference": against, "reference_us": ref, "reference_spread_us": ref_spread,
                     "ratio": mine / ref})
     return out
+
+
+def profile_call(name, calls=200):
+    import cProfile
+    import io
+    import pstats
+    rows = {row[0]: row[1] for row in call_rows()}
+    if name not in rows:
+        raise SystemExit(f"--profile: no call named {name!r} (one of {sorted(rows)})")
+    f = rows[name]
+    for _ in range(50):
+        f()
+    torch.cuda.synchronize()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        f()
+    torch.cuda.synchronize()
+    profile.disable()
+    for order in ("tottime", "cumulative"):
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats(order).print_stats(30)
+        print(f"\n== cProfile of {calls} calls of {name!r}, by {order} time\n{out.getvalue()}")
 
 
 def layers_part(rounds):
@@ -226,11 +258,15 @@ def main():
     ap.add_argument("--parts", default="calls,layers,steps")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--profile", metavar="CALL", help="cProfile the named call instead")
     args = ap.parse_args()
     parts = args.parts.split(",")
     torch.cuda.init()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, flashbob "
           f"{flashbob.version()}")
+    if args.profile:
+        profile_call(args.profile)
+        return
     results = {}
     if "calls" in parts:
         results["calls"] = calls_part(args.rounds)
