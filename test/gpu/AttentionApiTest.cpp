@@ -468,30 +468,26 @@ TEST_CASE("forward, backward and BoB through the API match the float64 oracle", 
 TEST_CASE("rows that see a single key: exact zeros where nothing depends on the scores",
           "[gpu][api]") {
   const std::vector<std::string> zeros{"dQ", "dK", "gQ", "gK", "gV"};
+  struct Shape { // every row sees one key (or none)
+    const char *label;
+    int64_t n, m;
+    bool causal;
+    int64_t windowLeft, windowRight;
+  };
+  const Shape everyRow[] = {{"M = 1", 300, 1, false, -1, -1},
+                            {"M = 1 causal", 300, 1, true, -1, -1},
+                            {"window (0, 0)", 256, 256, false, 0, 0},
+                            {"causal N = M = 1", 1, 1, true, -1, -1}};
   for (int64_t d : {64, 128})
     for (bool bf16 : {true, false}) {
-      DYNAMIC_SECTION("d" << d << (bf16 ? " bf16" : " fp16") << " M = 1") {
-        Case c{2, 2, 300, 1, d, false, bf16};
-        c.zeroOutputs = zeros;
-        runCase(c);
-      }
-      DYNAMIC_SECTION("d" << d << (bf16 ? " bf16" : " fp16") << " M = 1 causal") {
-        Case c{2, 2, 300, 1, d, true, bf16};
-        c.zeroOutputs = zeros;
-        runCase(c);
-      }
-      DYNAMIC_SECTION("d" << d << (bf16 ? " bf16" : " fp16") << " window (0, 0)") {
-        Case c{2, 2, 256, 256, d, false, bf16};
-        c.windowLeft = 0;
-        c.windowRight = 0;
-        c.zeroOutputs = zeros;
-        runCase(c);
-      }
-      DYNAMIC_SECTION("d" << d << (bf16 ? " bf16" : " fp16") << " causal N = M = 1") {
-        Case c{2, 2, 1, 1, d, true, bf16};
-        c.zeroOutputs = zeros;
-        runCase(c);
-      }
+      for (const Shape &shape : everyRow)
+        DYNAMIC_SECTION("d" << d << (bf16 ? " bf16 " : " fp16 ") << shape.label) {
+          Case c{2, 2, shape.n, shape.m, d, shape.causal, bf16};
+          c.windowLeft = shape.windowLeft;
+          c.windowRight = shape.windowRight;
+          c.zeroOutputs = zeros;
+          runCase(c);
+        }
       // Only row 0 sees one key; the other rows are checked as usual.
       DYNAMIC_SECTION("d" << d << (bf16 ? " bf16" : " fp16") << " causal N = M = 700, row 0") {
         runCase({2, 2, 700, 700, d, true, bf16});
