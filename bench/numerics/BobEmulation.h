@@ -8,7 +8,7 @@
 //   * O is stored as bf16 and L as float32 between the kernels; the outputs are stored as bf16.
 // Each rounding has a switch (Model), so its share of the error can be measured by turning it
 // off (ablation). With every switch off and exact accumulation the emulation is the tiled
-// float64 model of kernels/oracle (test/unit/BobEmulationTest.cpp checks it against dense::bob).
+// float64 model of kernels/oracle (test/unit/NumericsTest.cpp checks it against dense::bob).
 //
 // The MMA model (Acc::TensorCore): an mma with k = 16 adds 16 exact products (bf16 x bf16 is
 // exact) and the fp32 accumulator C in one fused sum: every addend is aligned to the largest

@@ -7,7 +7,9 @@
 //   --[upstream: nvgpu/vector/scf/arith/index/memref -> LLVM, gpu -> NVVM;
 //      bob-tensor-map-params]--> LLVM dialect
 //   --[translate, LLVM O3 for NVPTX]--> LLVM IR --[NVPTX backend]--> PTX
-// The pass list is written out once, in buildLoweringPipeline (Pipeline.cpp).
+// Each pass is added in one place (Pipeline.cpp): the bob passes up to bob-use-tma in
+// buildSharedMemoryPlan and buildLaunchFactsPipeline, the two that lower the dialect in
+// buildBobLoweringPipeline, the upstream conversions in buildLoweringPipeline.
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
@@ -65,7 +67,7 @@ struct KernelArtifacts : LaunchFacts {
 // gpu.module.
 void buildBobPipeline(mlir::OpPassManager &pm);
 // The bob-level passes that decide shared memory (double buffers, staged operands, placement),
-// per bob.kernel: the first part of buildBobPipeline, and what kernels::sharedBytesFor runs.
+// per bob.kernel: the first part of buildBobPipeline, and what jit::sharedBytesFor runs.
 void buildSharedMemoryPlan(mlir::OpPassManager &pm, int64_t maxBytes);
 // The shared-memory plan and bob-use-tma: the passes after which every launch fact is decided,
 // still on bob.kernel (what decideLaunchFacts runs).
