@@ -97,7 +97,8 @@ if args["signature_ab"]:
     # state as imported comes back after). Arms alternate (without, with, ...), three rounds;
     # host time per call of the tiny forward and per warm step.
     import inspect
-    forwards = [f.forward for f in (fb._AttentionFn, fb._BackwardFn, fb._BobFn)]
+    forwards = [f.forward for f in (fb._autograd._AttentionFn, fb._autograd._BackwardFn,
+                                   fb._autograd._BobFn)]
     as_imported = {f: f.__dict__.get("__signature__") for f in forwards}
     def put(f, signature):
         if signature is None:

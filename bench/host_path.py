@@ -22,7 +22,8 @@ steps      the HVP step at N = 1K and 2K (16 heads; d = 64 and 128; causal and n
 side) and prints the functions by their own time and by cumulative time.
 
 Each figure is the median over rounds of the mean over a batch of calls; the spread (min-max
-over rounds) is printed beside it.
+over rounds) is printed beside it. In the first part the two sides of a row alternate batch by
+batch, and the ratio is the median of the rounds' ratios.
 """
 
 import argparse
@@ -95,29 +96,55 @@ def call_rows():
 
     rows = [
         ("forward", lambda: fb.attention(q, k, v),
-         lambda: F.scaled_dot_product_attention(q, k, v), "SDPA", 2000),
+         lambda: F.scaled_dot_product_attention(q, k, v), "SDPA", 500),
         ("forward, the operator", lambda: torch.ops.flashbob.forward(q, k, v, False, -1, -1, 0.0,
                                                                    None, None, 0, 0),
-         lambda: F.scaled_dot_product_attention(q, k, v), "SDPA", 2000),
+         lambda: F.scaled_dot_product_attention(q, k, v), "SDPA", 500),
         ("forward + backward", fwd_bwd(fb.attention), fwd_bwd(F.scaled_dot_product_attention),
-         "SDPA", 1000),
+         "SDPA", 300),
         ("torch.func.jvp", lambda: torch.func.jvp(fb.attention, (q, k, v), (tq, tk, tv)),
          lambda: torch.func.jvp(eager_attention, (q, k, v), (tq, tk, tv)),
-         "torch.func.jvp of eager attention", 500),
+         "torch.func.jvp of eager attention", 200),
         ("HVP step", lambda: hvp_step(fb.attention, qg, k, v, w, u),
-         lambda: hvp_step(eager_attention, qg, k, v, w, u), "the step over eager attention", 500),
+         lambda: hvp_step(eager_attention, qg, k, v, w, u), "the step over eager attention", 200),
     ]
     return rows
+
+
+def batch_us(f, calls):
+    """Host time per call of f() over one batch of back-to-back calls, the stream drained after
+    the batch (so queued GPU work cannot hide in the next batch)."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        f()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def paired(ours, theirs, calls, rounds, warmup=50):
+    """Both calls timed in alternating batches (ours, theirs, ours, ...), so that a slow spell
+    of the machine falls on both: (our median, spread), (their median, spread), and the median
+    over rounds of the ratio of the two batches of a round."""
+    for f in (ours, theirs):
+        for _ in range(warmup):
+            f()
+    torch.cuda.synchronize()
+    mine, ref = [], []
+    for _ in range(rounds):
+        mine.append(batch_us(ours, calls))
+        ref.append(batch_us(theirs, calls))
+    ratios = [a / b for a, b in zip(mine, ref)]
+    return ((statistics.median(mine), (min(mine), max(mine))),
+            (statistics.median(ref), (min(ref), max(ref))), statistics.median(ratios))
 
 
 def calls_part(rounds):
     out = []
     for name, ours, theirs, against, calls in call_rows():
-        mine, mine_spread = per_call(ours, calls, rounds)
-        ref, ref_spread = per_call(theirs, calls, rounds)
+        (mine, mine_spread), (ref, ref_spread), ratio = paired(ours, theirs, calls, rounds)
         out.append({"call": name, "flashbob_us": mine, "flashbob_spread_us": mine_spread,
                     "reference": against, "reference_us": ref, "reference_spread_us": ref_spread,
-                    "ratio": mine / ref})
+                    "ratio": ratio})
     return out
 
 
@@ -129,6 +156,8 @@ def profile_call(name, calls=200):
     if name not in rows:
         raise SystemExit(f"--profile: no call named {name!r} (one of {sorted(rows)})")
     f = rows[name]
+    # cProfile sees one thread: run the backward on this one, not on autograd's device thread.
+    torch.autograd.set_multithreading_enabled(False)
     for _ in range(50):
         f()
     torch.cuda.synchronize()
@@ -145,67 +174,93 @@ def profile_call(name, calls=200):
 
 
 def layers_part(rounds):
-    """The forward's call path taken apart. Each row times one piece alone on the tiny problem;
-    they do not add up exactly (Python's caches warm differently), but they rank the costs."""
+    """The call path taken apart. Each row times one piece alone on the tiny problem; they do
+    not add up exactly (Python's caches warm differently), but they rank the costs. The
+    autograd.Function rows time the two forms of Function on empty work, forward alone and with
+    a backward through the engine (why the eager chain is written as it is)."""
+    from flashbob.torch import _autograd, _launch
     q, k, v = tiny()
-    config = (False, -1, -1, 0.0, None, None, 0, 0)
+    qg, kg, vg = tiny(grad=True)
+    do = torch.randn_like(q)
+    config = _launch.DENSE
     o, lse = fb.attention(q, k, v, return_lse=True)
-    problem = fb._problem(q, k, *config)
-    tensors = [fb._tensor(t) for t in (q, k, v, o)]
-    stream = fb._stream(q)
+    plan = _launch.plan(q, k, config)
+    structs = _launch.structs(q, k, v, o)
+    stream = _launch.stream(q)
     lib = _capi._library()
 
-    class Plain(torch.autograd.Function):  # what any autograd.Function costs, doing nothing
+    class WithSetupContext(torch.autograd.Function):  # torch.func's form, 11 arguments
         @staticmethod
         def forward(q, k, v, *config):  # two outputs, as the forward's O and L
-            return q.new_empty(()), q.new_empty(())
+            return torch.empty_like(q), q.new_empty(())
 
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(*inputs[:3], *output)
+            ctx.mark_non_differentiable(output[1])
 
         @staticmethod
-        def backward(ctx, *grads):
-            return (None,) * 11
+        def backward(ctx, do, _dl):
+            q, k, v, _, _ = ctx.saved_tensors
+            return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)) + (None,) * 8
 
-    Plain.forward.__signature__ = inspect.signature(Plain.forward)  # as the package does
+    WithSetupContext.forward.__signature__ = inspect.signature(WithSetupContext.forward)
+
+    class OlderForm(torch.autograd.Function):  # the eager chain's form: ctx, tensors, one plan
+        @staticmethod
+        def forward(ctx, q, k, v, plan):
+            ctx.save_for_backward(q, k, v)
+            return torch.empty_like(q)
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v = ctx.saved_tensors
+            return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), None
+
+    older_c = _autograd._c_apply(OlderForm)
 
     def guard():
         with torch.cuda.device(q.device):
             pass
 
-    qg = q.detach().requires_grad_()
-
     pieces = [
-        ("the whole call: fb.attention", lambda: fb.attention(q, k, v)),
-        ("SDPA, for scale", lambda: F.scaled_dot_product_attention(q, k, v)),
-        ("argument checks (attention's, before the Function)",
+        ("forward: fb.attention, inputs without grad", lambda: fb.attention(q, k, v)),
+        ("forward: SDPA, inputs without grad", lambda: F.scaled_dot_product_attention(q, k, v)),
+        ("forward: fb.attention, inputs requiring grad", lambda: fb.attention(qg, kg, vg)),
+        ("forward: SDPA, inputs requiring grad",
+         lambda: F.scaled_dot_product_attention(qg, kg, vg)),
+        ("argument checks (attention's)",
          lambda: ([fb._check(t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"))],
                   fb._check_shapes(q, k, v), fb._options.window((-1, -1)))),
-        ("torch.compiler.is_compiling()", torch.compiler.is_compiling),
-        ("an autograd.Function doing nothing (2 empty outputs), inputs without grad",
-         lambda: Plain.apply(q, k, v, *config)),
-        ("the same, q requiring grad", lambda: Plain.apply(qg, k, v, *config)),
-        ("_direct(args): may the body run without the operator?",
-         lambda: fb._direct((q, k, v, *config))),
-        ("the operator's body alone (_forward_body)", lambda: fb._forward_body(q, k, v, *config)),
-        ("_readable x3", lambda: [fb._readable(t) for t in (q, k, v)]),
-        ("output allocation: O and L", lambda: (fb._empty(q), fb._rows(q))),
-        ("torch.cuda.device(q.device) entered and left", guard),
-        ("torch.cuda.current_stream(device).cuda_stream", lambda: fb._stream(q)),
-        ("torch._C._cuda_getCurrentRawStream(index)",
-         lambda: torch._C._cuda_getCurrentRawStream(q.device.index)),
-        ("data_ptr() and stride() of 4 tensors",
-         lambda: [(t.data_ptr(), t.stride()) for t in (q, k, v, o)]),
-        ("the C problem struct (_problem)", lambda: fb._problem(q, k, *config)),
-        ("4 C tensor structs (_tensor)", lambda: [fb._tensor(t) for t in (q, k, v, o)]),
-        ("the C call with its launch (structs made)",
-         lambda: lib.flashbob_forward(_capi.ctypes.byref(problem), *tensors, lse.data_ptr(),
-                                      stream)),
+        ("may the kernels run directly? (_eager_ok of q, k, v)",
+         lambda: _autograd._eager_ok(q, k, v)),
+        ("the plan (cached C problem) lookup", lambda: _launch.plan(q, k, config)),
+        ("the forward's launch alone (_launch.forward)", lambda: _launch.forward(plan, q, k, v)),
+        ("of which: readable() x3", lambda: [_launch.readable(t) for t in (q, k, v)]),
+        ("of which: O and L allocated", lambda: (_launch.empty(q), _launch.rows(q))),
+        ("of which: 4 C tensor structs (one pack_into)", lambda: _launch.structs(q, k, v, o)),
+        ("of which: the raw current stream", lambda: _launch.stream(q)),
+        ("of which: the device check (no guard: q's device is current)",
+         lambda: _launch.on_device(q)),
+        ("of which: the C call with its launch (structs made)",
+         lambda: lib.flashbob_forward(plan.c, *structs, lse.data_ptr(), stream)),
+        ("(a device guard entered and left, avoided)", guard),
+        ("the backward's launch alone (_launch.backward)",
+         lambda: _launch.backward(plan, q, k, v, o, lse, do)),
+        ("BoB's launch alone (_launch.bob)",
+         lambda: _launch.bob(plan, q, k, v, o, lse, do, q, k, v)),
+        ("Function with setup_context, forward only", lambda: WithSetupContext.apply(qg, kg, vg, *config)),
+        ("Function with setup_context, forward + backward",
+         lambda: WithSetupContext.apply(qg, kg, vg, *config)[0].backward(do)),
+        ("older-form Function through the C entry, forward only", lambda: older_c(qg, kg, vg, plan)),
+        ("older-form Function through the C entry, forward + backward",
+         lambda: older_c(qg, kg, vg, plan).backward(do)),
+        ("SDPA forward + backward, for scale",
+         lambda: F.scaled_dot_product_attention(qg, kg, vg).backward(do)),
     ]
     out = []
     for name, f in pieces:
-        us, spread = per_call(f, 2000, rounds)
+        us, spread = per_call(f, 1000, rounds)
         out.append({"piece": name, "us": us, "spread_us": spread})
     return out
 
@@ -222,6 +277,53 @@ def profiled_kernel_us(f):
         if e.device_type == torch.autograd.DeviceType.CUDA:
             total += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
     return total
+
+
+class _NoBob(torch.autograd.Function):
+    """The HVP step's autograd structure with no kernels (see empty_attention)."""
+    @staticmethod
+    def forward(ctx, q, k, v, do, uq, uk, uv):
+        return tuple(torch.empty_like(t) for t in (q, k, v, do))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("not differentiable")
+
+
+class _NoBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, do):
+        ctx.save_for_backward(q, k, v, do)
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    @staticmethod
+    def backward(ctx, uq, uk, uv):
+        q, k, v, do = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            return _NoBob.apply(q, k, v, do, uq, uk, uv)
+        return tuple(torch.empty_like(t) for t in (q, k, v, do))
+
+
+class _NoForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v):
+        ctx.save_for_backward(q, k, v)
+        return torch.empty_like(q)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            return _NoBackward.apply(q, k, v, do)
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def empty_attention(q, k, v, causal=False):
+    """Attention's autograd chain (forward -> backward -> BoB, each a node of the older form, as
+    the eager chain's) with every output allocated and no kernel launched: what the HVP step
+    costs PyTorch's engine and the loss's own ops, the floor for any attention written in
+    Python."""
+    return _NoForward.apply(q, k, v)
 
 
 def steps_part(rounds):
@@ -246,17 +348,19 @@ def steps_part(rounds):
                     issue.append((time.perf_counter() - start) * 1e6)
                 torch.cuda.synchronize()
                 kernels = profiled_kernel_us(step)
+                floor, _ = per_call(lambda: hvp_step(empty_attention, q, k, v, w, u), 50, rounds,
+                                    warmup=5)
                 out.append({"n": n, "d": d, "causal": causal, "wall_us": wall,
                             "wall_spread_us": spread, "kernels_us": kernels,
                             "issue_us": statistics.median(issue),
-                            "over_kernels_us": wall - kernels})
+                            "over_kernels_us": wall - kernels, "no_kernels_floor_us": floor})
     return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="calls,layers,steps")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--profile", metavar="CALL", help="cProfile the named call instead")
     args = ap.parse_args()
@@ -278,18 +382,19 @@ def main():
                   f"{r['reference_spread_us'][1]:.1f}) | {r['ratio']:.2f}x |")
     if "layers" in parts:
         results["layers"] = layers_part(args.rounds)
-        print("\n| piece of the forward's call path | us per call (min-max) |\n|---|---|")
+        print("\n| piece of the call path | us per call (min-max) |\n|---|---|")
         for r in results["layers"]:
             print(f"| {r['piece']} | {r['us']:.2f} ({r['spread_us'][0]:.2f}-"
                   f"{r['spread_us'][1]:.2f}) |")
     if "steps" in parts:
         results["steps"] = steps_part(args.rounds)
         print("\n| HVP step, 1 x 16 x N | wall us per step | kernels' GPU us | wall - kernels | "
-              "host us to issue |\n|---|---|---|---|---|")
+              "host us to issue | the step with no kernels (PyTorch's floor) |"
+              "\n|---|---|---|---|---|---|")
         for r in results["steps"]:
             print(f"| N = {r['n']}, d = {r['d']}{', causal' if r['causal'] else ''} | "
                   f"{r['wall_us']:.0f} | {r['kernels_us']:.0f} | {r['over_kernels_us']:.0f} | "
-                  f"{r['issue_us']:.0f} |")
+                  f"{r['issue_us']:.0f} | {r['no_kernels_floor_us']:.0f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

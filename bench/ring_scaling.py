@@ -68,7 +68,7 @@ def single(args):
     config = (args.causal, -1, -1, 0.0, None, None, 0, 0)
 
     def run(ts):
-        return fb._bob_body(*ts, *config)
+        return fb._ops._bob_body(*ts, *config)
 
     run(first_head([q, k, v, o]) + [lse[:, :1].contiguous()] + first_head([do, uq, uk, uv]))
     seconds, _ = timed(lambda: run([q, k, v, o, lse, do, uq, uk, uv]))

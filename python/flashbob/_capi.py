@@ -9,6 +9,7 @@ source checkout on PYTHONPATH). Nothing here depends on torch.
 import ctypes
 import logging
 import os
+import struct
 import threading
 from pathlib import Path
 
@@ -57,6 +58,34 @@ class Problem(ctypes.Structure):
 
 class Tensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("stride", ctypes.c_int64 * 4)]
+
+
+# C tensor structs for a call, made once per thread as views of one buffer and filled in one
+# struct.pack_into per call: constructing ctypes structs costs more than the launch they carry
+# (bench/results/2026-12-07-h100-host-path.md). ctypes copies a struct passed by value at the
+# call, so a view may be refilled as soon as the call returns.
+_TENSOR_BYTES = ctypes.sizeof(Tensor)
+_MAX_TENSORS = 16  # more than any call passes (BoB: 13)
+_TENSOR_FORMATS = [struct.Struct("=" + "Q4q" * count) for count in range(_MAX_TENSORS + 1)]
+assert _TENSOR_FORMATS[1].size == _TENSOR_BYTES
+
+
+class _Scratch(threading.local):
+    def __init__(self):
+        self.buffer = (ctypes.c_char * (_TENSOR_BYTES * _MAX_TENSORS))()
+        self.views = tuple(Tensor.from_buffer(self.buffer, _TENSOR_BYTES * i)
+                           for i in range(_MAX_TENSORS))
+
+
+_scratch = _Scratch()
+
+
+def tensor_structs(values, count):
+    """`count` C tensor structs from `values` (each tensor's data pointer, then its 4 strides),
+    as views of this thread's buffer: valid until this thread's next tensor_structs."""
+    scratch = _scratch
+    _TENSOR_FORMATS[count].pack_into(scratch.buffer, 0, *values)
+    return scratch.views[:count]
 
 
 # The library's messages (compiling, the kernel cache, autotuning, warnings) go to Python's

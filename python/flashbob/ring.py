@@ -22,12 +22,13 @@ from typing import NamedTuple
 import torch
 
 from . import _capi
-from .torch import _problem, _readable, _stream, _tensor
+from .torch._launch import DENSE, problem as _problem, readable as _readable, stream as _stream
+from .torch._launch import tensor as _tensor
 
 
 def _ring_problem(q, k, causal, scale):
-    problem = _problem(q, k, causal, -1, -1, 0.0 if scale is None else float(scale), None, None,
-                       0, 0)
+    problem = _problem(q, k, DENSE._replace(causal=causal,
+                                            scale=0.0 if scale is None else float(scale)))
     problem.ring_step = 1
     return problem
 

@@ -120,13 +120,11 @@ def load_rings():
     sys.path.insert(0, str(PYTHON_DIR))
     import flashbob  # loads no library until a call
 
-    def unavailable(*_args, **_kwargs):
-        raise RuntimeError("the CPU simulation runs no kernel")
-
+    # flashbob.torch's own __init__ registers the operators (a newer torch than a CPU machine
+    # may have); its submodules (_launch, distributed) import as they are. The steps that would
+    # launch kernels are replaced below.
     stand_in = types.ModuleType("flashbob.torch")
     stand_in.__path__ = [str(PYTHON_DIR / "flashbob" / "torch")]
-    for name in ("_problem", "_readable", "_stream", "_tensor"):
-        setattr(stand_in, name, unavailable)
     sys.modules["flashbob.torch"] = flashbob.torch = stand_in
     from flashbob import ring
     from flashbob.torch import distributed

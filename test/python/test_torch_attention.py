@@ -202,7 +202,7 @@ def test_bshd_layout_runs_without_copies():
     t = inputs(4, 96, 160, 64, torch.bfloat16, seed=43, h_kv=2)
     bshd = [x.transpose(1, 2).contiguous() for x in t]  # the caller's storage
     views = [x.transpose(1, 2) for x in bshd]
-    from flashbob.torch import _readable
+    from flashbob.torch._launch import readable as _readable
     assert all(_readable(x) is x for x in views)
     low = [x.detach().requires_grad_() if i < 4 else x for i, x in enumerate(views)]
     got = second_order(fb.attention, *low, True)
@@ -365,15 +365,36 @@ def test_torch_func_grad_of_grad_runs_bob():
     assert rel(hvp, ref) <= 5e-3
 
 
+def _record_launches(monkeypatch):
+    """Patches the launches of flashbob.torch._launch to record (kernel, how it was reached):
+    "op" when through an operator's body (its custom_op dispatch), else "direct"."""
+    from flashbob.torch import _launch
+    launches = []
+    bodies = {"_forward_body", "_backward_body", "_bob_body", "_forward_jvp_body"}
+
+    def via():
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code.co_name in bodies and frame.f_code.co_filename.endswith("_ops.py"):
+                return "op"
+            frame = frame.f_back
+        return "direct"
+
+    for name in ("forward", "backward", "bob", "forward_jvp"):
+        kernel = getattr(_launch, name)
+        monkeypatch.setattr(_launch, name, lambda *a, _kernel=kernel, _name=name:
+                            (launches.append((_name, via())), _kernel(*a))[1])
+    return launches
+
+
 def test_eager_calls_skip_the_operator_dispatch_and_transforms_still_see_the_operators(monkeypatch):
-    # Eagerly, the autograd.Functions run the operators' bodies directly (the custom_op's
-    # dispatch cost about 190 us a call); under a dispatch mode or vmap the operators run, so
-    # that those see them. Either way the same kernels: identical values.
+    # Eagerly, attention() and its derivatives launch the kernels without the operators'
+    # dispatch (the custom_op's dispatch costs more host time than the launch); under a dispatch
+    # mode or vmap the operators run, so that those see them. Either way the same kernels:
+    # identical values.
+    from flashbob.torch import _autograd
     q, k, v, w, vec, _, _ = small(seed=21)
-    direct = []
-    for name in ("_forward_body", "_backward_body", "_bob_body"):
-        body = getattr(fb, name)
-        monkeypatch.setattr(fb, name, lambda *a, _body=body, _name=name: (direct.append(_name), _body(*a))[1])
+    launches = _record_launches(monkeypatch)
 
     def hvp():
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
@@ -384,17 +405,18 @@ def test_eager_calls_skip_the_operator_dispatch_and_transforms_still_see_the_ope
 
     with torch.no_grad():
         fb.attention(q, k, v, causal=True)
-    assert direct == ["_forward_body"]
-    direct.clear()
+    assert launches == [("forward", "direct")]
+    launches.clear()
     eager = hvp()
     # The forward, the first backward, BoB: nothing else (before O entered the backward without
     # its autograd edge, the HVP's walk reached the forward's node and ran a backward of zeros).
-    assert direct == ["_forward_body", "_backward_body", "_bob_body"]
-    direct.clear()
+    assert launches == [("forward", "direct"), ("backward", "direct"), ("bob", "direct")]
+    launches.clear()
     with monkeypatch.context() as m:
-        m.setattr(fb, "_direct", lambda args: False)
+        m.setattr(_autograd, "plain", lambda *tensors: False)
         through_ops = hvp()
-    assert direct == []
+    assert launches == [("forward", "op"), ("backward", "op"), ("bob", "op")]
+    launches.clear()
     for a, b in zip(eager, through_ops):
         assert torch.equal(a, b)
 
@@ -411,18 +433,60 @@ def test_eager_calls_skip_the_operator_dispatch_and_transforms_still_see_the_ope
 
     with Seen() as seen:
         o = fb.attention(q, k, v, causal=True)
-    assert direct == [] and "flashbob.forward.default" in seen.ops
+    assert launches == [("forward", "op")] and "flashbob.forward.default" in seen.ops
     assert torch.equal(o, eager[0])
+    launches.clear()
+    # A mode entered between the forward and the backward sees the backward's operator.
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = fb.attention(*leaves, causal=True)
+    with Seen() as seen:
+        g, = torch.autograd.grad((o.float() * w.float()).sum(), leaves[0])
+    assert launches == [("forward", "direct"), ("backward", "op")]
+    assert "flashbob.backward.default" in seen.ops and torch.equal(g, eager[1])
+    launches.clear()
     loss = lambda q: (fb.attention(q, k, v, causal=True).float() * w.float()).sum()  # noqa: E731
     # torch.func.grad records the autograd.Function and runs its forward and backward below its
     # level, on plain tensors: direct calls there are expected, and the gradient is the same.
     g = torch.func.grad(loss)(q)
-    assert direct == ["_forward_body", "_backward_body"]
+    assert launches == [("forward", "direct"), ("backward", "direct")]
     assert torch.equal(g, eager[1])
-    direct.clear()
+    launches.clear()
     batched = torch.func.vmap(lambda *t: fb.attention(*t, causal=True))(q[None], k[None], v[None])
-    assert direct == []
+    assert launches == [("forward", "op")]
     assert torch.equal(batched[0], eager[0])
+
+
+def test_eager_chain_keeps_autograd_guarantees():
+    """What the eager chain must keep of autograd: an input changed in place between the forward
+    and the backward is refused (the kernels' inputs are saved as autograd checks them), L is
+    not differentiable, a backward without create_graph records nothing, and forward-mode AD on
+    dual tensors (torch.autograd.forward_ad) still gets the forward's JVP."""
+    q, k, v, w, tq, tk, tv = inputs(1, 96, 96, 64, torch.bfloat16, seed=47)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = fb.attention(*leaves)
+    with torch.no_grad():
+        leaves[1].add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        o.backward(w)
+
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o, lse = fb.attention(*leaves, return_lse=True)
+    assert o.requires_grad and not lse.requires_grad
+    dq, dk, dv = torch.autograd.grad(o, leaves, w)
+    assert dq.grad_fn is None and not dq.requires_grad
+    high = [t.double().requires_grad_() for t in (q, k, v)]
+    refs = torch.autograd.grad(reference_attention(*high), high, w.double())
+    for got, ref in zip((dq, dk, dv), refs):
+        assert rel(got, ref) <= 5e-3, rel(got, ref)
+
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(x, t) for x, t in ((q, tq), (k, tk), (v, tv))]
+        to = fwAD.unpack_dual(fb.attention(*duals, causal=True)).tangent
+    assert to is not None
+    _, to64 = torch.func.jvp(lambda q, k, v: reference_attention(q, k, v, causal=True),
+                             tuple(t.double() for t in (q, k, v)), tuple(t.double() for t in (tq, tk, tv)))
+    assert rel(to, to64) <= 5e-3, rel(to, to64)
 
 
 def odd_layout(t, kind):
@@ -855,7 +919,7 @@ def test_opcheck_each_operator_on_a_packed_batch():
     lens_q, lens_k = [40, 0, 56], [48, 16, 64]
     t = packed_inputs(4, 2, lens_q, lens_k, 64, torch.bfloat16, seed=61)
     views = [x.unsqueeze(0).transpose(1, 2) for x in t]
-    from flashbob.torch import _readable
+    from flashbob.torch._launch import readable as _readable
     assert all(_readable(x, packed=True) is x for x in views)
     config = (True, -1, -1, 0.0, offsets(lens_q), offsets(lens_k), 56, 64)
     q, k, v, do = (x.detach().requires_grad_() for x in views[:4])

@@ -1,0 +1,293 @@
+"""The autograd chain forward -> backward -> BoB, twice: as torch.func needs it and as eager code
+runs it cheaply.
+
+torch.func (grad, vjp, vmap, jvp, jvp of grad) needs autograd.Functions written with
+setup_context, with forward-mode rules: _AttentionFn, _BackwardFn, _BobFn. The forward's JVP is
+BoB's gdO at cotangent u = t, which flashbob::forward_jvp computes alone; the Hessian term of the
+backward's JVP is BoB's gQ, gK, gV. Their forwards run the operators (_ops) when anything may be
+watching (FakeTensors or torch.func's wrappers, vmap, a dispatch or torch-function mode), else
+the kernels directly: torch.func.grad and jvp run a Function's forward and backward one level
+below the transform, on plain tensors, so those calls may be direct too.
+
+Eager code on plain tensors (no transform, no mode, no forward-mode AD level) takes a cheaper
+chain with the same kernels: _Forward, _Backward, _Bob. A Function written with setup_context
+costs its caller Signature.bind of every argument, functorch's unwrapping and, in the backward,
+a gradient slot per config argument; the eager chain's Functions take the tensors and one plan
+(the C problem, made once per shape) and are applied through autograd's C entry point
+(bench/NOTES.md, "The host path"). A backward that runs without create_graph launches the
+kernel without recording a node at all. Anything unusual at backward time (a mode entered since
+the forward, forward-mode AD) falls back to the torch.func chain.
+"""
+
+import inspect
+
+import torch
+import torch.autograd.forward_ad as _forward_ad
+
+from . import _launch, _ops
+from ._ops import CONFIG_ARGS, no_edge, saved, third_derivative
+
+
+# --- may the kernels run directly? --------------------------------------------------------------
+
+try:
+    _functorch_level = torch._C._functorch.maybe_current_level
+    _functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    _dispatch_modes = torch._C._len_torch_dispatch_stack
+    _function_modes = torch._C._is_torch_function_mode_enabled
+except AttributeError:  # a torch without these hooks: always the operators
+    _functorch_level = None
+
+
+def plain(*tensors):
+    """Whether nothing but eager execution can be watching a call on `tensors`: real tensors (not
+    FakeTensors, subclasses or torch.func's wrappers), no torch.func transform, no dispatch or
+    torch-function mode. Then the kernels may run without the operators' dispatch, which the
+    others need to see."""
+    if (_functorch_level is None or _functorch_level() is not None or _dispatch_modes()
+            or _function_modes()):
+        return False
+    for t in tensors:
+        if type(t) is not torch.Tensor or _functorch_wrapped(t):
+            return False
+    return True
+
+
+def _call(kernel, op, tensors, config):
+    """op(*tensors, *config), as the kernel's direct call when plain(*tensors)."""
+    if plain(*tensors):
+        return kernel(_launch.plan(tensors[0], tensors[1], _launch.Config(*config)), *tensors)
+    return op(*tensors, *config)
+
+
+def _tangents(tangents, like):
+    """Tangents as the operators take them: zeros where an input has none, the input's dtype."""
+    return tuple(torch.zeros_like(x) if t is None else t.to(x.dtype) for t, x in zip(tangents, like))
+
+
+# --- the chain for torch.func -------------------------------------------------------------------
+# Their forwards run the operator without recording it (autograd.Function's forward runs below
+# autograd), so the operators' registered formulas and these never both apply; generate_vmap_rule
+# uses the operators' vmap rules.
+
+class _AttentionFn(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, *config):
+        return _call(_launch.forward, torch.ops.flashbob.forward, (q, k, v), config)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _ops.forward_setup(ctx, inputs, output, forward=True)
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        (q, k, v, o, lse), config = saved(ctx)
+        dq, dk, dv = _BackwardFn.apply(q, k, v, no_edge(o), lse, do, *config)
+        return (dq, dk, dv) + (None,) * CONFIG_ARGS
+
+    @staticmethod
+    def jvp(ctx, tq, tk, tv, *_tconfig):
+        # The forward's JVP J t: BoB's gdO at cotangent u = t, which one kernel computes alone.
+        (q, k, v, o, lse), config = saved(ctx)
+        tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
+        to = _call(_launch.forward_jvp, torch.ops.flashbob.forward_jvp,
+                   (q, k, v, o, lse, tq, tk, tv), config)
+        return to, None  # L is not differentiable (mark_non_differentiable)
+
+
+class _BackwardFn(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, o, lse, do, *config):
+        return _call(_launch.backward, torch.ops.flashbob.backward, (q, k, v, o, lse, do), config)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _ops.backward_setup(ctx, inputs, output, forward=True)
+
+    @staticmethod
+    def backward(ctx, uq, uk, uv):
+        (q, k, v, o, lse, do), config = saved(ctx)
+        gq, gk, gv, gdo = _BobFn.apply(q, k, v, o, lse, do, uq.to(q.dtype), uk.to(k.dtype),
+                                       uv.to(v.dtype), *config)
+        return (gq, gk, gv, None, None, gdo) + (None,) * CONFIG_ARGS
+
+    @staticmethod
+    def jvp(ctx, tq, tk, tv, _to, _tlse, tdo, *_tconfig):
+        # The backward's JVP in direction (t, w) (t on q, k, v; w on dO) is the Hessian term H t,
+        # BoB's (gQ, gK, gV) at u = t, plus the backward applied to w. O and L are functions of
+        # q, k, v whose change H t already contains, so their tangents add nothing.
+        (q, k, v, o, lse, do), config = saved(ctx)
+        tq, tk, tv, tdo = _tangents((tq, tk, tv, tdo), (q, k, v, do))
+        hq, hk, hv, _ = _call(_launch.bob, torch.ops.flashbob.bob,
+                              (q, k, v, o, lse, do, tq, tk, tv), config)
+        bq, bk, bv = _call(_launch.backward, torch.ops.flashbob.backward,
+                           (q, k, v, o, lse, tdo), config)
+        return tuple((h.float() + b.float()).to(h.dtype) for h, b in ((hq, bq), (hk, bk), (hv, bv)))
+
+
+class _BobFn(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, o, lse, do, uq, uk, uv, *config):
+        return _call(_launch.bob, torch.ops.flashbob.bob, (q, k, v, o, lse, do, uq, uk, uv),
+                     config)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    backward = staticmethod(third_derivative)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        third_derivative(ctx)
+
+
+# torch's Function.apply binds forward's arguments through inspect.signature(forward) on every
+# call of a Function with setup_context; inspect returns a function's __signature__ as it is, so
+# the signature is computed once here instead.
+for _fn in (_AttentionFn, _BackwardFn, _BobFn):
+    _fn.forward.__signature__ = inspect.signature(_fn.forward)
+del _fn
+
+
+# --- the eager chain ----------------------------------------------------------------------------
+# Written in autograd.Function's older form (forward takes ctx), which Function.apply passes to
+# autograd's C entry point without binding arguments. Every tensor a backward reads is saved
+# with save_for_backward (so that an in-place change of an input in between is caught), the plan
+# rides on ctx.
+
+def _c_apply(cls):
+    """cls.apply without Function.apply's Python layer (its argument binding, its unwrapping of
+    functorch's dead wrappers: plain() has ruled those out)."""
+    try:
+        return torch._C._FunctionBase.__dict__["apply"].__get__(None, cls)
+    except (AttributeError, KeyError, TypeError):  # pragma: no cover (another torch's layout)
+        return cls.apply
+
+
+def _needs_grad(*tensors):
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if t.requires_grad:
+            return True
+    return False
+
+
+def _forward_ad_level():
+    """The innermost open forward-mode AD level, -1 for none (0, as if one were open, on a torch
+    that does not keep it where this looks)."""
+    return getattr(_forward_ad, "_current_level", 0)
+
+
+def _eager_ok(*tensors):
+    """plain(), and no forward-mode AD level open (dual tensors need the forward-mode rules)."""
+    return _forward_ad_level() < 0 and plain(*tensors)
+
+
+class _Forward(torch.autograd.Function):
+    """O (L saved for the backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, plan):
+        o, lse = _launch.forward(plan, q, k, v)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.plan = plan
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        dq, dk, dv = _eager_backward(ctx, do)
+        return dq, dk, dv, None
+
+
+class _ForwardWithLse(torch.autograd.Function):
+    """(O, L), L not differentiable."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, plan):
+        o, lse = _launch.forward(plan, q, k, v)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.plan = plan
+        ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        if do is None:
+            return None, None, None, None
+        dq, dk, dv = _eager_backward(ctx, do)
+        return dq, dk, dv, None
+
+
+def _eager_backward(ctx, do):
+    q, k, v, o, lse = ctx.saved_tensors
+    plan = ctx.plan
+    if not _eager_ok(do):  # something watches now that did not at the forward
+        return _BackwardFn.apply(q, k, v, no_edge(o), lse, do, *plan.config)
+    if _needs_grad(q, k, v, do):  # create_graph: recorded, BoB is its derivative
+        return _apply_backward(q, k, v, no_edge(o), lse, do, plan)
+    return _launch.backward(plan, q, k, v, o, lse, do)
+
+
+class _Backward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, o, lse, do, plan):
+        dq, dk, dv = _launch.backward(plan, q, k, v, o, lse, do)
+        ctx.save_for_backward(q, k, v, o, lse, do)
+        ctx.plan = plan
+        return dq, dk, dv
+
+    @staticmethod
+    def backward(ctx, uq, uk, uv):
+        # O and L are functions of q, k, v that BoB already differentiates through: no gradient
+        # of their own.
+        q, k, v, o, lse, do = ctx.saved_tensors
+        plan = ctx.plan
+        uq, uk, uv = uq.to(q.dtype), uk.to(k.dtype), uv.to(v.dtype)
+        if not _eager_ok(uq, uk, uv):
+            gq, gk, gv, gdo = _BobFn.apply(q, k, v, o, lse, do, uq, uk, uv, *plan.config)
+        elif _needs_grad(q, k, v, do, uq, uk, uv):  # a node whose backward refuses
+            gq, gk, gv, gdo = _apply_bob(q, k, v, o, lse, do, uq, uk, uv, plan)
+        else:
+            gq, gk, gv, gdo = _launch.bob(plan, q, k, v, o, lse, do, uq, uk, uv)
+        return gq, gk, gv, None, None, gdo, None
+
+
+class _Bob(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, o, lse, do, uq, uk, uv, plan):
+        return _launch.bob(plan, q, k, v, o, lse, do, uq, uk, uv)
+
+    backward = staticmethod(third_derivative)
+
+
+_apply_forward = _c_apply(_Forward)
+_apply_forward_with_lse = _c_apply(_ForwardWithLse)
+_apply_backward = _c_apply(_Backward)
+_apply_bob = _c_apply(_Bob)
+
+
+def attention(q, k, v, config, with_lse):
+    """O, or (O, L) when with_lse, of checked (batch, heads, seq, head_dim) tensors."""
+    if torch.compiler.is_compiling():
+        # Dynamo cannot trace autograd.Functions with a jvp rule; the operator, whose autograd
+        # formulas are registered with it, traces without a graph break.
+        o, lse = torch.ops.flashbob.forward(q, k, v, *config)
+    elif _eager_ok(q, k, v):
+        plan = _launch.plan(q, k, config)
+        if _needs_grad(q, k, v):
+            if with_lse:
+                return _apply_forward_with_lse(q, k, v, plan)
+            return _apply_forward(q, k, v, plan)
+        o, lse = _launch.forward(plan, q, k, v)
+    else:
+        o, lse = _AttentionFn.apply(q, k, v, *config)
+    return (o, lse) if with_lse else o
