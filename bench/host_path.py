@@ -185,7 +185,10 @@ def layers_part(rounds):
     config = _launch.DENSE
     o, lse = fb.attention(q, k, v, return_lse=True)
     plan = _launch.plan(q, k, config)
-    structs = _launch.structs(q, k, v, o)
+    values = []
+    _launch._inputs(values, False, q, k, v)
+    _launch._outputs(values, o)
+    structs = _capi.tensor_structs(values, 4)
     stream = _launch.stream(q)
     lib = _capi._library()
 
@@ -236,9 +239,11 @@ def layers_part(rounds):
          lambda: _autograd._eager_ok(q, k, v)),
         ("the plan (cached C problem) lookup", lambda: _launch.plan(q, k, config)),
         ("the forward's launch alone (_launch.forward)", lambda: _launch.forward(plan, q, k, v)),
-        ("of which: readable() x3", lambda: [_launch.readable(t) for t in (q, k, v)]),
+        ("of which: 3 inputs' layouts read and checked (_inputs)",
+         lambda: _launch._inputs([], False, q, k, v)),
         ("of which: O and L allocated", lambda: (_launch.empty(q), _launch.rows(q))),
-        ("of which: 4 C tensor structs (one pack_into)", lambda: _launch.structs(q, k, v, o)),
+        ("of which: 4 C tensor structs packed (one pack_into)",
+         lambda: _capi.tensor_structs(values, 4)),
         ("of which: the raw current stream", lambda: _launch.stream(q)),
         ("of which: the device check (no guard: q's device is current)",
          lambda: _launch.on_device(q)),

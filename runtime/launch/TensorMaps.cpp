@@ -2,6 +2,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <array>
+#include <cstring>
 #include <limits>
 
 namespace flashbob::runtime {
@@ -20,6 +22,46 @@ CUtensorMapSwizzle swizzleMode(unsigned bytes) {
   default:
     return CU_TENSOR_MAP_SWIZZLE_128B;
   }
+}
+
+bool sameParams(const TensorMapParams &a, const TensorMapParams &b) {
+  return a.address == b.address && std::equal(a.dims, a.dims + 4, b.dims) &&
+         std::equal(a.strides, a.strides + 3, b.strides) &&
+         std::equal(a.box, a.box + 4, b.box) && a.swizzleBytes == b.swizzleBytes &&
+         a.elementBytes == b.elementBytes;
+}
+
+// Maps encoded on this thread, by everything the encoding reads. Every launch encodes its
+// kernel's maps (a driver call each, several per kernel), and a training loop's launches see the
+// same tensors again (the caching allocator hands back the same blocks), so the same parameters
+// come back: the map is then copied, not re-encoded. A map is a pure function of its parameters;
+// the driver is part of the key. Searched in full (an HVP step's five kernels use about 30
+// maps), the oldest replaced first.
+struct EncodedMap {
+  const CudaDriver *driver = nullptr;
+  TensorMapParams params;
+  CUtensorMap map;
+};
+constexpr size_t kEncodedMaps = 64;
+struct EncodedMaps {
+  std::array<EncodedMap, kEncodedMaps> maps;
+  size_t next = 0; // the slot the next new map takes
+};
+thread_local EncodedMaps encodedMaps;
+
+const EncodedMap *findEncoded(const CudaDriver &driver, const TensorMapParams &p) {
+  for (const EncodedMap &m : encodedMaps.maps)
+    if (m.driver == &driver && sameParams(m.params, p))
+      return &m;
+  return nullptr;
+}
+
+void keepEncoded(const CudaDriver &driver, const TensorMapParams &p, const CUtensorMap &map) {
+  EncodedMap &slot = encodedMaps.maps[encodedMaps.next];
+  encodedMaps.next = (encodedMaps.next + 1) % kEncodedMaps;
+  slot.driver = &driver;
+  slot.params = p;
+  std::memcpy(&slot.map, &map, sizeof(map));
 }
 
 } // namespace
@@ -95,6 +137,10 @@ llvm::Error encodeTensorMap(CudaDriver &driver, const TensorMapSpec &spec,
   if (!params)
     return params.takeError();
   const TensorMapParams &p = *params;
+  if (const EncodedMap *kept = findEncoded(driver, p)) {
+    std::memcpy(&map, &kept->map, sizeof(map));
+    return llvm::Error::success();
+  }
   cuuint32_t elementStrides[4] = {1, 1, 1, 1};
   FLASHBOB_CU(driver, cuTensorMapEncodeTiled(
                           &map, p.elementBytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
@@ -102,6 +148,7 @@ llvm::Error encodeTensorMap(CudaDriver &driver, const TensorMapSpec &spec,
                           elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                           swizzleMode(p.swizzleBytes), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  keepEncoded(driver, p, map);
   return llvm::Error::success();
 }
 

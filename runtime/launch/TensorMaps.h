@@ -55,7 +55,8 @@ llvm::json::Array tensorMapsToJson(llvm::ArrayRef<TensorMapSpec> maps);
 std::optional<std::vector<TensorMapSpec>> tensorMapsFromJson(const llvm::json::Array *json);
 
 // Encodes into `map` the tensor map `spec` describes over `memrefs` (cuTensorMapEncodeTiled, a
-// host-only call: no device work). Errors name the argument or the call.
+// host-only call: no device work), or copies the one this thread last encoded from the same
+// parameters. Errors name the argument or the call.
 llvm::Error encodeTensorMap(CudaDriver &driver, const TensorMapSpec &spec,
                             llvm::ArrayRef<MemRefArg> memrefs, CUtensorMap &map);
 

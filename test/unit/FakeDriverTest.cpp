@@ -552,6 +552,71 @@ TEST_CASE("the softmax scale is a launch argument: a new scale runs the same ker
   CHECK_FALSE(kernels::isDefaultScale(0.125, 128));
 }
 
+TEST_CASE("a launch over the same tensors as an earlier one reuses its tensor maps; a moved "
+          "tensor's maps are encoded again",
+          "[fake]") {
+  // Encoding a map is a driver call per map per launch; a loop's launches see the same tensors
+  // again, so the maps are kept by their parameters (runtime/launch/TensorMaps.cpp). Counted here
+  // from the fake's call log; the launch records show the maps the kernel got either way.
+  useFakeDriver();
+  const AttentionProblem p = problem();
+  // Addresses no other test uses: the kept maps outlive a test case.
+  auto far = [](int i) { return CUdeviceptr(0x7000000000ull) + CUdeviceptr(i) * 0x100000000ull; };
+  Tensor q = p.contiguous(far(0), p.seqQ), k = p.contiguous(far(1), p.seqK),
+         v = p.contiguous(far(2), p.seqK), o = p.contiguous(far(3), p.seqQ);
+  const RowVector lse{far(4)};
+  llvm::SmallString<128> log;
+  REQUIRE(!llvm::sys::fs::createTemporaryFile("fake-cuda-calls", "log", log));
+  ::setenv("FAKE_CUDA_LOG", log.c_str(), 1);
+  auto encodes = [&] { // encodes logged since the last look
+    auto text = llvm::MemoryBuffer::getFile(log);
+    REQUIRE(static_cast<bool>(text));
+    int n = 0;
+    for (llvm::StringRef rest = (*text)->getBuffer(); !rest.empty();) {
+      auto [line, tail] = rest.split('\n');
+      n += line == "cuTensorMapEncodeTiled";
+      rest = tail;
+    }
+    REQUIRE(::truncate(log.c_str(), 0) == 0);
+    return n;
+  };
+  auto forward = [&](const Tensor &query) {
+    REQUIRE(messageOf(attentionForward(p, query, k, v, o, lse)) == "no error");
+    std::vector<fake_cuda_launch_record> fwd = launches();
+    REQUIRE(fwd.size() == 1);
+    return fwd[0];
+  };
+  const fake_cuda_launch_record first = forward(q);
+  const int maps = int(first.tensorMaps);
+  REQUIRE(maps > 0);
+  CHECK(encodes() == maps);
+  const fake_cuda_launch_record again = forward(q);
+  CHECK(encodes() == 0);
+  REQUIRE(again.tensorMaps == first.tensorMaps);
+  for (int i = 0; i < maps; ++i) {
+    CHECK(again.maps[i].address == first.maps[i].address);
+    CHECK(again.maps[i].rows == first.maps[i].rows);
+    CHECK(again.maps[i].box[0] == first.maps[i].box[0]);
+    CHECK(again.maps[i].box[1] == first.maps[i].box[1]);
+    CHECK(again.maps[i].swizzle == first.maps[i].swizzle);
+  }
+  // q elsewhere: its maps are encoded over the new address, the others are kept.
+  const fake_cuda_launch_record moved = forward(p.contiguous(far(5), p.seqQ));
+  int overQ = 0;
+  for (int i = 0; i < maps; ++i) {
+    if (first.maps[i].address == far(0)) {
+      ++overQ;
+      CHECK(moved.maps[i].address == far(5));
+    } else {
+      CHECK(moved.maps[i].address == first.maps[i].address);
+    }
+  }
+  CHECK(overQ > 0);
+  CHECK(encodes() == overQ);
+  ::unsetenv("FAKE_CUDA_LOG");
+  llvm::sys::fs::remove(log);
+}
+
 TEST_CASE("while a stream is captured into a CUDA graph, a call is its launches and nothing else",
           "[fake]") {
   // The fake refuses stream and event synchronization while capturing, as CUDA does; a launch

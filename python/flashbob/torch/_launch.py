@@ -4,8 +4,9 @@ operators (_ops) and the autograd chains (_autograd) run these.
 
 Host time is the point of this file (bench/host_path.py takes a call apart): nothing here is
 recomputed per call that depends only on the problem (a dense problem's C struct is made once
-per shape and configuration), the C tensor structs are filled in one struct.pack_into, the
-stream is read as an integer, and no device guard is entered when q's device is current.
+per shape and configuration), each tensor's layout is read once and the C tensor structs are
+filled in one struct.pack_into, the stream is read as an integer, and no device guard is
+entered when q's device is current.
 """
 
 import contextlib
@@ -82,36 +83,54 @@ def plan(q, k, config):
     return p
 
 
+def _readable_layout(s, address, packed):
+    """Whether strides `s` and address are a layout the kernels read: unit stride along
+    head_dim, rows 16-byte aligned, no stride 0 (broadcast views), a 16-byte aligned start. A
+    packed batch's stride[0] is never read (its one batch)."""
+    return (s[3] == 1 and s[2] > 0 and s[2] % 8 == 0 and s[1] > 0 and s[1] % 8 == 0
+            and (packed or (s[0] > 0 and s[0] % 8 == 0)) and address % 16 == 0)
+
+
 def readable(t, packed=False):
-    """`t` as the kernels read it: unit stride along head_dim, rows 16-byte aligned, no stride 0
-    (broadcast views), a 16-byte aligned start (a view at an element offset is copied: its
-    contiguous() would be itself). A packed batch's stride[0] is never read (its one batch)."""
-    s = t.stride()
-    if (s[3] == 1 and s[2] > 0 and s[2] % 8 == 0 and s[1] > 0 and s[1] % 8 == 0
-            and (packed or (s[0] > 0 and s[0] % 8 == 0)) and t.data_ptr() % 16 == 0):
+    """`t` as the kernels read it: itself, or a contiguous copy (a view at an element offset is
+    copied too: its contiguous() would be itself)."""
+    if _readable_layout(t.stride(), t.data_ptr(), packed):
         return t
     return t.clone(memory_format=torch.contiguous_format)
 
 
-def tensor(t):
-    """One C tensor struct (for calls outside the hot path; structs() fills several at once)."""
-    return _capi.Tensor(t.data_ptr(), (_capi.ctypes.c_int64 * 4)(*t.stride()))
+def _inputs(values, packed, *tensors):
+    """`tensors` as the kernels read them (readable()), their C structs' values appended to
+    `values` (data pointer, then the 4 strides): each tensor's layout read once."""
+    ready = []
+    for t in tensors:
+        s, address = t.stride(), t.data_ptr()
+        if not _readable_layout(s, address, packed):
+            t = t.clone(memory_format=torch.contiguous_format)
+            s, address = t.stride(), t.data_ptr()
+        ready.append(t)
+        values.append(address)
+        values.extend(s)
+    return ready
 
 
-def structs(*tensors):
-    """The C tensor structs of `tensors`, in order: views of this thread's buffer, valid until
-    its next structs() (ctypes copies a struct passed by value when the call is made)."""
-    values = []
+def _outputs(values, *tensors):
     for t in tensors:
         values.append(t.data_ptr())
         values.extend(t.stride())
-    return _capi.tensor_structs(values, len(tensors))
+
+
+def tensor(t):
+    """One C tensor struct (for calls outside the hot path)."""
+    return _capi.Tensor(t.data_ptr(), (_capi.ctypes.c_int64 * 4)(*t.stride()))
 
 
 try:  # the current stream as an integer, without a torch.cuda.Stream object (3 us a call)
     _raw_stream = torch._C._cuda_getCurrentRawStream
-except AttributeError:  # pragma: no cover (every torch this package supports has it)
+    _current_device = torch._C._cuda_getDevice
+except AttributeError:  # pragma: no cover (every torch this package supports has them)
     _raw_stream = None
+    _current_device = torch.cuda.current_device
 
 
 def stream(t):
@@ -127,44 +146,49 @@ def on_device(t):
     """A guard making t's device current; none when it already is (the usual case, where the
     guard would change nothing and costs 2 us)."""
     index = t.get_device()
-    return _CURRENT if index == torch.cuda.current_device() else torch.cuda.device(index)
+    return _CURRENT if index == _current_device() else torch.cuda.device(index)
 
 
 def empty(t, packed=False):
+    """An output shaped like `t`: in t's layout when t is dense (a (batch, seq, heads, head_dim)
+    caller's .transpose(1, 2) view gets its outputs in that memory order, as SDPA's), else
+    contiguous."""
     if packed:
         # (total, heads, head_dim) memory, as flash-attn returns it, in t's shape; strided, not a
         # view: a custom Function's view outputs would refuse the caller's in-place ops.
         b, h, n, d = t.shape
         return t.new_empty_strided((b, h, n, d), (n * h * d, d, h * d, 1))
-    return torch.empty_like(t, memory_format=torch.contiguous_format)
+    return torch.empty_like(t)
 
 
 def rows(q, *lead):
     b, h, n, _ = q.shape
-    return q.new_empty((*lead, b, h, n), dtype=torch.float32)
+    return q.new_empty(*lead, b, h, n, dtype=torch.float32)
 
 
 # --- the four kernels' calls: outputs allocated, inputs made readable, one C call ---------------
 
 def forward(p, q, k, v):
     """(O, L) of plan `p`."""
-    packed = p.packed
-    q, k, v = readable(q, packed), readable(k, packed), readable(v, packed)
+    packed, values = p.packed, []
+    q, k, v = _inputs(values, packed, q, k, v)
     o, lse = empty(q, packed), rows(q)
+    _outputs(values, o)
     with on_device(q):
-        _capi.forward(p.c, *structs(q, k, v, o), lse.data_ptr(), stream(q))
+        _capi.forward(p.c, *_capi.tensor_structs(values, 4), lse.data_ptr(), stream(q))
     return o, lse
 
 
 def backward(p, q, k, v, o, lse, do):
     """(dQ, dK, dV) from the forward's O and L."""
-    packed = p.packed
-    q, k, v, o, do = (readable(t, packed) for t in (q, k, v, o, do))
+    packed, values = p.packed, []
+    q, k, v, o, do = _inputs(values, packed, q, k, v, o, do)
     lse = lse.contiguous()
     dq, dk, dv = empty(q, packed), empty(k, packed), empty(v, packed)
     workspace = rows(q)
+    _outputs(values, dq, dk, dv)
     with on_device(q):
-        sq, sk, sv, so, sdo, sdq, sdk, sdv = structs(q, k, v, o, do, dq, dk, dv)
+        sq, sk, sv, so, sdo, sdq, sdk, sdv = _capi.tensor_structs(values, 8)
         _capi.backward(p.c, sq, sk, sv, so, sdo, lse.data_ptr(), sdq, sdk, sdv,
                        workspace.data_ptr(), stream(q))
     return dq, dk, dv
@@ -172,14 +196,14 @@ def backward(p, q, k, v, o, lse, do):
 
 def bob(p, q, k, v, o, lse, do, uq, uk, uv):
     """BoB: the gradients of <uQ, dQ> + <uK, dK> + <uV, dV> with respect to Q, K, V and dO."""
-    packed = p.packed
-    q, k, v, o, do, uq, uk, uv = (readable(t, packed) for t in (q, k, v, o, do, uq, uk, uv))
+    packed, values = p.packed, []
+    q, k, v, o, do, uq, uk, uv = _inputs(values, packed, q, k, v, o, do, uq, uk, uv)
     lse = lse.contiguous()
     gq, gk, gv, gdo = empty(q, packed), empty(k, packed), empty(v, packed), empty(do, packed)
     workspace = rows(q, 3)
+    _outputs(values, gq, gk, gv, gdo)
     with on_device(q):
-        sq, sk, sv, so, sdo, suq, suk, suv, sgq, sgk, sgv, sgdo = structs(
-            q, k, v, o, do, uq, uk, uv, gq, gk, gv, gdo)
+        sq, sk, sv, so, sdo, suq, suk, suv, sgq, sgk, sgv, sgdo = _capi.tensor_structs(values, 12)
         _capi.bob(p.c, sq, sk, sv, so, sdo, lse.data_ptr(), suq, suk, suv, sgq, sgk, sgv, sgdo,
                   workspace.data_ptr(), stream(q))
     return gq, gk, gv, gdo
@@ -188,11 +212,12 @@ def bob(p, q, k, v, o, lse, do, uq, uk, uv):
 def forward_jvp(p, q, k, v, o, lse, tq, tk, tv):
     """The forward's JVP: the change of O along tangents (tq, tk, tv) of (q, k, v), from the
     forward's O and L (one kernel: BoB's gdO at u = t, without the rest of BoB)."""
-    packed = p.packed
-    q, k, v, o, tq, tk, tv = (readable(t, packed) for t in (q, k, v, o, tq, tk, tv))
+    packed, values = p.packed, []
+    q, k, v, o, tq, tk, tv = _inputs(values, packed, q, k, v, o, tq, tk, tv)
     lse = lse.contiguous()
     to = empty(o, packed)
+    _outputs(values, to)
     with on_device(q):
-        sq, sk, sv, so, stq, stk, stv, sto = structs(q, k, v, o, tq, tk, tv, to)
+        sq, sk, sv, so, stq, stk, stv, sto = _capi.tensor_structs(values, 8)
         _capi.forward_jvp(p.c, sq, sk, sv, so, lse.data_ptr(), stq, stk, stv, sto, stream(q))
     return to
