@@ -272,6 +272,30 @@ def test_validation_names_the_argument():
         fb.attention(q, q, q, window_size=(4, 65))
 
 
+def test_a_checked_call_skips_no_check_for_another_call():
+    """attention() keeps the calls it checked, keyed by what the checks read: after a valid call
+    every invalid variation of it is still refused, and variations outside the key's plain types
+    (numpy ints, an int causal) take the full checks."""
+    import numpy as np
+    q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.bfloat16)
+    ref = fb.attention(q, q, q, causal=True, scale=0.1, window_size=(8, 0))
+    assert torch.equal(fb.attention(q, q, q, causal=True, scale=0.1, window_size=(8, 0)), ref)
+    with pytest.raises(TypeError, match="q, k, v must share a dtype"):
+        fb.attention(q, q.half(), q, causal=True, scale=0.1, window_size=(8, 0))
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        fb.attention(q, q, q.cpu(), causal=True, scale=0.1, window_size=(8, 0))
+    with pytest.raises(ValueError, match="scale must be positive"):
+        fb.attention(q, q, q, causal=True, scale=-0.1, window_size=(8, 0))
+    with pytest.raises(ValueError, match=r"window_size's left side \(65\) is larger"):
+        fb.attention(q, q, q, causal=True, scale=0.1, window_size=(65, 0))
+    with pytest.raises(ValueError, match=r"window_size's left side must be an int >= -1"):
+        fb.attention(q, q, q, causal=True, scale=0.1, window_size=(np.int64(8), 0))
+    with pytest.raises(ValueError, match=r"k's heads \(3\) must divide q's \(2\)"):
+        k3 = torch.randn(1, 3, 64, 64, device="cuda", dtype=torch.bfloat16)
+        fb.attention(q, k3, k3, causal=True, scale=0.1, window_size=(8, 0))
+    assert torch.equal(fb.attention(q, q, q, causal=1, scale=0.1, window_size=(8, 0)), ref)
+
+
 # --- the operators as torch sees them -----------------------------------------------------------
 
 def small(dtype=torch.bfloat16, seed=11, h=2, n=96, m=128, d=64):

@@ -86,6 +86,25 @@ def _window(window_size, longest_q, longest_k, what=("seq_q", "seq_k")):
     return left, right
 
 
+# Calls of attention() already checked, by everything the checks read (types, shapes, dtypes,
+# devices, the options), with their config and plan: a loop's later calls skip the checks. Only
+# plain arguments are kept (tensors of type torch.Tensor, a bool, a float or None, ints), so that
+# a hit is exactly a call the checks accepted.
+_CHECKED = {}
+_CHECKED_KEPT = 1024
+
+
+def _checked_key(q, k, v, causal, scale, window_size):
+    """The key of a call whose arguments are all plain, else None."""
+    if (type(q) is torch.Tensor and type(k) is torch.Tensor and type(v) is torch.Tensor
+            and type(causal) is bool and (scale is None or type(scale) is float)
+            and type(window_size) is tuple and len(window_size) == 2
+            and type(window_size[0]) is int and type(window_size[1]) is int):
+        return (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.get_device(),
+                k.get_device(), v.get_device(), causal, scale, window_size)
+    return None
+
+
 def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(-1, -1)):
     """softmax(scale * q k^T) v with a causal mask if asked (bottom-right aligned when the
     sequence lengths differ); scale defaults to 1/sqrt(head_dim). Differentiable twice.
@@ -104,6 +123,12 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
 
     return_lse: also return L, the natural log-sum-exp of each query row of scale * q k^T
     (batch, heads, seq_q) float32, -inf for a row that sees no key; not differentiable."""
+    key = None
+    if not torch.compiler.is_compiling():
+        key = _checked_key(q, k, v, causal, scale, window_size)
+        checked = _CHECKED.get(key) if key is not None else None
+        if checked is not None:
+            return _autograd.attention(q, k, v, *checked, return_lse)
     if scale is not None and not (scale > 0):
         raise ValueError(f"scale must be positive, got {scale}")
     _check(q, "q")
@@ -113,7 +138,13 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     left, right = _window(window_size, q.shape[2], k.shape[2])
     config = _Config(bool(causal), left, right, 0.0 if scale is None else float(scale), None,
                      None, 0, 0)
-    return _autograd.attention(q, k, v, config, return_lse)
+    plan = None
+    if key is not None:
+        plan = _launch.plan(q, k, config)
+        if len(_CHECKED) >= _CHECKED_KEPT:
+            _CHECKED.clear()
+        _CHECKED[key] = (config, plan)
+    return _autograd.attention(q, k, v, config, plan, return_lse)
 
 
 def _check_offsets(cu_seqlens_q, cu_seqlens_k, q):
@@ -175,7 +206,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                      cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     # (1, heads, total, head_dim) views of the packed memory: the C API reads their strides.
     o, lse = _autograd.attention(q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2),
-                                 v.unsqueeze(0).transpose(1, 2), config, True)
+                                 v.unsqueeze(0).transpose(1, 2), config, None, True)
     o, lse = o.transpose(1, 2).squeeze(0), lse.squeeze(0)
     return (o, lse) if return_lse else o
 

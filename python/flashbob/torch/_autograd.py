@@ -275,14 +275,16 @@ _apply_backward = _c_apply(_Backward)
 _apply_bob = _c_apply(_Bob)
 
 
-def attention(q, k, v, config, with_lse):
-    """O, or (O, L) when with_lse, of checked (batch, heads, seq, head_dim) tensors."""
+def attention(q, k, v, config, plan, with_lse):
+    """O, or (O, L) when with_lse, of checked (batch, heads, seq, head_dim) tensors; `plan`: the
+    config's plan for q and k when the caller has it (else None)."""
     if torch.compiler.is_compiling():
         # Dynamo cannot trace autograd.Functions with a jvp rule; the operator, whose autograd
         # formulas are registered with it, traces without a graph break.
         o, lse = torch.ops.flashbob.forward(q, k, v, *config)
     elif _eager_ok(q, k, v):
-        plan = _launch.plan(q, k, config)
+        if plan is None:
+            plan = _launch.plan(q, k, config)
         if _needs_grad(q, k, v):
             if with_lse:
                 return _apply_forward_with_lse(q, k, v, plan)
