@@ -260,6 +260,7 @@ def layers_part(rounds):
         ("older-form Function through the C entry, forward only", lambda: older_c(qg, kg, vg, plan)),
         ("older-form Function through the C entry, forward + backward",
          lambda: older_c(qg, kg, vg, plan).backward(do)),
+        ("one kernel launched by torch, for scale: torch.Tensor.zero_()", lambda: o.zero_()),
         ("SDPA forward + backward, for scale",
          lambda: F.scaled_dot_product_attention(qg, kg, vg).backward(do)),
     ]
