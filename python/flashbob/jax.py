@@ -351,7 +351,7 @@ def _backward_jvp_rule(primals, tangents, **params):
     grads = _backward_p.bind(*primals, **params)
     # The backward in direction (t, tdO) (t on q, k, v) is H t + J^T tdO. O and L are functions
     # of q, k, v whose change H t already holds (docs/bob-math.md): their tangents add nothing, as
-X
+    # in flashbob.torch's _BackwardFn.jvp (flashbob/torch/_autograd.py).
     t, tdo = tangents[:3], tangents[5]
     if all(_is_zero(x) for x in t):
         if _is_zero(tdo):
