@@ -102,6 +102,72 @@ def _on_log(level, message, _user_data):
     logger.log(_LEVELS.get(level, logging.ERROR), message.decode(errors="replace"))
 
 
+# Every entry point this binding calls, with its C types spelled as api/flashbob.h declares them
+# (result, parameters). The ctypes prototypes are made from this table, and a CPU test
+# (test/capi/abi_mirror.py) compiles the table against the header, so a drift of either fails.
+SIGNATURES = {
+    "flashbob_version": ("const char *", []),
+    "flashbob_last_error": ("const char *", []),
+    "flashbob_set_log_callback": ("void", ["flashbob_log_callback", "void *"]),
+    "flashbob_forward": ("flashbob_status", [
+        "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "float *", "void *"]),
+    "flashbob_backward": ("flashbob_status", [
+        "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "const float *", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "float *", "void *"]),
+    "flashbob_bob": ("flashbob_status", [
+        "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "const float *", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "float *", "void *"]),
+    "flashbob_forward_jvp": ("flashbob_status", [
+        "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "const float *", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "void *"]),
+    "flashbob_bob_pass1": ("flashbob_status", [
+        "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "const float *", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "float *", "void *"]),
+    "flashbob_bob_pass2": ("flashbob_status", [
+        "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "const float *", "const float *", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor", "void *"]),
+    "flashbob_precompile": ("flashbob_status", ["const flashbob_problem *", "flashbob_op"]),
+    "flashbob_precompile_ops": ("flashbob_status", [
+        "const flashbob_problem *", "const flashbob_op *", "int64_t"]),
+}
+
+# The constants this binding names, as the header's: (Python name, C name).
+CONSTANTS = [
+    ("OK", "FLASHBOB_OK"), ("INVALID_ARGUMENT", "FLASHBOB_ERROR_INVALID_ARGUMENT"),
+    ("NO_DRIVER", "FLASHBOB_ERROR_NO_DRIVER"), ("COMPILE", "FLASHBOB_ERROR_COMPILE"),
+    ("CUDA", "FLASHBOB_ERROR_CUDA"), ("UNSUPPORTED_DEVICE", "FLASHBOB_ERROR_UNSUPPORTED_DEVICE"),
+    ("BF16", "FLASHBOB_BF16"), ("FP16", "FLASHBOB_FP16"),
+    ("OP_FORWARD", "FLASHBOB_OP_FORWARD"), ("OP_BACKWARD", "FLASHBOB_OP_BACKWARD"),
+    ("OP_BOB", "FLASHBOB_OP_BOB"), ("OP_FORWARD_JVP", "FLASHBOB_OP_FORWARD_JVP"),
+    ("OP_BOB_PASS1", "FLASHBOB_OP_BOB_PASS1"), ("OP_BOB_PASS2", "FLASHBOB_OP_BOB_PASS2"),
+]
+
+# The C types above as ctypes passes them. Pointers to device memory and streams are plain
+# addresses (an int converts); enums are ints.
+_CTYPES = {
+    "void": None,
+    "const char *": ctypes.c_char_p,
+    "void *": ctypes.c_void_p,
+    "float *": ctypes.c_void_p,
+    "const float *": ctypes.c_void_p,
+    "int64_t": ctypes.c_int64,
+    "flashbob_status": ctypes.c_int,
+    "flashbob_op": ctypes.c_int,
+    "const flashbob_op *": ctypes.POINTER(ctypes.c_int),
+    "const flashbob_problem *": ctypes.POINTER(Problem),
+    "flashbob_tensor": Tensor,
+    "flashbob_log_callback": _LogCallback,
+}
+
+
 def _candidates():
     env = os.environ.get("FLASHBOB_LIBRARY")
     if env:
@@ -131,23 +197,10 @@ def _load():
     else:
         raise FlashBobError("libflashbob.so not found: looked for " + ", ".join(tried) +
                             " (install the flashbob wheel, or set FLASHBOB_LIBRARY to a built one)")
-    lib.flashbob_version.restype = ctypes.c_char_p
-    lib.flashbob_last_error.restype = ctypes.c_char_p
-    T, P, F, V = Tensor, ctypes.POINTER(Problem), ctypes.c_void_p, ctypes.c_void_p
-    lib.flashbob_forward.argtypes = [P, T, T, T, T, F, V]
-    lib.flashbob_backward.argtypes = [P, T, T, T, T, T, F, T, T, T, F, V]
-    lib.flashbob_bob.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
-    lib.flashbob_forward_jvp.argtypes = [P, T, T, T, T, F, T, T, T, T, V]
-    lib.flashbob_bob_pass1.argtypes = [P, T, T, T, T, T, F, T, T, T, T, T, T, T, F, V]
-    lib.flashbob_bob_pass2.argtypes = [P, T, T, T, T, F, F, T, T, T, T, T, V]
-    lib.flashbob_precompile.argtypes = [P, ctypes.c_int]
-    lib.flashbob_precompile_ops.argtypes = [P, ctypes.POINTER(ctypes.c_int), ctypes.c_int64]
-    for fn in (lib.flashbob_forward, lib.flashbob_backward, lib.flashbob_bob,
-               lib.flashbob_forward_jvp, lib.flashbob_bob_pass1, lib.flashbob_bob_pass2,
-               lib.flashbob_precompile, lib.flashbob_precompile_ops):
-        fn.restype = ctypes.c_int
-    lib.flashbob_set_log_callback.argtypes = [_LogCallback, ctypes.c_void_p]
-    lib.flashbob_set_log_callback.restype = None
+    for name, (result, params) in SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = _CTYPES[result]
+        fn.argtypes = [_CTYPES[t] for t in params]
     lib.flashbob_set_log_callback(_on_log, None)
     return lib
 
