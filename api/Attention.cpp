@@ -1,6 +1,7 @@
 #include "api/Attention.h"
 
 #include "jit/Launch.h"
+#include "jit/Validate.h"
 #include "support/Errors.h"
 #include "support/Progress.h"
 

@@ -6,6 +6,7 @@
 #include "api/Attention.h"
 #include "api/CApiStatus.h"
 #include "jit/Launch.h"
+#include "jit/Validate.h"
 #include "jit/Tuning.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"

@@ -1,9 +1,10 @@
-// Launching attention kernels: the device memory bound to each operand, the checks that name
-// a bad one before anything runs, and the kernel arguments packed by walking the kernel's
-// signature (kernels/Signature.h), as Triton's launcher is generated from a kernel's signature.
+// Launching attention kernels (after jit/Validate.h's checks): the kernel arguments packed by
+// walking the kernel's signature (kernels/Signature.h), as Triton's launcher is generated from a
+// kernel's signature, the grid, the spec a problem starts from.
 #pragma once
 
 #include "compiler/KernelSpec.h"
+#include "jit/Bindings.h"
 #include "jit/Problem.h"
 #include "kernels/Signature.h"
 #include "runtime/launch/Kernel.h"
@@ -15,42 +16,6 @@
 #include <bitset>
 
 namespace flashbob::jit {
-
-// The device memory of each operand of one attention call.
-class Bindings {
-public:
-  Bindings &bind(kernels::Operand operand, const Tensor &tensor);
-  Bindings &bind(kernels::Operand operand, RowVector rows);
-  bool bound(kernels::Operand operand) const { return bound_[index(operand)]; }
-  // The tensor (for a row operand: its address, strides unused).
-  const Tensor &operator[](kernels::Operand operand) const { return tensors_[index(operand)]; }
-
-private:
-  static size_t index(kernels::Operand o) { return static_cast<size_t>(o); }
-  std::array<Tensor, kernels::kOperandCount> tensors_{};
-  std::bitset<kernels::kOperandCount> bound_;
-};
-
-// Checks the problem's sizes, then every argument that one of `kinds` takes: an operand bound,
-// aligned and laid out as its layout needs, a scalar a normal f32; then that no output (an
-// operand any of `kinds` writes) shares memory with another operand (jit/Overlap.h), naming
-// both ("o overlaps k"). The error names the argument
-// (as kernels::operandInfo spells it; "scale" for a scalar); on an error nothing may be launched.
-llvm::Error validateProblem(const AttentionProblem &p);
-// The longest sequence (N or M) the kernels index correctly: rows, the mask and TMA coordinates
-// are 32-bit there, and a block's end (start + at most 256 rows) must not wrap either.
-inline constexpr int64_t kMaxSequence = (int64_t(1) << 31) - 256;
-// The grid's y dimension (batch * heads) is limited to 65535 blocks by CUDA.
-inline constexpr int64_t kMaxGridY = 65535;
-llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> kinds,
-                     const Bindings &bindings);
-
-// For a packed batch (p.varlen), checks what the offsets hold: cu_seqlens_q/k start at 0, never
-// decrease, end at the side's total rows, and no sequence is longer than max_seqlen_q/k. Reads
-// them from the device after the stream's earlier work (a synchronization); skipped while the
-// stream is being captured into a CUDA graph, or with FLASHBOB_CHECK_OFFSETS=0. Call after
-// validate.
-llvm::Error validateOffsets(const AttentionProblem &p, const Bindings &bindings, CUstream stream);
 
 // The spec a problem starts from: the tile table's default tiles for `arch` (warp
 // specialization as FLASHBOB_PRODUCER forces it, when set), the problem's dtype and mask.

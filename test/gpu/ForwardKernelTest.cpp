@@ -5,6 +5,7 @@
 
 #include "jit/KernelCache.h"
 #include "jit/Launch.h"
+#include "jit/Validate.h"
 #include "kernels/oracle/Oracle.h"
 
 #include <cstdio>

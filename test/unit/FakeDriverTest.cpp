@@ -13,6 +13,7 @@
 #include "jit/KernelCache.h"
 #include "jit/KernelKey.h"
 #include "jit/Launch.h"
+#include "jit/Validate.h"
 #include "jit/Tuning.h"
 #include "kernels/Kernels.h"
 #include "kernels/Signature.h"

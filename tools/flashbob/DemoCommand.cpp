@@ -7,6 +7,7 @@
 //    for sm_90a anyway and shows where their PTX went and a summary of each.
 #include "jit/Compile.h"
 #include "jit/Launch.h"
+#include "jit/Validate.h"
 #include "kernels/Kernels.h"
 #include "kernels/oracle/ErrorMeasure.h"
 #include "kernels/oracle/Oracle.h"

@@ -2,6 +2,7 @@
 #include "tools/flashbob/OptionCategories.h"
 
 #include "jit/Launch.h"
+#include "jit/Validate.h"
 #include "support/Errors.h"
 
 #include "llvm/Support/FormatVariadic.h"
