@@ -191,15 +191,20 @@ def _eager_ok(*tensors):
     return _forward_ad_level() < 0 and plain(*tensors)
 
 
+def _forward_saved(ctx, q, k, v, plan):
+    """(O, L), with what the backward reads saved on ctx."""
+    o, lse = _launch.forward(plan, q, k, v)
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.plan = plan
+    return o, lse
+
+
 class _Forward(torch.autograd.Function):
     """O (L saved for the backward)."""
 
     @staticmethod
     def forward(ctx, q, k, v, plan):
-        o, lse = _launch.forward(plan, q, k, v)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.plan = plan
-        return o
+        return _forward_saved(ctx, q, k, v, plan)[0]
 
     @staticmethod
     def backward(ctx, do):
@@ -212,9 +217,7 @@ class _ForwardWithLse(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, plan):
-        o, lse = _launch.forward(plan, q, k, v)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.plan = plan
+        o, lse = _forward_saved(ctx, q, k, v, plan)
         ctx.mark_non_differentiable(lse)
         ctx.set_materialize_grads(False)
         return o, lse
