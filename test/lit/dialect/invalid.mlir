@@ -861,6 +861,21 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 
 // -----
 
+// register-A products are wgmma's: sm_90a only
+// expected-error @+1 {{register_a needs arch sm_90a (wgmma), not sm_80}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_80, register_a = true>} {
+  bob.return
+}
+
+// -----
+
+// expected-error @+1 {{register_a must be true or false}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, register_a = yes>} {
+  bob.return
+}
+
+// -----
+
 // the spec's optional fields are named
 // expected-error @+1 {{unknown spec field 'producers'}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producers = true>} {

@@ -163,6 +163,12 @@ bob.kernel @producer() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, b
   }
   bob.return
 }
+// Register-A products: register_a is printed when true.
+// CHECK-LABEL: bob.kernel @register_a
+// CHECK-SAME: arch = sm_90a, register_a = true>
+bob.kernel @register_a() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, register_a = true>} {
+  bob.return
+}
 // Reserves in local memory: an accumulator flushed into one every 16 steps of a loop, and
 // where it stands; then read back.
 // CHECK-LABEL: bob.kernel @reserves
