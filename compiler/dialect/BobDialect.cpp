@@ -496,6 +496,15 @@ LogicalResult MmaOp::verify() {
   return verifyRowsSplit(*this, acc);
 }
 
+LogicalResult ProductWaitOp::verify() {
+  if (getTiles().empty())
+    return emitOpError(
+        "passes no tiles through (an untied wait is nvvm.wgmma.wait.group.sync.aligned)");
+  if (!llvm::equal(getTiles().getTypes(), getResults().getTypes()))
+    return emitOpError("results must be its operands' types, in order");
+  return success();
+}
+
 LogicalResult SplatOp::verify() {
   if (auto tile = dyn_cast<RegTileType>(getType()); tile && !tile.getElementType().isF32())
     return emitOpError("splats f32 tiles only");

@@ -1,6 +1,6 @@
 // wgmma's shared-memory operands: the 64-bit matrix descriptors of a swizzled tile and the
-// byte offset of each k16 slice (PTX ISA, "matrix descriptor"), for every lowering that issues
-// wgmma (WgmmaPattern.cpp).
+// byte offset of each k16 slice (PTX ISA, "matrix descriptor"). Used by both wgmma lowerings:
+// both operands from shared memory (WgmmaPattern.cpp) and A from registers (WgmmaRegisterA.cpp).
 //
 // Operands are read through 64-bit matrix descriptors: start address, leading and stride byte
 // offsets (LBO, SBO), swizzle mode. With the swizzled layout of SharedLayout.h (column blocks W

@@ -5,7 +5,8 @@
 // its result is first read. Otherwise MmaPattern's mma.sync applies (this pattern has the
 // higher benefit).
 //
-// The operands' descriptors: WgmmaDescriptors.h.
+// The operands' descriptors: WgmmaDescriptors.h. Products whose A operand stays in registers
+// (#bob.spec register_a): WgmmaRegisterA.cpp.
 #include "compiler/passes/WgmmaRules.h"
 #include "compiler/passes/lower_tiles/TileLowering.h"
 #include "compiler/passes/lower_tiles/WgmmaDescriptors.h"
@@ -84,9 +85,13 @@ struct WgmmaLowering : TilePattern<MmaOp> {
 
 void placeProductWaits(gpu::GPUFuncOp func) {
   SpecAttr spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
+  auto registerA = [&](Operation *op) {
+    auto mma = dyn_cast<MmaOp>(op);
+    return mma && wgmma::registerAFits(mma, spec);
+  };
   auto isWgmma = [&](Operation *op) {
     auto mma = dyn_cast<MmaOp>(op);
-    return mma && wgmma::applies(mma, spec);
+    return mma && (wgmma::applies(mma, spec) || wgmma::registerAFits(mma, spec));
   };
   // Ops that may run while products are in flight: the tile arithmetic (no memory effects, no
   // regions) and reads, e.g. of the swept rows' L and D. A write could be to a tile that a
@@ -103,7 +108,29 @@ void placeProductWaits(gpu::GPUFuncOp func) {
     llvm::SmallVector<Operation *> inFlight; // committed groups, oldest first
     auto waitBefore = [&](Operation *op, size_t left) {
       OpBuilder b(op);
-      NVVM::WgmmaWaitGroupSyncOp::create(b, op->getLoc(), b.getI64IntegerAttr(left));
+      auto done = llvm::ArrayRef(inFlight).drop_back(left);
+      // Register-A products complete at a wait that passes their results and A operands
+      // through (bob.product_wait); their readers read its results. The others keep the
+      // plain wait, as with every product of a kernel without register_a.
+      llvm::SmallVector<Value> tied;
+      for (Operation *product : done)
+        if (registerA(product)) {
+          tied.push_back(product->getResult(0));
+          Value a = cast<MmaOp>(product).getA();
+          if (!llvm::is_contained(tied, a))
+            tied.push_back(a);
+        }
+      if (tied.empty()) {
+        NVVM::WgmmaWaitGroupSyncOp::create(b, op->getLoc(), b.getI64IntegerAttr(left));
+      } else {
+        auto wait = ProductWaitOp::create(b, op->getLoc(), left, tied);
+        // Only the products' results are read from the wait: nothing before it reads them
+        // (it stands before their first reader), and the A operands keep their other uses.
+        for (Operation *product : done)
+          if (registerA(product))
+            product->getResult(0).replaceAllUsesExcept(
+                wait.getResult(llvm::find(tied, product->getResult(0)) - tied.begin()), wait);
+      }
       inFlight.erase(inFlight.begin(), inFlight.end() - left);
     };
     for (Operation &op : llvm::make_early_inc_range(*block)) {
