@@ -86,8 +86,8 @@ struct KernelSpec {
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
   // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_part", "_rega", "_wl<left>" and
-  // "_wr<right>" after the dtype when set): the kernel's symbol, the in-memory cache's key and part of the
-  // disk cache's.
+  // "_wr<right>" after the dtype when set): the kernel's symbol, the in-memory cache's key and
+  // part of the disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
   bool operator==(const KernelSpec &o) const;

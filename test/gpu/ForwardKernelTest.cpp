@@ -160,7 +160,8 @@ TEST_CASE("forward kernel with P V from registers", "[gpu][fwd]") {
   for (int64_t d : {32, 64, 128})
     for (bool causal : {false, true})
       for (bool bf16 : {true, false})
-        for (Tiles t : {Tiles{64, 128, 4, true}, Tiles{64, 64, 4, false}, Tiles{128, 128, 8, true}}) {
+        for (Tiles t :
+             {Tiles{64, 128, 4, true}, Tiles{64, 64, 4, false}, Tiles{128, 128, 8, true}}) {
           DYNAMIC_SECTION("d" << d << (causal ? " causal" : "") << (bf16 ? " bf16" : " fp16")
                               << " " << t.blockM << "x" << t.blockN << "x" << t.warps
                               << (t.producer ? " producer" : "")) {

@@ -70,7 +70,8 @@ struct WgmmaRegisterALowering : TilePattern<MmaOp> {
   WgmmaRegisterALowering(TypeConverter &conv, MLIRContext *ctx)
       : TilePattern(conv, ctx, /*benefit=*/2) {}
 
-  LogicalResult lower(MmaOp op, OpAdaptor a, Emitter &e, ConversionPatternRewriter &rw) const override {
+  LogicalResult lower(MmaOp op, OpAdaptor a, Emitter &e,
+                      ConversionPatternRewriter &rw) const override {
     auto conv = converter();
     if (!wgmma::registerAFits(op, getEnclosingSpec(op)))
       return rw.notifyMatchFailure(op, "not a register-A wgmma product (see WgmmaRules.h)");
@@ -85,7 +86,8 @@ struct WgmmaRegisterALowering : TilePattern<MmaOp> {
     Descriptor db = describe(e, a.getB(), lb, bKMajor);
 
     auto f32 = rw.getF32Type();
-    auto structType = LLVM::LLVMStructType::getLiteral(rw.getContext(), SmallVector<Type>(half, f32));
+    auto structType =
+        LLVM::LLVMStructType::getLiteral(rw.getContext(), SmallVector<Type>(half, f32));
     const bool fromZero = startsFromZero(op);
     SmallVector<Value> acc;
     Value undef = fromZero ? LLVM::UndefOp::create(e.b, f32).getResult() : Value();
@@ -149,10 +151,9 @@ struct ProductWaitLowering : TilePattern<ProductWaitOp> {
       }
     }
     auto structType = LLVM::LLVMStructType::getLiteral(rw.getContext(), types);
-    Value out = inlinePtx(e, structType, scalars,
-                          llvm::formatv("wgmma.wait_group.sync.aligned {0};", op.getPending()).str(),
-                          tiedConstraints(kinds))
-                    .getRes();
+    const std::string ptx =
+        llvm::formatv("wgmma.wait_group.sync.aligned {0};", op.getPending()).str();
+    Value out = inlinePtx(e, structType, scalars, ptx, tiedConstraints(kinds)).getRes();
     SmallVector<Value> results;
     int64_t at = 0;
     for (Value tile : a.getTiles()) {
