@@ -21,12 +21,12 @@ std::string KernelSpec::name() const {
     window += "_wl" + std::to_string(windowLeft);
   if (windowRight >= 0)
     window += "_wr" + std::to_string(windowRight);
-  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}{7}{8}{9}{10}_{11}",
+  return llvm::formatv("{0}_d{1}_{2}_{3}{4}{5}{6}{7}{8}{9}{10}{11}_{12}",
                        bob::stringifyKernelKind(kind), headDim, tiles.name(),
                        bob::stringifyElemType(dtype), scaleArgument ? "_scalearg" : "",
                        grouped ? "_gqa" : "", varlen ? "_varlen" : "", longSweep ? "_long" : "",
-                       partial ? "_part" : "", window, causal ? "_causal" : "",
-                       bob::stringifyArch(arch))
+                       partial ? "_part" : "", registerA ? "_rega" : "", window,
+                       causal ? "_causal" : "", bob::stringifyArch(arch))
       .str();
 }
 
@@ -34,19 +34,22 @@ bool KernelSpec::operator==(const KernelSpec &o) const {
   return kind == o.kind && headDim == o.headDim && tiles == o.tiles && dtype == o.dtype &&
          causal == o.causal && arch == o.arch && scaleArgument == o.scaleArgument &&
          grouped == o.grouped && windowLeft == o.windowLeft && windowRight == o.windowRight &&
-         varlen == o.varlen && longSweep == o.longSweep && partial == o.partial;
+         varlen == o.varlen && longSweep == o.longSweep && partial == o.partial &&
+         registerA == o.registerA;
 }
 
 llvm::hash_code hash_value(const KernelSpec &s) {
   const TileConfig &t = s.tiles;
   return llvm::hash_combine(s.kind, s.headDim, t.blockM, t.blockN, t.warps, t.stages, t.warpCols,
                             t.producer, s.dtype, s.causal, s.arch, s.scaleArgument, s.grouped,
-                            s.windowLeft, s.windowRight, s.varlen, s.longSweep, s.partial);
+                            s.windowLeft, s.windowRight, s.varlen, s.longSweep, s.partial,
+                            s.registerA);
 }
 
 bob::SpecAttr KernelSpec::toAttr(mlir::MLIRContext *ctx) const {
   return bob::SpecAttr::get(ctx, kind, headDim, tiles.blockM, tiles.blockN, tiles.warps,
-                            tiles.stages, dtype, causal, arch, tiles.warpCols, tiles.producer);
+                            tiles.stages, dtype, causal, arch, tiles.warpCols, tiles.producer,
+                            registerA);
 }
 
 llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
@@ -61,7 +64,7 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
   const TileConfig &t = spec.tiles;
   if (mlir::failed(bob::SpecAttr::verify(
           emitError, spec.kind, spec.headDim, t.blockM, t.blockN, t.warps, t.stages, spec.dtype,
-          spec.causal, spec.arch, t.warpCols, t.producer)))
+          spec.causal, spec.arch, t.warpCols, t.producer, spec.registerA)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid kernel spec: " + message);
   if (spec.windowLeft < -1 || spec.windowRight < -1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

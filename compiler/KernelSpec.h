@@ -79,11 +79,15 @@ struct KernelSpec {
   // the ring's steps; bob_q writes its accumulators X1..X4 and row sums c, beta unfinished
   // (kernels/Signature.h). The forward's JVP has no partial form.
   bool partial = false;
+  // sm_90a: products whose A operand is a converted register tile (P, dS, ...) in wgmma's
+  // accumulator layout read it from registers instead of a scratch shared tile (#bob.spec
+  // register_a; FLASHBOB_REGISTER_A). The forward then carries P to the next step in registers.
+  bool registerA = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_part", "_wl<left>" and "_wr<right>"
-  // after the dtype when set): the kernel's symbol, the in-memory cache's key and part of the
-  // disk cache's.
+  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_part", "_rega", "_wl<left>" and
+  // "_wr<right>" after the dtype when set): the kernel's symbol, the in-memory cache's key and
+  // part of the disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
   bool operator==(const KernelSpec &o) const;

@@ -58,6 +58,10 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   static const std::optional<bool> longSweep = support::knobs::longSweep();
   s.longSweep = bob::isLongSweepKind(kind) &&
                 longSweep.value_or(sweptRows(p, kind) >= kernels::kLongSweepRows);
+  // FLASHBOB_REGISTER_A=1: register-A products on sm_90a (KernelSpec::registerA); a field of
+  // the spec, so its kernels have their own names and cache entries. Read once, like the others.
+  static const bool registerA = support::knobs::registerA();
+  s.registerA = registerA && bob::hasHopperFeatures(arch);
   return s;
 }
 

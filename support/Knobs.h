@@ -37,6 +37,7 @@ enum class Knob {
   Cublas,
   CheckOffsets,
   LongSweep,
+  RegisterA,
   Library,
   PtxSnapshotDir,
   OracleReport,
@@ -105,6 +106,7 @@ inline std::string dumpDir() { return getString(Knob::DumpDir); }
 inline std::string cublas() { return getString(Knob::Cublas); }
 inline bool checkOffsets() { return getBool(Knob::CheckOffsets); }
 inline std::optional<bool> longSweep() { return getTriState(Knob::LongSweep); }
+inline bool registerA() { return getBool(Knob::RegisterA); }
 } // namespace knobs
 
 } // namespace flashbob::support

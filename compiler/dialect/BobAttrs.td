@@ -50,6 +50,10 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     `producer` (sm_90a, stages = 2) adds a producer warpgroup after the `warps` consumer warps:
     it issues the key/query loop's TMA loads, so the consumers only wait for full buffers and
     release empty ones (warp specialization; bob-pipeline-loads).
+    `register_a` (sm_90a) lets products whose A operand is a converted register tile, in the
+    accumulator layout wgmma expects (WgmmaRules.h), read it from registers (wgmma register-A,
+    lower_tiles/WgmmaRegisterA.cpp) instead of through a scratch shared tile
+    (bob-stage-operands); FLASHBOB_REGISTER_A sets it.
     Example: `#bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4,
               stages = 2, dtype = bf16, causal = false, arch = sm_90a>`
   }];
@@ -64,13 +68,14 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     "bool":$causal,
     "Arch":$arch,
     DefaultValuedParameter<"int64_t", "1">:$warp_cols,
-    DefaultValuedParameter<"bool", "false">:$producer
+    DefaultValuedParameter<"bool", "false">:$producer,
+    DefaultValuedParameter<"bool", "false">:$register_a
   );
   let assemblyFormat = [{
     `<` `kind` `=` $kind `,` `head_dim` `=` $head_dim `,` `block_m` `=` $block_m `,`
         `block_n` `=` $block_n `,` `warps` `=` $warps `,` `stages` `=` $stages `,`
         `dtype` `=` $dtype `,` `causal` `=` $causal `,` `arch` `=` $arch
-        `` custom<SpecTail>($warp_cols, $producer) `>`
+        `` custom<SpecTail>($warp_cols, $producer, $register_a) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

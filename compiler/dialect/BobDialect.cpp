@@ -22,9 +22,19 @@ using namespace flashbob::bob;
 // The spec's optional fields, each printed only when it differs from its default:
 // `, warp_cols = N` and `, producer = true` (two optional groups that both begin with a comma
 // are ambiguous to the declarative format, hence this directive).
-static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &producer) {
+static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &producer,
+                                 bool &registerA) {
   warpCols = 1;
   producer = false;
+  registerA = false;
+  auto parseFlag = [&](StringRef key, bool &flag) -> ParseResult {
+    StringRef value;
+    llvm::SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeyword(&value) || (value != "true" && value != "false"))
+      return parser.emitError(at, key) << " must be true or false";
+    flag = value == "true";
+    return success();
+  };
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     llvm::SMLoc at = parser.getCurrentLocation();
@@ -36,11 +46,11 @@ static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &pro
         return failure();
       warpCols = value;
     } else if (key == "producer") {
-      StringRef value;
-      at = parser.getCurrentLocation();
-      if (parser.parseKeyword(&value) || (value != "true" && value != "false"))
-        return parser.emitError(at, "producer must be true or false");
-      producer = value == "true";
+      if (parseFlag(key, producer))
+        return failure();
+    } else if (key == "register_a") {
+      if (parseFlag(key, registerA))
+        return failure();
     } else {
       return parser.emitError(at, "unknown spec field '") << key << "'";
     }
@@ -48,11 +58,13 @@ static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &pro
   return success();
 }
 
-static void printSpecTail(AsmPrinter &printer, int64_t warpCols, bool producer) {
+static void printSpecTail(AsmPrinter &printer, int64_t warpCols, bool producer, bool registerA) {
   if (warpCols != 1)
     printer << ", warp_cols = " << warpCols;
   if (producer)
     printer << ", producer = true";
+  if (registerA)
+    printer << ", register_a = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -115,7 +127,7 @@ SpecAttr getEnclosingSpec(Operation *op) {
 LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
                                int64_t stages, ElemType, bool, Arch arch,
-                               int64_t warpCols, bool producer) {
+                               int64_t warpCols, bool producer, bool registerA) {
   if (headDim <= 0 || headDim % 16 != 0 || headDim > 256)
     return emitError() << "head_dim " << headDim
                        << " is unsupported: it must be a multiple of 16 in [16, 256]";
@@ -162,6 +174,10 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
   if (producer && warpCols != 1)
     return emitError() << "producer with warp_cols " << warpCols
                        << " is unsupported (only warp_cols 1)";
+  // Register-A products are wgmma's (sm_90a); elsewhere a register A operand is mma.sync's
+  // anyway, so the flag would only rename the kernel.
+  if (registerA && !hasHopperFeatures(arch))
+    return emitError() << "register_a needs arch sm_90a (wgmma), not " << stringifyArch(arch);
   return success();
 }
 
@@ -478,6 +494,15 @@ LogicalResult MmaOp::verify() {
                                        << " must be a multiple of 16 (ldmatrix x4 loads pairs of "
                                           "8-column fragments)";
   return verifyRowsSplit(*this, acc);
+}
+
+LogicalResult ProductWaitOp::verify() {
+  if (getTiles().empty())
+    return emitOpError(
+        "passes no tiles through (an untied wait is nvvm.wgmma.wait.group.sync.aligned)");
+  if (!llvm::equal(getTiles().getTypes(), getResults().getTypes()))
+    return emitOpError("results must be its operands' types, in order");
+  return success();
 }
 
 LogicalResult SplatOp::verify() {

@@ -287,6 +287,30 @@ def Bob_MmaOp : Bob_Op<"mma", [AllTypesMatch<["acc", "result"]>]> {
   let hasVerifier = 1;
 }
 
+def Bob_ProductWaitOp : Bob_Op<"product_wait"> {
+  let summary = "Wait until at most `pending` wgmma products are in flight, passing tiles through";
+  let description = [{
+    Made by bob-lower-tiles, never by kernels: where a product that reads its A operand from
+    registers (#bob.spec register_a) must have completed, placeProductWaits
+    (lower_tiles/WgmmaPattern.cpp) puts this wait with the results of the products it completes
+    and their register A operands, and the products' results are read from it afterwards. It
+    becomes `wgmma.wait_group.sync.aligned pending` with each register as a read-write operand
+    (lower_tiles/WgmmaRegisterA.cpp): no reader of the accumulators can be scheduled above the
+    wait, and the A registers, which the tensor cores read asynchronously, stay live until it.
+    Its results are its operands, in order.
+    Example: `%o, %p = bob.product_wait 0 (%acc, %pb) : (!bob.rtile<64x64xf32>, !bob.rtile<64x64xbf16>) -> (!bob.rtile<64x64xf32>, !bob.rtile<64x64xbf16>)`
+  }];
+  let arguments = (ins I64Attr:$pending, Variadic<Bob_RegTileType>:$tiles);
+  let results = (outs Variadic<Bob_RegTileType>:$results);
+  let builders = [OpBuilder<(ins "int64_t":$pending, "::mlir::ValueRange":$tiles), [{
+    build($_builder, $_state, tiles.getTypes(), $_builder.getI64IntegerAttr(pending), tiles);
+  }]>];
+  let assemblyFormat = [{
+    $pending `(` $tiles `)` attr-dict `:` functional-type($tiles, $results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Bob_SplatOp : Bob_Op<"splat", [Pure]> {
   let summary = "A register tile or vector with every element equal to `value`";
   let arguments = (ins F32Attr:$value);

@@ -92,6 +92,7 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::populateLocalPatterns(converter, patterns);
       lowering::placeProductWaits(func);
       lowering::populateWgmmaPatterns(converter, patterns);
+      lowering::populateWgmmaRegisterAPatterns(converter, patterns);
       scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
       if (failed(applyPartialConversion(func, target, std::move(patterns))))
         return signalPassFailure();

@@ -3,10 +3,12 @@
 //
 // Kernels multiply converted register tiles (P, dS, ...) by shared tiles; on mma.sync the
 // register tile is the A fragment as is. wgmma can read A from registers too, but upstream
-// nvvm.wgmma.mma_async takes shared-memory descriptors for both operands, and the alternative
-// (a hand-written PTX string) is not something this compiler emits. So a product that otherwise
-// qualifies (WgmmaRules.h) stores the f32 tile into a scratch shared tile (rounded exactly as
-// bob.convert would) and reads A from there.
+// nvvm.wgmma.mma_async takes shared-memory descriptors for both operands. So a product that
+// otherwise qualifies (WgmmaRules.h) stores the f32 tile into a scratch shared tile (rounded
+// exactly as bob.convert would) and reads A from there, unless the spec says register_a and the
+// tile is in the layout wgmma takes from registers (wgmma::registerAFits): bob-lower-tiles
+// then issues the register-A form as one inline PTX instruction per k16 slice
+// (lower_tiles/WgmmaRegisterA.cpp), and the product keeps its operand.
 //
 // Every staged value of a block gets its own scratch tile, stored once (P feeding two products
 // is stored once), just before the block's first staged product after the value's definition:
@@ -50,6 +52,8 @@ struct StageOperands : impl::BobStageOperandsBase<StageOperands> {
       auto convert = op.getA().getDefiningOp<ConvertOp>();
       if (!convert || split)
         return convert;
+      if (wgmma::registerAFits(op, spec))
+        return nullptr;
       if (!wgmma::accumulatorFits(op.getAcc().getType(), spec) ||
           !wgmma::operandFits(scratchType(op), hopper) ||
           !wgmma::operandFits(op.getB().getType(), hopper))

@@ -63,7 +63,8 @@ Tile productT(Value a, Value b, const Tile &acc) {
 }
 
 Tile accumulate(const Tile &acc, const Tile &a, Value b) {
-  Tile operand = toOperand(a);
+  const bool converted = !cast<bob::RegTileType>(a.value().getType()).getElementType().isF32();
+  Tile operand = converted ? a : toOperand(a);
   return {acc.kb(), bob::MmaOp::create(acc.kb().b, operand, b, acc, false, false)};
 }
 

@@ -10,8 +10,10 @@
 // reader), and only then waits for P V to rescale: acc = (acc + P(j-1) V(j-1)) r(j). V lags K
 // by one block (KernelBuilder::sweepLagging), and the sweep runs one step more: the first
 // multiplies a zero P, the last scores the block past the sweep, which the mask hides
-// entirely. mma.sync products are synchronous, so tiles that wgmma cannot take (and sm_80) keep
-// the plain sweep.
+// entirely. P(j-1) reaches step j through a shared tile the step before stored it in, or, with
+// #bob.spec register_a where wgmma can read it from registers (WgmmaRules.h), in registers:
+// the loop carries it rounded to the input type, FlashAttention-3's register-A P V. mma.sync
+// products are synchronous, so tiles that wgmma cannot take (and sm_80) keep the plain sweep.
 #include "kernels/Kernels.h"
 #include "kernels/common/AttentionTiles.h"
 
@@ -51,12 +53,14 @@ SoftmaxStep softmaxStep(KernelBuilder &kb, const Tile &scores, Value col0, const
 
 void buildForward(KernelBuilder &kb) {
   const int64_t bm = kb.ownRows(), bn = kb.sweptRows(), d = kb.headDim();
-  const bool rotated =
-      bob::wgmma::accumulatorFits(kb.rtile(bm, d), kb.spec.toAttr(kb.b.getContext()));
+  const bob::SpecAttr attr = kb.spec.toAttr(kb.b.getContext());
+  const bool rotated = bob::wgmma::accumulatorFits(kb.rtile(bm, d), attr);
+  const bool pInRegisters = rotated && bob::wgmma::registerAccumulatorFits(kb.rtile(bm, d), attr);
   kb.beginKernel();
-  // P of the previous step (rotated sweep), allocated with the other shared tiles: a producer
-  // kernel's roles split after the last of them (bob-pipeline-loads).
-  Value previousP = rotated ? kb.scratch(bm, bn) : Value();
+  // P of the previous step (rotated sweep, unless it stays in registers), allocated with the
+  // other shared tiles: a producer kernel's roles split after the last of them
+  // (bob-pipeline-loads).
+  Value previousP = rotated && !pInRegisters ? kb.scratch(bm, bn) : Value();
   kb.stage({Operand::q}, {Operand::k, Operand::v});
   Value qs = kb.shared(Operand::q), ks = kb.shared(Operand::k), vs = kb.shared(Operand::v);
 
@@ -76,15 +80,23 @@ void buildForward(KernelBuilder &kb) {
     }));
   } else {
     // Zero before the first step.
-    kb.storeInto(kb.splat(kb.rtile(bm, bn), 0), previousP);
-    final = tiles(kb, kb.sweepLagging({acc0, max0, sum0}, {Operand::v},
+    llvm::SmallVector<Tile> initial = {acc0, max0, sum0};
+    Tile zeroP = kb.splat(kb.rtile(bm, bn), 0);
+    if (pInRegisters)
+      initial.push_back(toOperand(zeroP));
+    else
+      kb.storeInto(zeroP, previousP);
+    final = tiles(kb, kb.sweepLagging(values(initial), {Operand::v},
                                       [&](Value col0, ValueRange carried) {
       auto in = tiles(kb, carried);
       Tile acc = in[0], oldMax = in[1], oldSum = in[2];
-      Tile scores = productT(kb, qs, ks);            // S(j), K(j)
-      Tile summed = accumulate(acc, previousP, vs);  // acc + P(j-1) V(j-1), in flight
+      Tile scores = productT(kb, qs, ks); // S(j), K(j)
+      // acc + P(j-1) V(j-1), in flight
+      Tile summed = pInRegisters ? accumulate(acc, in[3], vs) : accumulate(acc, previousP, vs);
       SoftmaxStep step = softmaxStep(kb, scores, col0, oldMax, oldSum);
       Tile newAcc = summed * step.rescale;
+      if (pInRegisters)
+        return values({newAcc, step.newMax, step.newSum, toOperand(step.p)});
       kb.storeInto(step.p, previousP);
       return values({newAcc, step.newMax, step.newSum});
     }));

@@ -23,6 +23,7 @@ struct Case {
   int64_t blockM, blockN;
   int64_t warps = 4;
   bool producer = false;
+  bool registerA = false; // P V with P from registers (sm_90a)
 };
 
 void runCase(const Case &c) {
@@ -35,6 +36,11 @@ void runCase(const Case &c) {
       return; // a producer warpgroup needs sm_90a (TMA, setmaxnreg)
     spec.tiles.stages = 2;
     spec.tiles.producer = true;
+  }
+  if (c.registerA) {
+    if (!bob::hasHopperFeatures(test::deviceArch()))
+      return; // wgmma's register A operand
+    spec.registerA = true;
   }
   spec.dtype = c.bf16 ? bob::ElemType::bf16 : bob::ElemType::f16;
   spec.causal = c.causal;
@@ -97,9 +103,10 @@ void runCase(const Case &c) {
   }
   test::ErrorStats eo = test::relativeError(out, refO), el = test::relativeError(gotL, refL);
   double tol = c.bf16 ? 5e-3 : 1e-3;
-  std::printf("fwd %s d=%ld N=%ld M=%ld %s tiles %s: rel L2 O %.2e, L %.2e (tol %.0e)\n",
+  std::printf("fwd %s d=%ld N=%ld M=%ld %s tiles %s%s: rel L2 O %.2e, L %.2e (tol %.0e)\n",
               c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n, (long)c.m,
-              c.causal ? "causal" : "full", spec.tiles.name().c_str(), eo.relL2, el.relL2, tol);
+              c.causal ? "causal" : "full", spec.tiles.name().c_str(),
+              c.registerA ? " register-A" : "", eo.relL2, el.relL2, tol);
   CHECK(eo.nonFinite == 0);
   CHECK(el.nonFinite == 0);
   CHECK(eo.relL2 <= tol);
@@ -141,4 +148,26 @@ TEST_CASE("forward kernel with row warpgroups", "[gpu][fwd]") {
               runCase({1, 2, 1024, 1024, d, causal, true, blockM, blockN, warps, producer});
             }
           }
+}
+
+// P V with P carried to the next step in registers (#bob.spec register_a, sm_90a): N = d = 32,
+// 64 and 128 (the register-A product's width), one and two row warpgroups, with and without a
+// producer, over sweeps of several steps, ragged ends and the causal diagonal.
+TEST_CASE("forward kernel with P V from registers", "[gpu][fwd]") {
+  struct Tiles {
+    int64_t blockM, blockN, warps;
+    bool producer;
+  };
+  for (int64_t d : {32, 64, 128})
+    for (bool causal : {false, true})
+      for (bool bf16 : {true, false})
+        for (Tiles t :
+             {Tiles{64, 128, 4, true}, Tiles{64, 64, 4, false}, Tiles{128, 128, 8, true}}) {
+          DYNAMIC_SECTION("d" << d << (causal ? " causal" : "") << (bf16 ? " bf16" : " fp16")
+                              << " " << t.blockM << "x" << t.blockN << "x" << t.warps
+                              << (t.producer ? " producer" : "")) {
+            runCase({2, 3, 700, 650, d, causal, bf16, t.blockM, t.blockN, t.warps, t.producer,
+                     /*registerA=*/true});
+          }
+        }
 }

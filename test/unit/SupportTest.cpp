@@ -87,7 +87,14 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 18);
+  CHECK(names.size() == 19);
+  {
+    // Register-A products are off unless asked for (until measured on the GPU).
+    ScopedOverride unset(Knob::RegisterA, "");
+    CHECK(!knobs::registerA());
+    ScopedOverride on(Knob::RegisterA, "1");
+    CHECK(knobs::registerA());
+  }
   {
     // Long sweeps: unset lets the sweep's length decide; 1 and 0 force the flush on and off.
     ScopedOverride unset(Knob::LongSweep, "");

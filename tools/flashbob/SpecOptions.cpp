@@ -53,6 +53,10 @@ SpecOptions::SpecOptions(cl::SubCommand &sub)
               cl::desc("One step of a context-parallel ring: f32 partial outputs to be summed "
                        "over the steps (bob-q: its accumulators X1..X4 and row sums unfinished)"),
               cl::sub(sub), cl::cat(specCategory)),
+      registerA("register-a",
+                cl::desc("Products whose A operand is a register tile read it from registers "
+                         "(wgmma register-A, sm_90a; what FLASHBOB_REGISTER_A=1 runs)"),
+                cl::sub(sub), cl::cat(specCategory)),
       windowLeft("window-left",
                  cl::desc("Sliding window: keys a query sees before its diagonal (-1: all)"),
                  cl::sub(sub), cl::cat(specCategory), cl::init(-1)),
@@ -83,6 +87,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   s.varlen = varlen;
   s.longSweep = longSweep;
   s.partial = partial;
+  s.registerA = registerA;
   s.windowLeft = windowLeft;
   s.windowRight = windowRight;
   auto target = compiler::parseArch(arch);

@@ -21,7 +21,7 @@ struct SpecOptions {
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;
   llvm::cl::opt<bool> scaleArgument;
-  llvm::cl::opt<bool> grouped, varlen, longSweep, partial;
+  llvm::cl::opt<bool> grouped, varlen, longSweep, partial, registerA;
   IntegerOpt<int64_t> windowLeft, windowRight;
   llvm::cl::opt<std::string> arch;
 

@@ -180,8 +180,13 @@ void populateLocalPatterns(TileTypeConverter &converter, mlir::RewritePatternSet
 // it, left in flight, so that e.g. the softmax of S runs under the product dP), and with N = 0
 // before any op that writes memory, has regions or ends the block (a staging store may
 // overwrite a tile that a product in flight reads). Tile arithmetic and reads overlap them.
+// A wait that completes products reading A from registers is a bob.product_wait instead,
+// which their results (and A operands) pass through.
 void placeProductWaits(mlir::gpu::GPUFuncOp func);
 void populateWgmmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+// Products with A from registers (#bob.spec register_a) and their waits (WgmmaRegisterA.cpp).
+void populateWgmmaRegisterAPatterns(TileTypeConverter &converter,
+                                    mlir::RewritePatternSet &patterns);
 
 // Name of the external shared-memory symbol every shared tile is carved from. It is declared
 // `[0 x i8]` external so PTX says `.extern .shared .align 16 .b8 flashbob_smem[];` (a zero-size

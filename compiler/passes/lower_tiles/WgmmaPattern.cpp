@@ -5,85 +5,21 @@
 // its result is first read. Otherwise MmaPattern's mma.sync applies (this pattern has the
 // higher benefit).
 //
-// Operands are read through 64-bit matrix descriptors (PTX ISA, "matrix descriptor"): start
-// address, leading and stride byte offsets (LBO, SBO), swizzle mode. With the swizzled layout of
-// SharedLayout.h (column blocks W bytes wide, 8-row atoms of 8W bytes):
-//   K-major operand (the inner dimension runs along a tile row: A = tile, B = tile^T):
-//     start = block of k0 + 2*(k0 within the block) + first row * W;  SBO = 8W (next 8 rows);
-//     LBO unused (a k16 slice never leaves its block).
-//   MN-major operand (the inner dimension runs down the tile: A = tile^T, B = tile):
-//     start = k0 * W + block of the first M/N column;  SBO = 8W (next 8 rows of k);
-//     LBO = bytes of one column block (next W/2 columns of M/N).
+// The operands' descriptors: WgmmaDescriptors.h. Products whose A operand stays in registers
+// (#bob.spec register_a): WgmmaRegisterA.cpp.
 #include "compiler/passes/WgmmaRules.h"
 #include "compiler/passes/lower_tiles/TileLowering.h"
+#include "compiler/passes/lower_tiles/WgmmaDescriptors.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 
 namespace flashbob::bob::lowering {
 namespace {
-
-int64_t swizzleMode(int64_t swizzleBytes) {
-  switch (swizzleBytes) {
-  case 128: return 1;
-  case 64: return 2;
-  default: return 3; // 32
-  }
-}
-
-// The constant fields of a descriptor, and its start address (bytes) added at run time.
-struct Descriptor {
-  Value base; // i64: descriptor with start address 0 ... plus the tile's address
-  Value at(Emitter &e, Value byteOffset) const {
-    // The start address field is address >> 4; offsets stay inside the 256 KiB window.
-    Value units = arith::ShRUIOp::create(e.b, byteOffset, constant(e, 4));
-    return arith::AddIOp::create(e.b, base, units);
-  }
-  static Value constant(Emitter &e, int64_t v) {
-    return arith::ConstantIntOp::create(e.b, v, 64);
-  }
-};
-
-Descriptor describe(Emitter &e, Value tile, const shared::Layout &l, bool kMajor) {
-  const int64_t lbo = kMajor ? 16 : l.blockBytes(), sbo = 8 * l.swizzleBytes;
-  const uint64_t fields = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
-                          (uint64_t(swizzleMode(l.swizzleBytes)) << 62);
-  Value address = memref::ExtractAlignedPointerAsIndexOp::create(e.b, tile);
-  // The tile's address is a constant (or a select between double buffers): re-formed here,
-  // a product's descriptors are not hoisted out of the loop (8 slices x 2 registers per
-  // operand at d = 128; bob_q d = 128 spilled 332 bytes with them, 80 without).
-  address = e.keepHere(arith::IndexCastOp::create(e.b, e.b.getI64Type(), address));
-  Value start = arith::ShRUIOp::create(e.b, address, Descriptor::constant(e, 4));
-  start = arith::AndIOp::create(e.b, start, Descriptor::constant(e, 0x3FFF));
-  Value fieldsValue = arith::ConstantIntOp::create(e.b, static_cast<int64_t>(fields), 64);
-  return {arith::OrIOp::create(e.b, start, fieldsValue)};
-}
-
-// Byte offset of the k16 slice starting at k0 (and of M/N position mn0, a multiple of 64).
-Value sliceOffset(Emitter &e, const shared::Layout &l, bool kMajor, int64_t k0, Value mn0) {
-  Value i64mn0 = arith::IndexCastOp::create(e.b, e.b.getI64Type(), mn0);
-  auto c = [&](int64_t v) { return Descriptor::constant(e, v); };
-  if (kMajor) // rows are M/N: k0 picks the block and the bytes inside it; mn0 the row
-    return arith::AddIOp::create(
-        e.b, c((k0 / l.blockCols()) * l.blockBytes() + (k0 % l.blockCols()) * l.elemBytes),
-        arith::MulIOp::create(e.b, i64mn0, c(l.swizzleBytes)));
-  // rows are k: k0 picks the row; mn0 the column block
-  return arith::AddIOp::create(
-      e.b, c(k0 * l.swizzleBytes),
-      arith::MulIOp::create(e.b, arith::DivUIOp::create(e.b, i64mn0, c(l.blockCols())),
-                            c(l.blockBytes())));
-}
-
-// Whether `op` accumulates into a splat of zeros.
-bool startsFromZero(MmaOp op) {
-  auto splat = op.getAcc().getDefiningOp<SplatOp>();
-  return splat && splat.getValue().isZero();
-}
 
 struct WgmmaLowering : TilePattern<MmaOp> {
   WgmmaLowering(TypeConverter &conv, MLIRContext *ctx) : TilePattern(conv, ctx, /*benefit=*/2) {}
@@ -149,9 +85,13 @@ struct WgmmaLowering : TilePattern<MmaOp> {
 
 void placeProductWaits(gpu::GPUFuncOp func) {
   SpecAttr spec = func->getAttrOfType<SpecAttr>(kSpecAttrName);
+  auto registerA = [&](Operation *op) {
+    auto mma = dyn_cast<MmaOp>(op);
+    return mma && wgmma::registerAFits(mma, spec);
+  };
   auto isWgmma = [&](Operation *op) {
     auto mma = dyn_cast<MmaOp>(op);
-    return mma && wgmma::applies(mma, spec);
+    return mma && (wgmma::applies(mma, spec) || wgmma::registerAFits(mma, spec));
   };
   // Ops that may run while products are in flight: the tile arithmetic (no memory effects, no
   // regions) and reads, e.g. of the swept rows' L and D. A write could be to a tile that a
@@ -168,7 +108,29 @@ void placeProductWaits(gpu::GPUFuncOp func) {
     llvm::SmallVector<Operation *> inFlight; // committed groups, oldest first
     auto waitBefore = [&](Operation *op, size_t left) {
       OpBuilder b(op);
-      NVVM::WgmmaWaitGroupSyncOp::create(b, op->getLoc(), b.getI64IntegerAttr(left));
+      auto done = llvm::ArrayRef(inFlight).drop_back(left);
+      // Register-A products complete at a wait that passes their results and A operands
+      // through (bob.product_wait); their readers read its results. The others keep the
+      // plain wait, as with every product of a kernel without register_a.
+      llvm::SmallVector<Value> tied;
+      for (Operation *product : done)
+        if (registerA(product)) {
+          tied.push_back(product->getResult(0));
+          Value a = cast<MmaOp>(product).getA();
+          if (!llvm::is_contained(tied, a))
+            tied.push_back(a);
+        }
+      if (tied.empty()) {
+        NVVM::WgmmaWaitGroupSyncOp::create(b, op->getLoc(), b.getI64IntegerAttr(left));
+      } else {
+        auto wait = ProductWaitOp::create(b, op->getLoc(), left, tied);
+        // Only the products' results are read from the wait: nothing before it reads them
+        // (it stands before their first reader), and the A operands keep their other uses.
+        for (Operation *product : done)
+          if (registerA(product))
+            product->getResult(0).replaceAllUsesExcept(
+                wait.getResult(llvm::find(tied, product->getResult(0)) - tied.begin()), wait);
+      }
       inFlight.erase(inFlight.begin(), inFlight.end() - left);
     };
     for (Operation &op : llvm::make_early_inc_range(*block)) {

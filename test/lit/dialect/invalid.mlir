@@ -861,6 +861,40 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block
 
 // -----
 
+// register-A products are wgmma's: sm_90a only
+// expected-error @+1 {{register_a needs arch sm_90a (wgmma), not sm_80}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_80, register_a = true>} {
+  bob.return
+}
+
+// -----
+
+// expected-error @+1 {{register_a must be true or false}}
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, register_a = yes>} {
+  bob.return
+}
+
+// -----
+
+// a product wait passes each tile through as it is
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %s = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{results must be its operands' types, in order}}
+  %w = bob.product_wait 0 (%s) : (!bob.rtile<64x64xf32>) -> !bob.rtile<64x32xf32>
+  bob.return
+}
+
+// -----
+
+// a wait that passes nothing through is the plain nvvm one
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  // expected-error @+1 {{passes no tiles through (an untied wait is nvvm.wgmma.wait.group.sync.aligned)}}
+  bob.product_wait 0 () : () -> ()
+  bob.return
+}
+
+// -----
+
 // the spec's optional fields are named
 // expected-error @+1 {{unknown spec field 'producers'}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, producers = true>} {

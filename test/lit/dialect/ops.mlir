@@ -163,6 +163,20 @@ bob.kernel @producer() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, b
   }
   bob.return
 }
+// Register-A products: register_a is printed when true. bob.product_wait (made by
+// bob-lower-tiles' placeProductWaits) passes a product's result and its A operand through.
+// CHECK-LABEL: bob.kernel @register_a
+// CHECK-SAME: arch = sm_90a, register_a = true>
+// CHECK:      %[[O:.+]] = bob.mma %[[P:.+]], %{{.+}}, %{{.+}} : !bob.rtile<64x64xbf16>, <64x64xbf16>, <64x64xf32>
+// CHECK-NEXT: %{{.+}}:2 = bob.product_wait 1(%[[O]], %[[P]]) : (!bob.rtile<64x64xf32>, !bob.rtile<64x64xbf16>) -> (!bob.rtile<64x64xf32>, !bob.rtile<64x64xbf16>)
+bob.kernel @register_a() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 2, dtype = bf16, causal = false, arch = sm_90a, register_a = true>} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %s = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %p = bob.convert %s : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %p, %vs, %s : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %w:2 = bob.product_wait 1 (%o, %p) : (!bob.rtile<64x64xf32>, !bob.rtile<64x64xbf16>) -> (!bob.rtile<64x64xf32>, !bob.rtile<64x64xbf16>)
+  bob.return
+}
 // Reserves in local memory: an accumulator flushed into one every 16 steps of a loop, and
 // where it stands; then read back.
 // CHECK-LABEL: bob.kernel @reserves

@@ -141,3 +141,51 @@ bob.kernel @column_groups_sm80() attributes {spec = #bob.spec<kind = bob_q, head
   %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
   bob.return
 }
+
+// -----
+
+// register_a: a product whose register A operand is in the layout wgmma reads from registers
+// (one 16-row fragment per warp over whole warpgroups, WgmmaRules.h) keeps its convert and
+// its operand, so nothing is stored; a tile of two fragments per warp (128 rows, 4 warps) is
+// not wgmma-shaped and keeps its register A as without register_a (mma.sync).
+// CHECK-LABEL: bob.kernel @register_a
+// CHECK:      bob.alloc_shared : <64x64xbf16>
+// CHECK-NOT:  bob.alloc_shared
+// CHECK-NOT:  bob.store_shared
+// CHECK:      %[[PB:.+]] = bob.convert %{{.+}} : <64x64xf32> -> <64x64xbf16>
+// CHECK-NEXT: %[[O:.+]] = bob.mma %[[PB]], %{{.+}}, %{{.+}} : !bob.rtile<64x64xbf16>
+// CHECK-NEXT: bob.mma %[[PB]], %{{.+}}, %[[O]] : !bob.rtile<64x64xbf16>
+// CHECK:      bob.convert
+// CHECK-NEXT: bob.mma %{{.+}}, %{{.+}}, %{{.+}} : !bob.rtile<128x64xbf16>
+// CHECK-NOT:  bob.store_shared
+bob.kernel @register_a() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a, register_a = true>} {
+  %vs = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %o1 = bob.mma %pb, %vs, %o : !bob.rtile<64x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<64x64xf32>
+  %p2 = bob.splat 1.0 : !bob.rtile<128x64xf32>
+  %acc2 = bob.splat 0.0 : !bob.rtile<128x64xf32>
+  %p2b = bob.convert %p2 : !bob.rtile<128x64xf32> -> !bob.rtile<128x64xbf16>
+  %o2 = bob.mma %p2b, %vs, %acc2 : !bob.rtile<128x64xbf16>, !bob.smem<64x64xbf16>, !bob.rtile<128x64xf32>
+  bob.return
+}
+
+// -----
+
+// register_a with column groups (warp_cols = 2): each warp holds half of A's columns, i.e.
+// half of the inner dimension, which wgmma cannot take from registers: still staged.
+// CHECK-LABEL: bob.kernel @register_a_column_groups
+// CHECK:      %[[SCRATCH:.+]] = bob.alloc_shared : <64x64xbf16>
+// CHECK:      bob.store_shared %{{.+}} into %[[SCRATCH]] : <64x64xf32>, <64x64xbf16>
+// CHECK-NEXT: bob.mma %[[SCRATCH]], %{{.+}}, %{{.+}} : !bob.smem<64x64xbf16>
+// CHECK-NOT:  bob.convert
+bob.kernel @register_a_column_groups() attributes {spec = #bob.spec<kind = bob_q, head_dim = 128, block_m = 64, block_n = 64, warps = 8, stages = 1, dtype = bf16, causal = false, arch = sm_90a, warp_cols = 2, register_a = true>} {
+  %vs = bob.alloc_shared : !bob.smem<64x128xbf16>
+  %p = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x128xf32>
+  %pb = bob.convert %p : !bob.rtile<64x64xf32> -> !bob.rtile<64x64xbf16>
+  %o = bob.mma %pb, %vs, %acc : !bob.rtile<64x64xbf16>, !bob.smem<64x128xbf16>, !bob.rtile<64x128xf32>
+  bob.return
+}
