@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""FlashBoB against PyTorch on one GPU (issue 6): the performance table.
+"""FlashBoB against PyTorch on one GPU: the performance table.
 
 Phases, each its own process so PyTorch's cached memory never sits beside our runs
 (scripts/device/perf-table.sh runs them in this order inside one device call):
@@ -631,7 +631,7 @@ def check_text(chk):
     return f"{'PASS' if chk.get('passed') else '**FAIL**'} {worst_txt} ({chk.get('rows')} rows{via})"
 
 
-# Issue 18's targets, each against this table's own figures: forward and backward no slower than
+# The performance targets, each against this table's own figures: forward and backward no slower than
 # SDPA's cuDNN backend from N = 4K (and at least 0.9x of it from 1K); BoB at 550 TFLOP/s at
 # d = 128 and 480 at d = 64 from N = 16K; BoB at 128K within 3% of 16K.
 SDPA_FROM_N, SDPA_RATIO = 4096, 1.0
@@ -670,7 +670,7 @@ def read_profile(out_dir):
 def targets_section(o, ts, out_dir, notes_path=NOTES_PATH):
     """Each target with the measured figure it is judged on, what explains the gaps and what was
     tried (bench/NOTES.md's section), then the kernels' profile."""
-    L = ["## Targets (issue 18): met or the measured gap", ""]
+    L = ["## Targets: met or the measured gap", ""]
     L.append("| target | shape | measured (worst over the table's N) | met |")
     L.append("|---|---|---|---|")
     ds = sorted({k[1] for k in o})

@@ -1,5 +1,5 @@
 """GQA 8:1 against equal heads through the PyTorch operators, with the launcher's choice of
-kernels and with FLASHBOB_LONG_SWEEP=0 (issue 17): batch 1, 16 query heads, N = M = 16384,
+kernels and with FLASHBOB_LONG_SWEEP=0: batch 1, 16 query heads, N = M = 16384,
 d = 128, bf16. With 2 key/value heads each key block sweeps 8 x 16384 = 2^17 query rows, where
 the launcher switches to the long-sweep kernels that flush (kernels::kLongSweepRows), so part of
 the gap to equal heads may be the flush, not the grouping. Each configuration runs in a fresh

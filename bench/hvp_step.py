@@ -1,5 +1,5 @@
 """One Hessian-vector-product step end to end through the PyTorch op, against PyTorch eager on
-plain matmul/softmax attention (issue 18): out = attention(Q, K, V); dQ, dK, dV = grad(<dO, out>,
+plain matmul/softmax attention: out = attention(Q, K, V); dQ, dK, dV = grad(<dO, out>,
 create_graph=True); then grad(<(dQ, dK, dV), (uQ, uK, uV)>) w.r.t. Q, K, V and dO: the forward,
 the first backward and BoB, as a second-order method runs them (the perf table's "torch whole").
 

@@ -1,4 +1,4 @@
-"""The long-sweep flush seen from PyTorch (issue 21, item 11): 16 query rows against 2^20 keys
+"""The long-sweep flush seen from PyTorch: 16 query rows against 2^20 keys
 (d = 64, bf16, 1 head), the first backward's dQ and BoB's gQ (the outputs of sweeps over a
 million keys) against PyTorch float64 autograd on the same bf16 values, with the launcher's
 kernels (which flush from 2^17 rows) and with FLASHBOB_LONG_SWEEP=0 (no flush). Each run is a

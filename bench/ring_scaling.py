@@ -1,4 +1,4 @@
-"""Context-parallel BoB against one GPU (issue 20, item 5): the time of BoB (both passes, given the
+"""Context-parallel BoB against one GPU: the time of BoB (both passes, given the
 forward's O and L) on the whole sequence with the one-GPU op, and on R ranks with
 flashbob.torch.distributed's rings; the scaling is the one-GPU time over the slowest rank's.
 

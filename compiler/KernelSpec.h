@@ -68,9 +68,9 @@ struct KernelSpec {
   // sequence is its own problem (the mask, causal bottom-right, in its own coordinates), and
   // blocks past their sequence's end do no work.
   bool varlen = false;
-  // A long sweep (kernels::sweepsLong): the backward's and BoB's accumulators flush into
-  // reserves every few blocks, so that the tensor cores' truncation does not add up over a
-  // million rows (docs/numerics.md, "Long sequences"). Only those kernels are long; the
+  // A long sweep (kernels::kLongSweepRows rows or more; jit/Launch.cpp decides): the backward's
+  // and BoB's accumulators flush into reserves every few blocks, so that the tensor cores'
+  // truncation does not add up over a million rows (docs/numerics.md, "Long sequences"). Only those kernels are long; the
   // forward and its JVP never are. Shorter sweeps do not pay for the branch.
   bool longSweep = false;
   // One step of a context-parallel ring (docs/context-parallel.md): the kernel runs on one

@@ -43,7 +43,7 @@ enum class Fix {
                // seen so far has grown by `lazyFactor` since the last update
   SplitT1,     // G o dS + P o W as a bf16 hi + lo pair: one more product per key block
   CenterKnown, // centered by the final c, b from the start (a bound: not a kernel)
-  X3FromForward, // pass 1 keeps two accumulators, X1 and X4 (issue 18's register plan): X3 = P K
+  X3FromForward, // pass 1 keeps two accumulators, X1 and X4 (a register plan for bob_q): X3 = P K
                // comes from the forward (a second float32 accumulator beside P V, the same
                // bf16 P), dQ from the first backward kept in float32, and
                // gQ = s X1 - c o dQ - s b' o X3 with b' = rowsum(G o dS + P o W) (X2 = dQ / s +

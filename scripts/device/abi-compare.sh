@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: the kernel ABI change of issue 16 (tensor maps by value, the softmax scale as a
+# GPU machine: the kernel ABI change (tensor maps by value, the softmax scale as a
 # kernel argument) against the build before it, in one call: .device/bin/flashbob-base is
 # a02226b's CLI (strip -o .device/bin/flashbob-base <that build>/bin/flashbob before packing).
 #   bash scripts/device/run-gpu.sh bash scripts/device/abi-compare.sh

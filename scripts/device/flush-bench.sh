@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: long sweeps' accuracy and the flush's cost (issue 21, item 11), in one call.
+# GPU machine: long sweeps' accuracy and the flush's cost, in one call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/flush-bench.sh [accuracy] [cost] [cost1m]
 # One binary, .device/bin/flashbob: FLASHBOB_LONG_SWEEP=0 runs the kernels without the flush
 # ("plain"), =1 the ones that flush periodically ("flush", kernels/common/KernelBuilder.h), whatever the sweep's length.

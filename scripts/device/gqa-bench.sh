@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: grouped-query attention against equal heads (issue 17, item 7), in one call.
+# GPU machine: grouped-query attention against equal heads, in one call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/gqa-bench.sh
 # 1. --check against the float64 oracle through the CLI with key/value heads 2 (GQA 4:1) and 1
 #    (MQA) at N != M (the whole of head 0's group: its key-side gradients summed over query heads

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: where grouped-query attention's key-side kernels lose time (issue 17), in one call.
+# GPU machine: where grouped-query attention's key-side kernels lose time, in one call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/gqa-profile.sh
 # Batch 1, 16 query heads, N = M = 16384, d = 128, bf16. With 2 key/value heads (8:1) each
 # key block's sweep visits 8 x 16384 = 2^17 query rows, which is where the launcher switches to

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: flashbob.jax (issue 19) from the wheel, as a user gets it. Installs
+# GPU machine: flashbob.jax from the wheel, as a user gets it. Installs
 # dist/flashbob-*.whl with pip, without network, into an empty directory, then, with no FLASHBOB_*
 # or LD_LIBRARY_PATH set and only that directory on PYTHONPATH: imports flashbob.jax (jax, jaxlib,
 # the device, which library), runs test/python/test_jax_attention.py (which builds the XLA FFI

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: where each kernel of fwd, bwd and BoB spends its time (issue 18), in one call.
+# GPU machine: where each kernel of fwd, bwd and BoB spends its time, in one call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/kernel-profile.sh [D ...]   # default 128 64
 # Batch 1, 16 heads, N = M = 16384, bf16, not causal, the default tiles (FLASHBOB_CACHE_DIR if
 # set, as perf-table.sh sets it, else a cache of its own).

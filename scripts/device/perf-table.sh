@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# GPU machine: the performance table of issue 6 in ONE device call of at most 10 minutes.
+# GPU machine: the performance table in ONE device call of at most 10 minutes.
 # `flashbob bench --json --check` over batch 1, 16 heads, d = 64 and 128, causal and not,
 # N = M = 1K, 2K, ..., 128K, ops fwd, bwd, bob; then PyTorch on the same shapes (exact BoB by
 # eager double backward, SDPA cuDNN and flash forward/backward), PyTorch's bf16 matmul ceiling, one
 # torch.compile probe; Nsight Compute on each of our kernels at 16K (kernel-profile.sh); then
-# the markdown table (bench/compare_torch.py does the work), with issue 18's targets and the
+# the markdown table (bench/compare_torch.py does the work), with its targets and the
 # GPU's clock and power during the calls they are judged on (nvidia-smi samples, gpu_clocks.py).
 #
 # Here, on the project machine (build flashbob first, e.g. `ninja -C build-bench flashbob`):

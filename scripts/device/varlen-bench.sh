@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU machine: a variable-length batch against its sequences run one by one (issue 17, item 7),
-# in one call.
+# GPU machine: a variable-length batch against its sequences run one by one, in one
+# call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/varlen-bench.sh
 # 8 sequences of mixed lengths summing to 64K (16K down to 3K), 16 heads, bf16, causal (packed
 # training batches are), d = 64 and 128: the packed run (--seqlens-q) against the sum of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: the wheel as a user gets it (issue 16). Installs dist/flashbob-*.whl with pip,
+# GPU machine: the wheel as a user gets it. Installs dist/flashbob-*.whl with pip,
 # without network, into an empty directory, then, with no FLASHBOB_* or LD_LIBRARY_PATH set and
 # only that directory on PYTHONPATH: imports it (which library, which version), runs the
 # README's grad-of-grad example and the pytest suite (test/python/run-pytest.sh). Needs no LLVM

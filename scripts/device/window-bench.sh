@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: sliding windows (issue 17, items 3 and 7), in one call.
+# GPU machine: sliding windows, in one call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/window-bench.sh
 # 1. --check against the float64 oracle through the CLI: windows on one side and both, with and
 #    without causal, N != M (the GPU tests cover every kernel and layout; this, the CLI's path).

@@ -103,7 +103,7 @@ class TargetsTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             notes = os.path.join(out, "NOTES.md")
             with open(notes, "w") as f:
-                f.write("# Notes\n## Before\nnot this\n## The targets' gaps, what explains each (issue 18)\n"
+                f.write("# Notes\n## Before\nnot this\n## The targets' gaps, what explains each\n"
                         "- **Forward**: the exp2s.\n- **BoB**: registers.\n\n## After\nnor this\n")
             text = "\n".join(compare_torch.targets_section({}, {}, out, notes_path=notes))
             missing = "\n".join(compare_torch.targets_section({}, {}, out, notes_path=os.path.join(out, "none.md")))

@@ -20,7 +20,7 @@
 //    a ring step's float32 outputs), row vectors non-null and 4-byte aligned; BoB whole is no
 //    ring step and its pass 1 alone is one; p->size one of the layouts' (with the one before
 //    ring_step, ring_step read as 0); no output tensor at another tensor's address.
-// With FLASHBOB_FUZZ_STRICT=1 it also checks the limits of issue 21 (items 7 and 8: scale NaN or
+// With FLASHBOB_FUZZ_STRICT=1 it also checks the limits on the scale and the sizes (scale NaN or
 // not finite as float32, batch * heads or batch * heads * seq_q overflowing int64, seq_q / seq_k
 // past 2^31 - 1), which jit::validateProblem enforces; CTest runs it so (test/fuzz/
 // CMakeLists.txt). The corpus files corpus/capi/strict-* are one input of each kind strict mode

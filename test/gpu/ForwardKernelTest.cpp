@@ -1,6 +1,6 @@
 // The generated forward kernel on the GPU against the float64 oracle, on the same bf16/fp16
 // inputs: every output element written (outputs poisoned with NaN first), relative L2 error of
-// O and L within the kernels issue's bounds (5e-3 bf16, 1e-3 fp16).
+// O and L within the kernels' error bounds (5e-3 bf16, 1e-3 fp16).
 #include "test/gpu/CompiledKernel.h"
 
 #include "jit/KernelCache.h"

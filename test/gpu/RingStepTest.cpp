@@ -1,5 +1,5 @@
 // The ring steps of the C++ API (AttentionProblem::ringStep: the kernels' KernelSpec::partial
-// forms, issue 20) on the GPU against the float64 ring oracle's step functions
+// forms) on the GPU against the float64 ring oracle's step functions
 // (kernels/oracle/Ring.h), on the two chunk pairs a causal zigzag ring launches for a sequence
 // cut into two equal chunks: the diagonal pair (chunk 1's queries and keys) with the causal
 // kernels, and chunk 1's queries against chunk 0's keys, fully visible, with the unmasked ones

@@ -1,4 +1,4 @@
-"""flashbob.torch.distributed's rings on CPUs, in CI (issue 20): R = 2 and 3 processes of a gloo
+"""flashbob.torch.distributed's rings on CPUs, in CI: R = 2 and 3 processes of a gloo
 group, each holding its zigzag shard (K and V with all or half the query heads), run the
 module's own forward, backward and BoB rings, its transfers (batch_isend_irecv), its merges
 (flashbob.ring: merge_forward, add_pass1, finish_pass1, chunk_pairs) and its autograd

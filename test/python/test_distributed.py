@@ -1,4 +1,4 @@
-"""flashbob.torch.distributed (issue 20) in real processes: two ranks of a gloo group (staged
+"""flashbob.torch.distributed (context-parallel rings) in real processes: two ranks of a gloo group (staged
 through host memory) on this machine's GPU, or, with FLASHBOB_TEST_NCCL=1 on a machine with two
 GPUs, NCCL between them. Each rank holds its zigzag shard of q, k, v and of a loss's weights; the
 ranks together compute O, the gradient of the loss with create_graph, and a Hessian-vector

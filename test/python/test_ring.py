@@ -1,4 +1,4 @@
-"""A whole context-parallel ring simulated in one process on one GPU (issue 20): the sequence
+"""A whole context-parallel ring simulated in one process on one GPU (context parallelism): the sequence
 cut into 2R zigzag chunks over R ranks, every rank's ring steps run in ring order through
 flashbob.ring (libflashbob's ring steps) and combined as docs/context-parallel.md says, shards
 passed around by indexing instead of a transport. The assembled O, dQ, dK, dV and BoB's gQ, gK,

@@ -175,9 +175,9 @@ TEST_CASE("a sharp softmax amplifies pass 1's roundings, and centering removes m
 }
 
 TEST_CASE("pass 1 with two accumulators is no less accurate in bf16", "[numerics]") {
-  // Issue 18's register plan: gQ = s X1 - c o dQ - s b' o X3 with X3 = P K from the forward and
-  // dQ from the first backward, both float32, instead of s (X1 - c o X2 - b o X3) from four
-  // pass-1 accumulators. Feared: cancellation between the three terms. Measured here (and at
+  // bob_q's register plan (bench/NOTES.md, "What explains the gap to ~400", item 3):
+  // gQ = s X1 - c o dQ - s b' o X3 with X3 = P K from the forward and dQ from the first backward,
+  // both float32, instead of s (X1 - c o X2 - b o X3) from four pass-1 accumulators. Feared: cancellation between the three terms. Measured here (and at
   // N = 1M, docs/numerics.md): never worse; better on sharp softmaxes, where X2's bf16 operand
   // P o dP is what the rewrite drops.
   Problem p = oracle::makeProblem(256, 256, 64, false);

@@ -3,6 +3,11 @@
 // independent judges: ptxas must accept the PTX (it assembles the cubin), the PTX must use tensor
 // cores (wgmma on sm_90a, mma.sync on sm_80) and declare dynamic shared memory as
 // `.extern ... []`. CPU only: no GPU needed.
+//
+// The compiling test cases exist once per kernel kind, tagged with the kind ("[bob_q]"), and
+// CTest runs each kind's slice as its own entry (test/CMakeLists.txt), so that `ctest -j`
+// assembles the slices in parallel; "the per-kind slices cover the matrix once" checks that
+// together they are the whole matrix. Run without arguments, the binary runs everything.
 #include "compiler/dialect/Target.h"
 #include "jit/Compile.h"
 #include "kernels/Signature.h"
@@ -19,6 +24,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -85,249 +91,300 @@ size_t occurrences(const std::string &text, const std::string &what) {
     ++n;
   return n;
 }
-} // namespace
 
-TEST_CASE("every kernel variant assembles with ptxas and uses tensor cores", "[compiler][ptx]") {
-  int variants = 0;
-  for (bob::KernelKind kind : kImplementedKinds)
-    for (int64_t d : {64, 128})
-      for (int which = 0; which < kConfigurations; ++which)
-        for (bob::ElemType dtype : {bob::ElemType::bf16, bob::ElemType::f16})
-          for (bool causal : {false, true})
-            for (Arch arch : {Arch::sm_80, Arch::sm_90a}) {
-              Tiles t = tiles(kind, d, which, arch);
-              compiler::KernelSpec spec;
-              spec.kind = kind;
-              spec.headDim = d;
-              applyTiles(spec, t);
-              spec.dtype = dtype;
-              spec.causal = causal;
-              spec.arch = arch;
-              spec.scaleArgument = causal; // half the variants each way
-              INFO(spec.name());
-              auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
-              if (!artifacts)
-                FAIL(llvm::toString(artifacts.takeError()));
-              const std::string &ptx = artifacts->ptx;
-              snapshot(spec, ptx);
-              const bool hopper = arch == Arch::sm_90a;
-              const std::string types = dtype == bob::ElemType::bf16 ? "bf16.bf16" : "f16.f16";
-              // sm_90a: every configuration here has whole warpgroups of accumulator rows, so
-              // products are warpgroup wgmma (k16) from swizzled tiles aligned for 1024-byte
-              // atoms, filled by TMA completing on mbarriers (one tensor map per loaded
-              // tensor and box), with no cp.async left; sm_80: mma.sync m16n8k16 from padded
-              // tiles filled by cp.async.
-              if (hopper) {
-                CHECK(ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
-                CHECK(ptx.find("k16.f32." + types) != std::string::npos);
-                CHECK(ptx.find(".extern .shared .align 1024 .b8 flashbob_smem[]") !=
-                      std::string::npos);
-                CHECK(ptx.find("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
-                               "complete_tx::bytes") != std::string::npos);
-                CHECK(ptx.find("mbarrier.try_wait.parity.shared.b64") != std::string::npos);
-                CHECK(ptx.find("cp.async.cg") == std::string::npos);
-                CHECK(!artifacts->tensorMaps.empty());
-                // ptxas did not have to add wgmma fences or waits of its own (C7517/C7519:
-                // "warpgroup.wait is injected ..."): an injected wait serialises products that
-                // the lowering leaves in flight together.
-                CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
-              } else {
-                CHECK(ptx.find("cp.async.bulk") == std::string::npos);
-                CHECK(artifacts->tensorMaps.empty());
-                CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + types + ".f32") !=
-                      std::string::npos);
-                CHECK(ptx.find("wgmma") == std::string::npos);
-                CHECK(ptx.find(".extern .shared .align 16 .b8 flashbob_smem[]") != std::string::npos);
-              }
-              // Column groups combine row sums through a static buffer of 2 x 64 f32 (bob_q
-              // reduces D, c and b; on sm_80 its products read A from shared via ldmatrix).
-              if (t.warpCols == 2 && kind == bob::KernelKind::bob_q) {
-                CHECK(ptx.find(".shared .align 16 .b8 flashbob_row_exchange[512]") !=
-                      std::string::npos);
-                if (!hopper)
-                  CHECK(ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
-              }
-              // The parameters: the signature's f32 scalars (read only by the variants for any
-              // scale; the default scale's are immediates), then on sm_90a each tensor map by
-              // value, 128 bytes aligned to 64, whose generic address the TMA copies take
-              // (cvta.param).
-              const auto scalars = llvm::count_if(kernels::signature(kind, false),
-                                                  [](const kernels::Param &p) { return p.isScalar; });
-              CHECK(occurrences(ptx, ".param .f32 ") == size_t(scalars));
-              if (spec.scaleArgument)
-                CHECK(occurrences(ptx, "ld.param.b32 ") >= size_t(scalars));
-              else
-                CHECK(occurrences(ptx, "ld.param.b32 ") == 0);
-              const size_t maps = artifacts->tensorMaps.size(), params = occurrences(ptx, ".param ");
-              CHECK(occurrences(ptx, ".param .align 64 .b8 ") == maps);
-              for (size_t i = params - maps; i < params; ++i)
-                CHECK(ptx.find(".param .align 64 .b8 " + artifacts->entry + "_param_" +
-                               std::to_string(i) + "[128]") != std::string::npos);
-              CHECK(occurrences(ptx, "cvta.param.u64") == maps);
-              // Pointer parameters are the memrefs' two each, none a tensor map's.
-              CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(kind, false));
-              CHECK(ptx.find(".target " + bob::stringifyArch(arch).str()) != std::string::npos);
-              CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
-              CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
-              CHECK(artifacts->registers > 0);
-              CHECK(artifacts->sharedBytes > 0);
-              std::printf("%-60s regs %3d spill %5d B shared %6lld B\n", spec.name().c_str(),
-                          artifacts->registers, artifacts->spillBytes,
-                          static_cast<long long>(artifacts->sharedBytes));
-              ++variants;
-            }
-  CHECK(variants == 16 * kConfigurations * static_cast<int>(std::size(kImplementedKinds)));
+// `spec` compiled and assembled, once per process (a failure ends the test case). The families
+// below share specs (a twin is every derived family's, and some plain variants are twins), and
+// compiling is most of this file's time; the compile is deterministic, so each check sees what a
+// compile of its own would give. Keyed by KernelSpec::name, which names every field. Specs share
+// only with their own kind and the test cases run kind by kind, so the kernels of one kind are
+// kept at a time.
+const compiler::KernelArtifacts &assembled(const compiler::KernelSpec &spec) {
+  static std::map<std::string, compiler::KernelArtifacts> compiled;
+  static bob::KernelKind kind = spec.kind;
+  if (spec.kind != kind) {
+    compiled.clear();
+    kind = spec.kind;
+  }
+  auto it = compiled.find(spec.name());
+  if (it != compiled.end())
+    return it->second;
+  auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
+  if (!artifacts)
+    FAIL(llvm::toString(artifacts.takeError()));
+  return compiled.emplace(spec.name(), std::move(*artifacts)).first->second;
 }
 
-TEST_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consumer barriers",
-          "[compiler][ptx]") {
+// Each family of compiled variants is a list of specs per kind and a check of one spec; the
+// kind's test case checks every spec of its list.
+
+// The plain matrix: each kind at d = 64 and 128, in the three configurations, bf16 and fp16,
+// causal or not, on sm_80 and sm_90a (48 per kind).
+std::vector<compiler::KernelSpec> matrixSpecs(bob::KernelKind kind) {
+  std::vector<compiler::KernelSpec> specs;
+  for (int64_t d : {64, 128})
+    for (int which = 0; which < kConfigurations; ++which)
+      for (bob::ElemType dtype : {bob::ElemType::bf16, bob::ElemType::f16})
+        for (bool causal : {false, true})
+          for (Arch arch : {Arch::sm_80, Arch::sm_90a}) {
+            Tiles t = tiles(kind, d, which, arch);
+            compiler::KernelSpec spec;
+            spec.kind = kind;
+            spec.headDim = d;
+            applyTiles(spec, t);
+            spec.dtype = dtype;
+            spec.causal = causal;
+            spec.arch = arch;
+            spec.scaleArgument = causal; // half the variants each way
+            specs.push_back(spec);
+          }
+  return specs;
+}
+
+void checkMatrixVariant(const compiler::KernelSpec &spec) {
+  const bob::KernelKind kind = spec.kind;
+  const Arch arch = spec.arch;
+  const bob::ElemType dtype = spec.dtype;
+  const Tiles &t = spec.tiles;
+  INFO(spec.name());
+  const compiler::KernelArtifacts *artifacts = &assembled(spec);
+  const std::string &ptx = artifacts->ptx;
+  snapshot(spec, ptx);
+  const bool hopper = arch == Arch::sm_90a;
+  const std::string types = dtype == bob::ElemType::bf16 ? "bf16.bf16" : "f16.f16";
+  // sm_90a: every configuration here has whole warpgroups of accumulator rows, so
+  // products are warpgroup wgmma (k16) from swizzled tiles aligned for 1024-byte
+  // atoms, filled by TMA completing on mbarriers (one tensor map per loaded
+  // tensor and box), with no cp.async left; sm_80: mma.sync m16n8k16 from padded
+  // tiles filled by cp.async.
+  if (hopper) {
+    CHECK(ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
+    CHECK(ptx.find("k16.f32." + types) != std::string::npos);
+    CHECK(ptx.find(".extern .shared .align 1024 .b8 flashbob_smem[]") !=
+          std::string::npos);
+    CHECK(ptx.find("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
+                   "complete_tx::bytes") != std::string::npos);
+    CHECK(ptx.find("mbarrier.try_wait.parity.shared.b64") != std::string::npos);
+    CHECK(ptx.find("cp.async.cg") == std::string::npos);
+    CHECK(!artifacts->tensorMaps.empty());
+    // ptxas did not have to add wgmma fences or waits of its own (C7517/C7519:
+    // "warpgroup.wait is injected ..."): an injected wait serialises products that
+    // the lowering leaves in flight together.
+    CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+  } else {
+    CHECK(ptx.find("cp.async.bulk") == std::string::npos);
+    CHECK(artifacts->tensorMaps.empty());
+    CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + types + ".f32") !=
+          std::string::npos);
+    CHECK(ptx.find("wgmma") == std::string::npos);
+    CHECK(ptx.find(".extern .shared .align 16 .b8 flashbob_smem[]") != std::string::npos);
+  }
+  // Column groups combine row sums through a static buffer of 2 x 64 f32 (bob_q
+  // reduces D, c and b; on sm_80 its products read A from shared via ldmatrix).
+  if (t.warpCols == 2 && kind == bob::KernelKind::bob_q) {
+    CHECK(ptx.find(".shared .align 16 .b8 flashbob_row_exchange[512]") !=
+          std::string::npos);
+    if (!hopper)
+      CHECK(ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
+  }
+  // The parameters: the signature's f32 scalars (read only by the variants for any
+  // scale; the default scale's are immediates), then on sm_90a each tensor map by
+  // value, 128 bytes aligned to 64, whose generic address the TMA copies take
+  // (cvta.param).
+  const auto scalars = llvm::count_if(kernels::signature(kind, false),
+                                      [](const kernels::Param &p) { return p.isScalar; });
+  CHECK(occurrences(ptx, ".param .f32 ") == size_t(scalars));
+  if (spec.scaleArgument)
+    CHECK(occurrences(ptx, "ld.param.b32 ") >= size_t(scalars));
+  else
+    CHECK(occurrences(ptx, "ld.param.b32 ") == 0);
+  const size_t maps = artifacts->tensorMaps.size(), params = occurrences(ptx, ".param ");
+  CHECK(occurrences(ptx, ".param .align 64 .b8 ") == maps);
+  for (size_t i = params - maps; i < params; ++i)
+    CHECK(ptx.find(".param .align 64 .b8 " + artifacts->entry + "_param_" +
+                   std::to_string(i) + "[128]") != std::string::npos);
+  CHECK(occurrences(ptx, "cvta.param.u64") == maps);
+  // Pointer parameters are the memrefs' two each, none a tensor map's.
+  CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(kind, false));
+  CHECK(ptx.find(".target " + bob::stringifyArch(arch).str()) != std::string::npos);
+  CHECK(ptx.find(".entry " + artifacts->entry) != std::string::npos);
+  CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
+  CHECK(artifacts->registers > 0);
+  CHECK(artifacts->sharedBytes > 0);
+  std::printf("%-60s regs %3d spill %5d B shared %6lld B\n", spec.name().c_str(),
+              artifacts->registers, artifacts->spillBytes,
+              static_cast<long long>(artifacts->sharedBytes));
+}
+
+// The producer form (sm_90a): each kind at d = 64 and 128, causal or not (4 per kind).
+Tiles producerTiles(bob::KernelKind kind) {
+  // bob_q keeps four accumulators: 64 x 32 tiles (the table's d = 64 choice).
+  return kind == bob::KernelKind::bob_q ? Tiles{64, 32, 4, 2, 1, true}
+                                        : Tiles{64, 64, 4, 2, 1, true};
+}
+
+std::vector<compiler::KernelSpec> producerSpecs(bob::KernelKind kind) {
+  std::vector<compiler::KernelSpec> specs;
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true}) {
+      compiler::KernelSpec spec;
+      spec.kind = kind;
+      spec.headDim = d;
+      spec.causal = causal;
+      applyTiles(spec, producerTiles(kind));
+      specs.push_back(spec);
+    }
+  return specs;
+}
+
+void checkProducerVariant(const compiler::KernelSpec &spec) {
   // Warp specialization (sm_90a): 4 consumer warps and a producer warpgroup, so 256 threads.
   // ptxas must honour setmaxnreg (no C7508 "ignored"); the one bar.sync 0 is the mbarrier
   // initialisation before the roles split, every other barrier is the consumers' named barrier
   // 1 for 128 threads; the producer waits on empty barriers, the consumers arrive on them.
   // Two blocks per SM (.minnctapersm 2: 128 registers at entry, 24 / 232 after setmaxnreg)
   // when the shared memory of two fits the SM's 228 KB, else one and no setmaxnreg.
-  int variants = 0;
-  for (bob::KernelKind kind : kImplementedKinds)
-    for (int64_t d : {64, 128})
-      for (bool causal : {false, true}) {
-        compiler::KernelSpec spec;
-        spec.kind = kind;
-        spec.headDim = d;
-        spec.causal = causal;
-        // bob_q keeps four accumulators: 64 x 32 tiles (the table's d = 64 choice).
-        applyTiles(spec, kind == bob::KernelKind::bob_q
-                                      ? Tiles{64, 32, 4, 2, 1, true}
-                                      : Tiles{64, 64, 4, 2, 1, true});
-        INFO(spec.name());
-        auto artifacts = jit::compileKernel(spec, /*assemble=*/true);
-        if (!artifacts)
-          FAIL(llvm::toString(artifacts.takeError()));
-        const std::string &ptx = artifacts->ptx;
-        snapshot(spec, ptx);
-        CHECK(artifacts->threads == 256);
-        CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
-        CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
-        auto count = [&](const std::string &what) {
-          size_t n = 0;
-          for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1))
-            ++n;
-          return n;
-        };
-        CHECK(count("bar.sync \t0;") == 1);
-        CHECK(count("bar.sync \t1, 128;") >= 1);
-        CHECK(count("barrier.sync") == 0);
-        CHECK(count("mbarrier.arrive.shared.b64") >= 1);
-        CHECK(count("cp.async.bulk.tensor.4d") >= 2);
-        const bool twoBlocks = ptx.find(".minnctapersm 2") != std::string::npos;
-        CHECK((twoBlocks || ptx.find(".minnctapersm 1") != std::string::npos));
-        if (twoBlocks) {
-          CHECK(artifacts->registers == 128);
-          CHECK(count("setmaxnreg.dec.sync.aligned.u32 \t24;") == 1);
-          CHECK(count("setmaxnreg.inc.sync.aligned.u32 \t232;") == 1);
-        } else {
-          CHECK(count("setmaxnreg") == 0);
-        }
-        std::printf("%-60s regs %3d spill %5d B shared %6lld B%s\n", spec.name().c_str(),
-                    artifacts->registers, artifacts->spillBytes,
-                    static_cast<long long>(artifacts->sharedBytes), twoBlocks ? " 2/SM" : "");
-        ++variants;
-      }
-  CHECK(variants == 4 * static_cast<int>(std::size(kImplementedKinds)));
+  INFO(spec.name());
+  const compiler::KernelArtifacts *artifacts = &assembled(spec);
+  const std::string &ptx = artifacts->ptx;
+  snapshot(spec, ptx);
+  CHECK(artifacts->threads == 256);
+  CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+  CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+  auto count = [&](const std::string &what) { return occurrences(ptx, what); };
+  CHECK(count("bar.sync \t0;") == 1);
+  CHECK(count("bar.sync \t1, 128;") >= 1);
+  CHECK(count("barrier.sync") == 0);
+  CHECK(count("mbarrier.arrive.shared.b64") >= 1);
+  CHECK(count("cp.async.bulk.tensor.4d") >= 2);
+  const bool twoBlocks = ptx.find(".minnctapersm 2") != std::string::npos;
+  CHECK((twoBlocks || ptx.find(".minnctapersm 1") != std::string::npos));
+  if (twoBlocks) {
+    CHECK(artifacts->registers == 128);
+    CHECK(count("setmaxnreg.dec.sync.aligned.u32 \t24;") == 1);
+    CHECK(count("setmaxnreg.inc.sync.aligned.u32 \t232;") == 1);
+  } else {
+    CHECK(count("setmaxnreg") == 0);
+  }
+  std::printf("%-60s regs %3d spill %5d B shared %6lld B%s\n", spec.name().c_str(),
+              artifacts->registers, artifacts->spillBytes,
+              static_cast<long long>(artifacts->sharedBytes), twoBlocks ? " 2/SM" : "");
 }
 
-// The plain specs a variant is checked against: each kind at d = 64 and 128, causal or not,
+// The plain specs a variant is checked against: the kind at d = 64 and 128, causal or not,
 // on sm_80 and sm_90a in the table's default tiles, and on sm_90a in the producer form too
 // (12 per kind).
-std::vector<compiler::KernelSpec> twinSpecs() {
+std::vector<compiler::KernelSpec> twinSpecs(bob::KernelKind kind) {
   std::vector<compiler::KernelSpec> specs;
-  for (bob::KernelKind kind : kImplementedKinds)
-    for (int64_t d : {64, 128})
-      for (bool causal : {false, true})
-        for (Arch arch : {Arch::sm_80, Arch::sm_90a})
-          for (bool producer : {false, true}) {
-            if (producer && arch != Arch::sm_90a)
-              continue;
-            compiler::KernelSpec spec = defaultSpec(kind, d, arch);
-            spec.causal = causal;
-            if (producer)
-              applyTiles(spec, kind == bob::KernelKind::bob_q ? Tiles{64, 32, 4, 2, 1, true}
-                                                               : Tiles{64, 64, 4, 2, 1, true});
-            specs.push_back(spec);
-          }
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (Arch arch : {Arch::sm_80, Arch::sm_90a})
+        for (bool producer : {false, true}) {
+          if (producer && arch != Arch::sm_90a)
+            continue;
+          compiler::KernelSpec spec = defaultSpec(kind, d, arch);
+          spec.causal = causal;
+          if (producer)
+            applyTiles(spec, producerTiles(kind));
+          specs.push_back(spec);
+        }
   return specs;
 }
 
 // `variant` and its plain `twin`, each compiled and assembled (a failure ends the test case);
 // the variant's PTX snapshotted, its entry and cubin checked.
-std::pair<std::optional<compiler::KernelArtifacts>, std::optional<compiler::KernelArtifacts>>
+std::pair<const compiler::KernelArtifacts *, const compiler::KernelArtifacts *>
 assembleTwins(const compiler::KernelSpec &twin, const compiler::KernelSpec &variant) {
-  auto plain = jit::compileKernel(twin, /*assemble=*/true);
-  if (!plain)
-    FAIL(llvm::toString(plain.takeError()));
-  auto artifacts = jit::compileKernel(variant, /*assemble=*/true);
-  if (!artifacts)
-    FAIL(llvm::toString(artifacts.takeError()));
-  snapshot(variant, artifacts->ptx);
-  CHECK(artifacts->ptx.find(".entry " + artifacts->entry) != std::string::npos);
-  CHECK(artifacts->cubin.compare(0, 4, "\x7f" "ELF") == 0);
-  return {std::move(*plain), std::move(*artifacts)};
+  const compiler::KernelArtifacts &plain = assembled(twin);
+  const compiler::KernelArtifacts &artifacts = assembled(variant);
+  snapshot(variant, artifacts.ptx);
+  CHECK(artifacts.ptx.find(".entry " + artifacts.entry) != std::string::npos);
+  CHECK(artifacts.cubin.compare(0, 4, "\x7f" "ELF") == 0);
+  return {&plain, &artifacts};
 }
 
-TEST_CASE("grouped-query kernels assemble and keep their twins' pipelining", "[compiler][ptx]") {
+// Grouped-query attention: each twin with spec.grouped (12 per kind).
+std::vector<compiler::KernelSpec> groupedSpecs(bob::KernelKind kind) {
+  std::vector<compiler::KernelSpec> specs;
+  for (const compiler::KernelSpec &spec : twinSpecs(kind)) {
+    compiler::KernelSpec grouped = spec;
+    grouped.grouped = true;
+    specs.push_back(grouped);
+  }
+  return specs;
+}
+
+void checkGroupedVariant(const compiler::KernelSpec &grouped) {
   // Each kind with spec.grouped, in the table's default tiles and in the producer form, next to
   // its ungrouped twin: ptxas accepts it, the entry is named "_gqa", and the grouped key-major
   // sweep (its head and block computed from one step counter, with divisions) is still
   // double-buffered: as many async copies (TMA on sm_90a, cp.async on sm_80) as the twin's.
-  int variants = 0;
-  for (const compiler::KernelSpec &spec : twinSpecs()) {
-    compiler::KernelSpec grouped = spec;
-    grouped.grouped = true;
-    INFO(grouped.name());
-    CHECK(grouped.name().find("_gqa") != std::string::npos);
-    auto [twin, artifacts] = assembleTwins(spec, grouped);
-    const std::string &ptx = artifacts->ptx;
-    CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
-    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
-    for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
-      CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
-    CHECK(artifacts->tensorMaps.size() == twin->tensorMaps.size());
-    std::printf("%-60s regs %3d spill %5d B (ungrouped: regs %3d spill %5d B)\n",
-                grouped.name().c_str(), artifacts->registers, artifacts->spillBytes,
-                twin->registers, twin->spillBytes);
-    ++variants;
-  }
-  CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
+  compiler::KernelSpec spec = grouped;
+  spec.grouped = false;
+  INFO(grouped.name());
+  CHECK(grouped.name().find("_gqa") != std::string::npos);
+  auto [twin, artifacts] = assembleTwins(spec, grouped);
+  const std::string &ptx = artifacts->ptx;
+  CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+  CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+  for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+    CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+  CHECK(artifacts->tensorMaps.size() == twin->tensorMaps.size());
+  std::printf("%-60s regs %3d spill %5d B (ungrouped: regs %3d spill %5d B)\n",
+              grouped.name().c_str(), artifacts->registers, artifacts->spillBytes,
+              twin->registers, twin->spillBytes);
 }
 
-TEST_CASE("sliding-window kernels assemble and keep their twins' pipelining", "[compiler][ptx]") {
+// Sliding windows: each twin with a window, both sides, or a left side on a causal kernel (12
+// per kind).
+std::vector<compiler::KernelSpec> windowedSpecs(bob::KernelKind kind) {
+  std::vector<compiler::KernelSpec> specs;
+  for (const compiler::KernelSpec &spec : twinSpecs(kind)) {
+    compiler::KernelSpec windowed = spec;
+    windowed.windowLeft = 200;
+    windowed.windowRight = spec.causal ? -1 : 37;
+    specs.push_back(windowed);
+  }
+  return specs;
+}
+
+void checkWindowedVariant(const compiler::KernelSpec &windowed) {
   // Each kind with a window (both sides; a left side on a causal kernel), in the table's default
   // tiles and in the producer form: ptxas accepts it, the entry names the window, and the sweep
   // with its window-dependent lower and upper bounds is still double-buffered (as many async
   // copies as the unwindowed twin's); registers and spills printed beside the twin's.
-  int variants = 0;
-  for (const compiler::KernelSpec &spec : twinSpecs()) {
-    compiler::KernelSpec windowed = spec;
-    windowed.windowLeft = 200;
-    windowed.windowRight = spec.causal ? -1 : 37;
-    INFO(windowed.name());
-    CHECK(windowed.name().find(spec.causal ? "_wl200_causal" : "_wl200_wr37") !=
-          std::string::npos);
-    auto [twin, artifacts] = assembleTwins(spec, windowed);
-    const std::string &ptx = artifacts->ptx;
-    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
-    for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
-      CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
-    std::printf("%-60s regs %3d spill %5d B (no window: regs %3d spill %5d B)\n",
-                windowed.name().c_str(), artifacts->registers, artifacts->spillBytes,
-                twin->registers, twin->spillBytes);
-    ++variants;
-  }
-  CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
+  compiler::KernelSpec spec = windowed;
+  spec.windowLeft = spec.windowRight = -1;
+  INFO(windowed.name());
+  CHECK(windowed.name().find(spec.causal ? "_wl200_causal" : "_wl200_wr37") !=
+        std::string::npos);
+  auto [twin, artifacts] = assembleTwins(spec, windowed);
+  const std::string &ptx = artifacts->ptx;
+  CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+  for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+    CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+  std::printf("%-60s regs %3d spill %5d B (no window: regs %3d spill %5d B)\n",
+              windowed.name().c_str(), artifacts->registers, artifacts->spillBytes,
+              twin->registers, twin->spillBytes);
 }
 
-TEST_CASE("variable-length kernels assemble, keep TMA and their twins' pipelining",
-          "[compiler][ptx]") {
+// Packed batches: each twin with spec.varlen, grouped and windowed too at d = 128 on sm_90a
+// (12 per kind).
+std::vector<compiler::KernelSpec> packedSpecs(bob::KernelKind kind) {
+  std::vector<compiler::KernelSpec> specs;
+  for (const compiler::KernelSpec &spec : twinSpecs(kind)) {
+    compiler::KernelSpec packed = spec;
+    packed.varlen = true;
+    const bool combined = spec.headDim == 128 && spec.arch == Arch::sm_90a;
+    if (combined) {
+      packed.grouped = true;
+      packed.windowLeft = 200;
+    }
+    specs.push_back(packed);
+  }
+  return specs;
+}
+
+void checkPackedVariant(const compiler::KernelSpec &packed) {
   // Each kind for a packed batch (spec.varlen; a grouped and windowed one among them, as a
   // Llama layer on packed sequences runs), in the table's default tiles and in the producer
   // form: ptxas accepts it, the entry is named "_varlen", it takes the two offsets as memrefs
@@ -336,70 +393,139 @@ TEST_CASE("variable-length kernels assemble, keep TMA and their twins' pipelinin
   // allocated, reach the producer warpgroup without reloading them). Its stores are direct (a
   // packed batch's bound is a sequence's, not a tensor's), where the twin may stage outputs
   // and store them by TMA: one map and one bulk group each.
-  int variants = 0;
-  for (const compiler::KernelSpec &spec : twinSpecs()) {
-    compiler::KernelSpec packed = spec;
-    packed.varlen = true;
-    const bool combined = spec.headDim == 128 && spec.arch == Arch::sm_90a;
-    if (combined) {
-      packed.grouped = true;
-      packed.windowLeft = 200;
-    }
-    compiler::KernelSpec twin = packed;
-    twin.varlen = false;
-    INFO(packed.name());
-    CHECK(packed.name().find("_varlen") != std::string::npos);
-    auto [plain, artifacts] = assembleTwins(twin, packed);
-    const std::string &ptx = artifacts->ptx;
-    CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
-    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
-    CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(spec.kind, true));
-    CHECK(kernels::operandCount(spec.kind, true) == kernels::operandCount(spec.kind, false) + 2);
-    for (const char *copy : {"cp.async.bulk.tensor.4d.shared::cluster.global", "cp.async.cg"})
-      CHECK(occurrences(ptx, copy) == occurrences(plain->ptx, copy));
-    CHECK(occurrences(ptx, "cp.async.bulk.tensor.4d.global.shared::cta") == 0);
-    const size_t stagedStores = occurrences(plain->ptx, "cp.async.bulk.commit_group");
-    CHECK(artifacts->tensorMaps.size() + stagedStores == plain->tensorMaps.size());
-    std::printf("%-60s regs %3d spill %5d B (dense: regs %3d spill %5d B)\n",
-                packed.name().c_str(), artifacts->registers, artifacts->spillBytes,
-                plain->registers, plain->spillBytes);
-    ++variants;
-  }
-  CHECK(variants == 12 * static_cast<int>(std::size(kImplementedKinds)));
+  const compiler::KernelSpec &spec = packed;
+  compiler::KernelSpec twin = packed;
+  twin.varlen = false;
+  INFO(packed.name());
+  CHECK(packed.name().find("_varlen") != std::string::npos);
+  auto [plain, artifacts] = assembleTwins(twin, packed);
+  const std::string &ptx = artifacts->ptx;
+  CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+  CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+  CHECK(occurrences(ptx, ".param .u64 .ptr ") == 2 * kernels::operandCount(spec.kind, true));
+  CHECK(kernels::operandCount(spec.kind, true) == kernels::operandCount(spec.kind, false) + 2);
+  for (const char *copy : {"cp.async.bulk.tensor.4d.shared::cluster.global", "cp.async.cg"})
+    CHECK(occurrences(ptx, copy) == occurrences(plain->ptx, copy));
+  CHECK(occurrences(ptx, "cp.async.bulk.tensor.4d.global.shared::cta") == 0);
+  const size_t stagedStores = occurrences(plain->ptx, "cp.async.bulk.commit_group");
+  CHECK(artifacts->tensorMaps.size() + stagedStores == plain->tensorMaps.size());
+  std::printf("%-60s regs %3d spill %5d B (dense: regs %3d spill %5d B)\n",
+              packed.name().c_str(), artifacts->registers, artifacts->spillBytes,
+              plain->registers, plain->spillBytes);
 }
 
-TEST_CASE("long-sweep kernels assemble, keep their twins' pipelining and flush through local "
-          "memory",
-          "[compiler][ptx]") {
+// Long sweeps: each twin with spec.longSweep, for the kinds that flush (12 per such kind, none
+// for the others).
+std::vector<compiler::KernelSpec> longSpecs(bob::KernelKind kind) {
+  std::vector<compiler::KernelSpec> specs;
+  for (const compiler::KernelSpec &spec : twinSpecs(kind)) {
+    if (!bob::isLongSweepKind(spec.kind))
+      continue;
+    compiler::KernelSpec long_ = spec;
+    long_.longSweep = true;
+    specs.push_back(long_);
+  }
+  return specs;
+}
+
+void checkLongVariant(const compiler::KernelSpec &long_) {
   // Each kind that flushes (spec.longSweep: the backward's and BoB's), in the table's default
   // tiles and in the producer form, sm_80 and sm_90a: ptxas accepts it, the entry is named
   // "_long", the reserves are a stack frame of whole-vector local accesses (their loads and
   // stores, no registers or shared memory), no wgmma wait is injected, and its loads are the
   // twin's (as many async copies).
-  int variants = 0;
-  for (const compiler::KernelSpec &spec : twinSpecs()) {
-    if (!bob::isLongSweepKind(spec.kind))
-      continue;
-    compiler::KernelSpec long_ = spec;
-    long_.longSweep = true;
-    INFO(long_.name());
-    CHECK(long_.name().find("_long") != std::string::npos);
-    auto [twin, artifacts] = assembleTwins(spec, long_);
-    const std::string &ptx = artifacts->ptx;
-    CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
-    CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
-    CHECK(occurrences(ptx, "__local_depot") > 0);
-    CHECK(occurrences(ptx, "st.local.v4") > 0);
-    CHECK(occurrences(ptx, "ld.local.v4") > 0);
-    CHECK(occurrences(twin->ptx, "ld.local") == 0);
-    for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
-      CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
-    std::printf("%-60s regs %3d spill %5d B (short: regs %3d spill %5d B)\n",
-                long_.name().c_str(), artifacts->registers, artifacts->spillBytes,
-                twin->registers, twin->spillBytes);
+  compiler::KernelSpec spec = long_;
+  spec.longSweep = false;
+  INFO(long_.name());
+  CHECK(long_.name().find("_long") != std::string::npos);
+  auto [twin, artifacts] = assembleTwins(spec, long_);
+  const std::string &ptx = artifacts->ptx;
+  CHECK(artifacts->ptxasLog.find("is injected") == std::string::npos);
+  CHECK(artifacts->ptxasLog.find("setmaxnreg' ignored") == std::string::npos);
+  CHECK(occurrences(ptx, "__local_depot") > 0);
+  CHECK(occurrences(ptx, "st.local.v4") > 0);
+  CHECK(occurrences(ptx, "ld.local.v4") > 0);
+  CHECK(occurrences(twin->ptx, "ld.local") == 0);
+  for (const char *copy : {"cp.async.bulk.tensor", "cp.async.cg"})
+    CHECK(occurrences(ptx, copy) == occurrences(twin->ptx, copy));
+  std::printf("%-60s regs %3d spill %5d B (short: regs %3d spill %5d B)\n",
+              long_.name().c_str(), artifacts->registers, artifacts->spillBytes,
+              twin->registers, twin->spillBytes);
+}
+
+// A family's slice for one kind: every spec checked, and as many as the family has per kind.
+void checkSlice(std::vector<compiler::KernelSpec> (*specs)(bob::KernelKind),
+                void (*check)(const compiler::KernelSpec &), bob::KernelKind kind,
+                size_t expected) {
+  size_t variants = 0;
+  for (const compiler::KernelSpec &spec : specs(kind)) {
+    check(spec);
     ++variants;
   }
-  CHECK(variants == 12 * 4);
+  CHECK(variants == expected);
+}
+} // namespace
+
+// The test cases of one kind, each named and tagged with it, so that each CTest slice runs one
+// kind's variants of every family; declared kind by kind (Catch2 runs them in this order), so
+// that a whole run keeps the compiled kernels of one kind at a time.
+#define PTX_CASE(title, specs, check, count, kind)                                               \
+  TEST_CASE(title " (" #kind ")", "[compiler][ptx][" #kind "]") {                                \
+    checkSlice(specs, check, bob::KernelKind::kind, count);                                      \
+  }
+#define PTX_KIND_CASES(kind)                                                                     \
+  PTX_CASE("every kernel variant assembles with ptxas and uses tensor cores", matrixSpecs,       \
+           checkMatrixVariant, 16 * kConfigurations, kind)                                       \
+  PTX_CASE("kernels with a producer warpgroup assemble with setmaxnreg and consumer barriers",  \
+           producerSpecs, checkProducerVariant, 4, kind)                                         \
+  PTX_CASE("grouped-query kernels assemble and keep their twins' pipelining", groupedSpecs,      \
+           checkGroupedVariant, 12, kind)                                                        \
+  PTX_CASE("sliding-window kernels assemble and keep their twins' pipelining", windowedSpecs,    \
+           checkWindowedVariant, 12, kind)                                                       \
+  PTX_CASE("variable-length kernels assemble, keep TMA and their twins' pipelining",            \
+           packedSpecs, checkPackedVariant, 12, kind)
+// The kinds that flush (bob::isLongSweepKind) have long-sweep variants too.
+#define PTX_LONG_CASE(kind)                                                                      \
+  PTX_CASE("long-sweep kernels assemble, keep their twins' pipelining and flush through local "  \
+           "memory",                                                                             \
+           longSpecs, checkLongVariant, 12, kind)
+
+PTX_KIND_CASES(fwd)
+PTX_KIND_CASES(bwd_q)
+PTX_LONG_CASE(bwd_q)
+PTX_KIND_CASES(bwd_kv)
+PTX_LONG_CASE(bwd_kv)
+PTX_KIND_CASES(bob_q)
+PTX_LONG_CASE(bob_q)
+PTX_KIND_CASES(bob_kv)
+PTX_LONG_CASE(bob_kv)
+PTX_KIND_CASES(fwd_jvp)
+
+TEST_CASE("the per-kind slices cover the matrix once", "[compiler]") {
+  // What the compiling test cases check, all kinds together: as many variants as the whole
+  // matrix has (288 plain, 24 producer, 72 grouped, windowed and packed, 48 long), each in the
+  // slice of its own kind only. The forward and its JVP have no long form, so no long-sweep test
+  // case. (Where the table's default tiles are the producer form, bwd_kv at d = 64 on sm_90a,
+  // the two twins are one spec: each derived family checks that variant twice, as the matrix
+  // always has; it is compiled once.)
+  const std::pair<std::vector<compiler::KernelSpec> (*)(bob::KernelKind), size_t> families[] = {
+      {matrixSpecs, 16 * kConfigurations * std::size(kImplementedKinds)},
+      {producerSpecs, 4 * std::size(kImplementedKinds)},
+      {groupedSpecs, 12 * std::size(kImplementedKinds)},
+      {windowedSpecs, 12 * std::size(kImplementedKinds)},
+      {packedSpecs, 12 * std::size(kImplementedKinds)},
+      {longSpecs, 12 * 4}};
+  for (auto [specs, expected] : families) {
+    size_t variants = 0;
+    for (bob::KernelKind kind : kImplementedKinds)
+      for (const compiler::KernelSpec &spec : specs(kind)) {
+        CHECK(spec.kind == kind);
+        ++variants;
+      }
+    CHECK(variants == expected);
+  }
+  CHECK(longSpecs(bob::KernelKind::fwd).empty());
+  CHECK(longSpecs(bob::KernelKind::fwd_jvp).empty());
 }
 
 TEST_CASE("the autotuner's space offers the producer twin of each plain configuration",

@@ -1,4 +1,4 @@
-// `flashbob bench`: one attention op timed the way results are reported (issue 6): median of warm
+// `flashbob bench`: one attention op timed the way results are reported: median of warm
 // runs with CUDA events and the L2 flushed before each, canonical TFLOP/s and its share of a
 // dense bf16 matrix-product ceiling measured in the same process (cuBLAS, loaded with dlopen),
 // bytes moved against HBM and against a device-to-device copy measured in the same process, peak
