@@ -4,14 +4,15 @@ build_py also builds libflashbob.so (CMake target FlashBobShared, in FLASHBOB_BU
 build/, configured first if it is not) and installs it stripped into the package (the CMake
 install component "python"). bdist_wheel tags the wheel py3-none-manylinux_2_NN_<arch>: the library
 is loaded through its C ABI with ctypes, so one wheel serves every Python 3, and 2.NN is the
-newest glibc symbol version the library needs, read from the built file.
+newest glibc symbol version the library needs, read from the built file (scripts/manylinux.py,
+which also holds the floor, manylinux_2_28, that the libflashbob_manylinux test holds it to).
 """
 
 import os
 import platform
-import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import Distribution, setup
@@ -20,6 +21,8 @@ from wheel.bdist_wheel import bdist_wheel
 
 ROOT = Path(__file__).resolve().parent
 BUILD = Path(os.environ.get("FLASHBOB_BUILD_DIR", ROOT / "build")).resolve()
+sys.path.insert(0, str(ROOT / "scripts"))
+import manylinux  # noqa: E402  (scripts/manylinux.py: the tag's one home)
 
 
 class BuildPyWithLibrary(build_py):
@@ -33,16 +36,6 @@ class BuildPyWithLibrary(build_py):
                         "--prefix", self.build_lib], check=True)
 
 
-def glibc_floor(library):
-    """(2, NN): the newest GLIBC_2.NN version among the library's dynamic symbols."""
-    symbols = subprocess.run(["objdump", "-T", str(library)], check=True, capture_output=True,
-                             text=True).stdout
-    versions = [tuple(map(int, v)) for v in re.findall(r"\bGLIBC_(\d+)\.(\d+)", symbols)]
-    if not versions:
-        raise RuntimeError(f"objdump -T {library} lists no GLIBC_ symbol versions")
-    return max(versions)
-
-
 class BinaryDistribution(Distribution):
     """The package carries a native library: installed as platform-specific (platlib)."""
 
@@ -53,8 +46,8 @@ class BinaryDistribution(Distribution):
 class PlatformWheel(bdist_wheel):
     def get_tag(self):
         build_lib = Path(self.get_finalized_command("build_py").build_lib)
-        major, minor = glibc_floor(build_lib / "flashbob" / "libflashbob.so")
-        return "py3", "none", f"manylinux_{major}_{minor}_{platform.machine()}"
+        library = build_lib / "flashbob" / "libflashbob.so"
+        return "py3", "none", manylinux.platform_tag(library, platform.machine())
 
 
 # setuptools' own build files go into the CMake build tree, not the default build/ of the

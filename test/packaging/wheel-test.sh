@@ -3,7 +3,8 @@
 # carries the library the other tests ran), installed with pip into an empty directory without
 # network, then imported from there with no FLASHBOB_* or LD_LIBRARY_PATH set
 # (check_installed.py). Also: the tag states the library's real glibc floor, the wheel stays
-# under 40 MB, and the installed library links no LLVM/MLIR or their dependencies.
+# under 40 MB, carries the license files, and the installed library links no LLVM/MLIR or their
+# dependencies.
 #   wheel-test.sh SOURCE_DIR BUILD_DIR PYTHON   (PYTHON with pip, setuptools and wheel)
 set -euo pipefail
 root=$1 build=$2 py=$3
@@ -36,6 +37,14 @@ floor=$(objdump -T "$installed" | grep -o 'GLIBC_2\.[0-9]*' | cut -d. -f2 | sort
 version=$(cat "$root/VERSION")
 expected="flashbob-$version-py3-none-manylinux_2_${floor}_x86_64.whl"
 [ "$(basename "$whl")" = "$expected" ] || fail "wheel $(basename "$whl"), expected $expected"
+
+# The licenses travel with it: FlashBoB's and the notices of what libflashbob.so links in, and
+# the metadata names the license.
+info=$tmp/site/flashbob-$version.dist-info
+for f in LICENSE THIRD_PARTY_NOTICES.txt; do
+  cmp -s "$root/$f" "$info/$f" || fail "the wheel's $f is missing or not the checkout's"
+done
+grep -qx 'License: Apache-2.0' "$info/METADATA" || fail "METADATA has no 'License: Apache-2.0'"
 
 env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONPATH="$tmp/site" \
   "$py" "$(dirname "$0")/check_installed.py" "$tmp/site" "$version"
