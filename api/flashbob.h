@@ -236,6 +236,13 @@ flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op);
 flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbob_op *ops,
                                         int64_t count);
 
+/* The `flashbob` command-line tool (env, devices, cache, compile, run, bench, demo) inside this
+ * library, with its LLVM: argv[0] is the program's name, the rest its arguments; returns the
+ * tool's exit code (0 ok, 1 failure, 2 usage). It is a program's main, not a library call: like
+ * the tool, --help and --version end the process. The Python package's `flashbob` command and
+ * `python -m flashbob` run it. */
+int flashbob_cli_main(int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@ FLASHBOB_FORWARD(int, pthread_create, "GLIBC_2.2.5",
                  (pthread_t *t, const pthread_attr_t *a, void *(*f)(void *), void *arg),
                  (t, a, f, arg))
 FLASHBOB_FORWARD(int, pthread_join, "GLIBC_2.2.5", (pthread_t t, void **r), (t, r))
+FLASHBOB_FORWARD(int, pthread_detach, "GLIBC_2.2.5", (pthread_t t), (t)) /* the CLI's threads */
 FLASHBOB_FORWARD(int, pthread_once, "GLIBC_2.2.5", (pthread_once_t *o, void (*f)(void)), (o, f))
 FLASHBOB_FORWARD(int, pthread_attr_setstacksize, "GLIBC_2.2.5",
                  (pthread_attr_t *a, size_t s), (a, s))

@@ -137,6 +137,7 @@ SIGNATURES = {
     "flashbob_precompile": ("flashbob_status", ["const flashbob_problem *", "flashbob_op"]),
     "flashbob_precompile_ops": ("flashbob_status", [
         "const flashbob_problem *", "const flashbob_op *", "int64_t"]),
+    "flashbob_cli_main": ("int", ["int", "char **"]),
 }
 
 # The constants this binding names, as the header's: (Python name, C name).
@@ -158,6 +159,8 @@ _CTYPES = {
     "void *": ctypes.c_void_p,
     "float *": ctypes.c_void_p,
     "const float *": ctypes.c_void_p,
+    "int": ctypes.c_int,
+    "char **": ctypes.POINTER(ctypes.c_char_p),
     "int64_t": ctypes.c_int64,
     "flashbob_status": ctypes.c_int,
     "flashbob_op": ctypes.c_int,

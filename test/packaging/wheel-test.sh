@@ -48,4 +48,24 @@ grep -qx 'License: Apache-2.0' "$info/METADATA" || fail "METADATA has no 'Licens
 
 env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONPATH="$tmp/site" \
   "$py" "$(dirname "$0")/check_installed.py" "$tmp/site" "$version"
+
+# The command-line tool: the `flashbob` script the wheel installs and `python -m flashbob`, both
+# running the library's own copy of the tool (one LLVM in the wheel: no second binary).
+tool=$tmp/site/bin/flashbob
+[ -f "$tool" ] || fail "the wheel installed no flashbob command"
+file "$tool" | grep -q text || fail "the flashbob command is not a script: $(file "$tool")"
+elves=$(find "$tmp/site" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
+[ "$elves" = "$installed" ] || fail "binaries in the wheel besides libflashbob.so: $elves"
+run_tool() { env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONPATH="$tmp/site" "$@"; }
+out=$(run_tool "$py" "$tool" --version) || fail "flashbob --version failed: $out"
+[[ $out == *"flashbob $version"* ]] || fail "flashbob --version said: $out"
+out=$(run_tool "$py" -m flashbob --help) || fail "python -m flashbob --help failed: $out"
+for command in env devices cache compile run bench demo; do
+  [[ $out == *"$command"* ]] || fail "python -m flashbob --help does not list $command: $out"
+done
+out=$(run_tool FLASHBOB_CACHE_DIR="$tmp/cache" "$py" "$tool" env 2>&1) || fail "flashbob env failed: $out"
+[[ $out == *"$tmp/cache"* ]] || fail "flashbob env does not show the cache directory it was given: $out"
+status=0
+out=$(run_tool "$py" "$tool" --no-such-flag 2>&1) || status=$?
+((status == 2)) || fail "flashbob --no-such-flag exited $status, not 2 (usage): $out"
 echo "ok: $(basename "$whl"), $size bytes"
