@@ -638,16 +638,17 @@ SDPA_FROM_N, SDPA_RATIO = 4096, 1.0
 SDPA_ANY_N, SDPA_ANY_RATIO = 1024, 0.9
 BOB_FROM_N, BOB_TFLOPS = 16384, {128: 550.0, 64: 480.0}
 BOB_LONG_N, BOB_LONG_LOSS = 131072, 0.03
-# Where the gaps come from and what was tried: kept in one place, a section of bench/NOTES.md,
-# which the table prints under its targets.
-NOTES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "NOTES.md")
+# Where the gaps come from and what was tried: kept in one place, a section of
+# docs/performance.md, which the table prints under its targets.
+DOC_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "performance.md")
 GAPS_HEADING = "## The targets' gaps, what explains each"
 
 
-def gaps_section(notes_path=NOTES_PATH):
-    """The body of bench/NOTES.md's section on the targets' gaps (None when it is not there)."""
+def gaps_section(doc_path=DOC_PATH):
+    """The body of docs/performance.md's section on the targets' gaps (None when it is absent)."""
     try:
-        with open(notes_path) as f:
+        with open(doc_path) as f:
             lines = f.read().splitlines()
     except OSError:
         return None
@@ -667,9 +668,9 @@ def read_profile(out_dir):
         return profile_table.parse(f)
 
 
-def targets_section(o, ts, out_dir, notes_path=NOTES_PATH):
+def targets_section(o, ts, out_dir, doc_path=DOC_PATH):
     """Each target with the measured figure it is judged on, what explains the gaps and what was
-    tried (bench/NOTES.md's section), then the kernels' profile."""
+    tried (docs/performance.md's section), then the kernels' profile."""
     L = ["## Targets: met or the measured gap", ""]
     L.append("| target | shape | measured (worst over the table's N) | met |")
     L.append("|---|---|---|---|")
@@ -729,16 +730,16 @@ def targets_section(o, ts, out_dir, notes_path=NOTES_PATH):
                  "call holds the board at its limit: through a call of seconds the SM clock settles "
                  "lower than through one of tens of milliseconds. The watts are nvidia-smi's "
                  "power.draw, an average over the last second, so a call shorter than that shows "
-                 "less than it drew (bench/NOTES.md, \"Long sequences: the power cap\").")
+                 "less than it drew (docs/performance.md, \"The targets' gaps, what explains each\").")
         L.append("")
     L.append("The HVP step end to end is the BoB table's *ours fwd+bwd+BoB* against *torch whole*.")
     L.append("")
     L.append("### What explains each gap, and what was tried")
     L.append("")
-    gaps = gaps_section(notes_path)
-    L.append(f"From bench/NOTES.md (\"{GAPS_HEADING[3:]}\"; the sections it names are there), "
-             "as committed when this table was made; its figures are those of the table it names."
-             if gaps else f"bench/NOTES.md has no section \"{GAPS_HEADING[3:]}\".")
+    gaps = gaps_section(doc_path)
+    L.append(f"From docs/performance.md (\"{GAPS_HEADING[3:]}\"), as committed when this table "
+             "was made; its figures are those of the table it names."
+             if gaps else f"docs/performance.md has no section \"{GAPS_HEADING[3:]}\".")
     L.append("")
     if gaps:
         L.append(gaps)

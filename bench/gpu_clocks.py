@@ -9,7 +9,7 @@ which fields (QUERY_FIELDS, the order `parse` reads):
 
 and bench/compare_torch.py judges the long-sequence target with them: a kernel that is as fast
 per flop at 128K as at 16K can still run slower there when the board reaches its power limit
-and lowers the clock (bench/NOTES.md, "Long sequences: the power cap").
+and lowers the clock (docs/performance.md, "The targets' gaps, what explains each").
 
     python3 bench/gpu_clocks.py gpu-samples.csv      # a summary of all the busy samples
     python3 bench/gpu_clocks.py --query              # the fields for nvidia-smi --query-gpu

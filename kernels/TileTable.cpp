@@ -19,9 +19,9 @@ struct Row {
 // (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each (one warpgroup: wgmma on sm_90a), or 8 warps
 // in two column groups (two warpgroups side by side, each with half the columns). Two stages:
 // the next block's tiles load while this one computes (bob-pipeline-loads). Rows marked "tuned"
-// follow the autotuner at 16 heads x N = 16K on the H200 (`flashbob tune`, bench/NOTES.md
-// "Experiments"; results in bench/results/2026-11-30-h200-hopper-path.md; bwd_kv d <= 64: at
-// 64K with TMA loads, bench/NOTES.md "Retune after TMA"; with column groups and the d = 128
+// follow the autotuner at 16 heads x N = 16K on the H200 (`flashbob tune`, docs/performance.md
+// "How to reproduce"; results: `git show bbfea53:bench/results/2026-11-30-h200-hopper-path.md`;
+// bwd_kv d <= 64: at 64K with TMA loads, commit b20c493; with column groups and the d = 128
 // backward: bench/results/2026-11-30-h200-column-groups.md); the others were its winners
 // already. The generic
 // column keeps every kernel within sm_80's shared memory (padded tiles are larger, and the
@@ -29,13 +29,14 @@ struct Row {
 // Rows ending in `true` take a producer warpgroup (warp specialization: 4 consumer warps and two
 // blocks per SM, or 8 consumer warps in two row warpgroups and one block per SM,
 // compiler/passes/WarpRoles.h), tuned with it at 16 heads x 16K
-// (bench/NOTES.md, "Warp specialization"); the BoB kernels were faster without it
-// (the same section).
+// (commit 70ad0b2; docs/performance.md, "What every kernel shares"); the BoB kernels were
+// faster without it (the same commit).
 const Row kTable[] = {
     // tuned: 3.52 vs 3.63 ms (64x64x4 without producer)
     {bob::KernelKind::fwd, 64, {64, 128, 4, 2, 1, true}, {64, 64, 4, 2}},
-    // tuned with row warpgroups (bench/NOTES.md): 3.87 vs 4.45 ms (64x64x4 with producer);
-    // before: 4.95 vs 5.17 ms (128x128x8), 5.97 vs 6.52 ms (64x64x4)
+    // tuned with row warpgroups (bench/results/2026-12-03-h200-row-warpgroups.md): 3.87 vs
+    // 4.45 ms (64x64x4 with producer); before: 4.95 vs 5.17 ms (128x128x8), 5.97 vs 6.52 ms
+    // (64x64x4)
     {bob::KernelKind::fwd, 128, {128, 128, 8, 2, 1, true}, {64, 64, 4, 2}},
     {bob::KernelKind::fwd, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
     // tuned: 3.71 vs 4.33 ms (64x64x4 without producer)
@@ -57,7 +58,7 @@ const Row kTable[] = {
     {bob::KernelKind::bob_q, 128, {64, 64, 8, 2, 2}, {64, 32, 4, 2}},
     // Two stages need 233 KB at d = 256; sm_80 fits 64x16.
     {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}, {64, 16, 4, 1}},
-    // tuned after the wgmma register fixes (bench/NOTES.md): 12.9 vs 13.6 ms (32x64x4).
+    // tuned after the wgmma register fixes (commit c04ef95): 12.9 vs 13.6 ms (32x64x4).
     {bob::KernelKind::bob_kv, 64, {64, 64, 4, 2}, {32, 64, 4, 2}},
     // tuned: 25.7 ms vs 26.4 (32x128x8, the earlier winner: 31.8 vs 37.3 ms for 32x64x4 before
     // TMA, which sm_80 keeps: 32x128x8 needs 191 KB there).
@@ -119,7 +120,8 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim, bo
     add(config(64, other, 8, 2));
   // Three row warpgroups over 192 query rows (wgmma only): FlashAttention-3's forward tile at
   // d = 64. Key-major kernels keep two accumulators of their own rows, which spill at 160
-  // registers a thread (bwd_kv d = 128: 42 ms against 7.8, bench/NOTES.md).
+  // registers a thread (bwd_kv d = 128: 42 ms against 7.8,
+  // bench/results/2026-12-03-h200-first-reader-waits.md).
   if (bob::hasHopperFeatures(arch) && !keyMajor)
     for (int64_t other : {64, 128})
       add(config(192, other, 12, 1));

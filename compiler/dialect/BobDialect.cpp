@@ -170,7 +170,7 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
                           "the next block while the consumers compute), not "
                        << stringifyArch(arch) << " with stages " << stages;
   // Column groups with a producer gave illegal addresses on the H200 (bob_q and bwd_q at
-  // d = 64, 64 x 32 tiles; bench/NOTES.md), cause not found: not offered until it is.
+  // d = 64, 64 x 32 tiles; commit 70ad0b2), cause not found: not offered until it is.
   if (producer && warpCols != 1)
     return emitError() << "producer with warp_cols " << warpCols
                        << " is unsupported (only warp_cols 1)";

@@ -3,9 +3,10 @@
 // the threads of the blocks meant to run on one SM, .minnctapersm), and setmaxnreg then moves
 // registers from the producer, which only issues copies, to the consumers.
 //
-// Measured on the H200 (bench/NOTES.md): a producer warpgroup that takes the registers of a
-// second block per SM away from a 4-warp kernel costs up to a third of its speed, so a 4-warp
-// kernel whose shared memory allows two blocks per SM keeps two (consumers at 232 registers).
+// Measured on the H200 (commit 70ad0b2; docs/performance.md): a producer warpgroup that takes
+// the registers of a second block per SM away from a 4-warp kernel costs up to a third of its
+// speed, so a 4-warp kernel whose shared memory allows two blocks per SM keeps two (consumers
+// at 232 registers).
 #pragma once
 
 #include "compiler/dialect/BobDialect.h"
@@ -55,8 +56,8 @@ inline constexpr int32_t kWarpgroupBarrier = 2; // + warpgroup: one row warpgrou
 // no column groups): each issues wgmma for its own 64 rows, and the A operands it stages are
 // its own rows of the scratch tile, so a staging store needs only its own warpgroup's barrier.
 // They then meet only at the loads, and drift apart so that one's softmax overlaps another's
-// products (fwd d = 128 at 128 x 128: 4.65 -> 3.87 ms on the H200, bench/NOTES.md "Row
-// warpgroups").
+// products (fwd d = 128 at 128 x 128: 4.65 -> 3.87 ms on the H200,
+// bench/results/2026-12-03-h200-row-warpgroups.md).
 inline bool hasRowWarpgroups(SpecAttr spec) {
   return hasHopperFeatures(spec) && spec.getWarps() >= 8 && spec.getWarps() % 4 == 0 &&
          spec.getWarpCols() == 1;

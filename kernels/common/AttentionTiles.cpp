@@ -60,9 +60,10 @@ Value queryBlocksEnd(KernelBuilder &kb, Value key0, Value n, Value m) {
 namespace {
 // Whether a kernel's masks test whole tiles first (bob.mask's tile_test): most tiles then skip
 // the element tests, but the branch's join costs registers. Measured on the H200 at 16 heads x
-// 16K (bench/NOTES.md, "The mask's tile test"): the forward 9-24% faster, the backward 2-10%;
-// the BoB kernels, at the register limit, 2.5-7% slower (they spill more with it). The forward's
-// JVP follows the forward (one accumulator, the same masks); not timed on its own.
+// 16K (commit ff91c74; docs/performance.md, "Tried and not kept"): the forward 9-24% faster,
+// the backward 2-10%; the BoB kernels, at the register limit, 2.5-7% slower (they spill more
+// with it). The forward's JVP follows the forward (one accumulator, the same masks); not timed
+// on its own.
 bool testsWholeTiles(bob::KernelKind kind) {
   return kind != bob::KernelKind::bob_q && kind != bob::KernelKind::bob_kv;
 }

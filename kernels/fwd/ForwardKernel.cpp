@@ -107,7 +107,7 @@ void buildForward(KernelBuilder &kb) {
   Tile safeSum = replace(rowSumExp, 0.0, 1.0);
   // Q's tile is free now: with row warpgroups O goes out through it by TMA (each warp its own
   // rows); one warpgroup keeps the direct stores, which measured 1-2% faster there without a
-  // mask (bench/NOTES.md, "The staged epilogue").
+  // mask (bench/results/2026-12-04-h200-staged-epilogue.md).
   Tile o = acc / safeSum;
   if (bob::hasRowWarpgroups(kb.spec.toAttr(kb.b.getContext())))
     kb.storeOwn(o, Operand::o, /*through=*/Operand::q);

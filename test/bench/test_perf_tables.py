@@ -99,21 +99,21 @@ class TargetsTest(unittest.TestCase):
         self.assertIn("| 399.0 vs 400.0 | yes |", text)
         self.assertNotIn("In parentheses", text)
 
-    def test_gaps_come_from_their_section_of_the_notes(self):
+    def test_gaps_come_from_their_section_of_the_performance_doc(self):
         with tempfile.TemporaryDirectory() as out:
-            notes = os.path.join(out, "NOTES.md")
-            with open(notes, "w") as f:
+            doc = os.path.join(out, "performance.md")
+            with open(doc, "w") as f:
                 f.write("# Notes\n## Before\nnot this\n## The targets' gaps, what explains each\n"
                         "- **Forward**: the exp2s.\n- **BoB**: registers.\n\n## After\nnor this\n")
-            text = "\n".join(compare_torch.targets_section({}, {}, out, notes_path=notes))
-            missing = "\n".join(compare_torch.targets_section({}, {}, out, notes_path=os.path.join(out, "none.md")))
+            text = "\n".join(compare_torch.targets_section({}, {}, out, doc_path=doc))
+            missing = "\n".join(compare_torch.targets_section({}, {}, out, doc_path=os.path.join(out, "none.md")))
         self.assertIn("### What explains each gap, and what was tried", text)
         self.assertIn("- **Forward**: the exp2s.\n- **BoB**: registers.\n", text)
         self.assertNotIn("not this", text)
         self.assertNotIn("nor this", text)
-        self.assertIn("bench/NOTES.md has no section \"The targets' gaps, what explains each\".", missing)
+        self.assertIn("docs/performance.md has no section \"The targets' gaps, what explains each\".", missing)
 
-    def test_the_notes_have_the_section(self):
+    def test_the_performance_doc_has_the_section(self):
         self.assertTrue(compare_torch.gaps_section().startswith("The perf table prints this section"))
 
 

@@ -122,8 +122,9 @@ TEST_CASE("with every rounding off the emulated kernels compute the exact math",
 }
 
 TEST_CASE("the emulated GPU arithmetic reproduces the H200's bf16 error", "[numerics]") {
-  // bench/results/2026-11-30-h200-perf-table.md: `flashbob run --op bob --seq-q 1024
-  // --head-dim 64 --check` reports 2.4e-3; every output at N = 256 lands there too. Storing
+  // bench/results/2026-12-04-h200-perf-table.md: BoB at N = 1024, d = 64 checks at 2.4e-3
+  // against float64 (`flashbob bench --check`, every row of head (0,0)); every output at
+  // N = 256 lands there too. Storing
   // the outputs in bf16 alone costs 1.66e-3: the rest is the operand roundings.
   Problem p = oracle::makeProblem(256, 256, 64, false);
   const Inputs in = makeInputs(p, "uniform", 1);
@@ -175,7 +176,7 @@ TEST_CASE("a sharp softmax amplifies pass 1's roundings, and centering removes m
 }
 
 TEST_CASE("pass 1 with two accumulators is no less accurate in bf16", "[numerics]") {
-  // bob_q's register plan (bench/NOTES.md, "What explains the gap to ~400", item 3):
+  // bob_q's register plan (docs/performance.md, "The targets' gaps, what explains each"):
   // gQ = s X1 - c o dQ - s b' o X3 with X3 = P K from the forward and dQ from the first backward,
   // both float32, instead of s (X1 - c o X2 - b o X3) from four pass-1 accumulators. Feared: cancellation between the three terms. Measured here (and at
   // N = 1M, docs/numerics.md): never worse; better on sharp softmaxes, where X2's bf16 operand

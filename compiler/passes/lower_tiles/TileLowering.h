@@ -69,7 +69,7 @@ public:
   // loop-invariant code motion does not weigh register pressure; in kernels near the
   // 255-register limit the wgmma descriptors it hoisted out of the key/query loop spilled.
   // (Tried and not kept: the thread index through an i32 statement, which removed bob_q's last
-  // spills but gave wrong results on the H200; bench/NOTES.md.)
+  // spills but gave wrong results on the H200; commit ec2f83d, docs/performance.md.)
   mlir::Value keepHere(mlir::Value value);
   // With column groups in `conv`, also the row warp and column group of the calling warp.
   ThreadCoords coords(const TileTypeConverter *conv = nullptr);

@@ -14,7 +14,7 @@ chain with the same kernels: _Forward, _Backward, _Bob. A Function written with 
 costs its caller Signature.bind of every argument, functorch's unwrapping and, in the backward,
 a gradient slot per config argument; the eager chain's Functions take the tensors and one plan
 (the C problem, made once per shape) and are applied through autograd's C entry point
-(bench/NOTES.md, "The host path"). A backward that runs without create_graph launches the
+(docs/performance.md, "The host path"). A backward that runs without create_graph launches the
 kernel without recording a node at all. Anything unusual at backward time (a mode entered since
 the forward, forward-mode AD) falls back to the torch.func chain.
 """
