@@ -1,0 +1,384 @@
+// Dense float64 reference for score modifications (ScoreMod.h): each line below is one line of
+// docs/bob-math.md, "Score modifications". One (batch, query head) pair at a time, every N x M
+// matrix materialized; the elementwise factors f'(T), f''(T) and the parameters' partial
+// derivatives are written out in closed form.
+#include "kernels/oracle/ScoreMod.h"
+#include "kernels/oracle/DenseOps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+#include <sstream>
+#include <string>
+
+namespace flashbob::oracle {
+
+using namespace detail;
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+bool present(const HeadTensor& t) { return !t.data.empty(); }
+
+// A (batch or 1, heads or 1, N, M) tensor: bias or mask.
+void validatePairTensor(const HeadTensor& t, const char* name, const Problem& p, Index batch,
+                        Index heads) {
+  if (!present(t)) return;
+  std::ostringstream os;
+  os << name;
+  if ((t.batch != 1 && t.batch != batch) || (t.heads != 1 && t.heads != heads)) {
+    os << " has batch x heads = " << t.batch << " x " << t.heads << ", expected (1 or " << batch
+       << ") x (1 or " << heads << ")";
+    fail(os.str());
+  }
+  if (t.rows != p.N || t.cols != p.M ||
+      t.data.size() != static_cast<std::size_t>(t.batch * t.heads * p.N * p.M)) {
+    os << " must be N x M = " << p.N << " x " << p.M << " per head, got " << t.rows << " x "
+       << t.cols << " with " << t.data.size() << " elements";
+    fail(os.str());
+  }
+}
+
+void validateHeadVector(const std::vector<double>& v, const char* name, Index heads) {
+  if (!v.empty()) validateVector(v, name, heads, "query heads");
+}
+
+// Entry (i, j) of head (b, h) of a bias or mask that may broadcast over batch and heads.
+std::size_t pairIndex(const HeadTensor& t, Index b, Index h, Index i, Index j) {
+  const Index bb = t.batch == 1 ? 0 : b, hb = t.heads == 1 ? 0 : h;
+  return static_cast<std::size_t>(((bb * t.heads + hb) * t.rows + i) * t.cols + j);
+}
+
+// The softcap cap(T) = c tanh(T / c), its derivatives in T and its partial derivatives in c.
+// u = T / c, th = tanh u, sech2 = 1 - th^2:
+//   cap   = c th            cap'  = sech2          cap'' = -2 th sech2 / c
+//   d cap / dc = th - u sech2                      d cap' / dc = 2 u th sech2 / c
+struct Cap {
+  double value, d1, d2, dValueDc, dD1Dc;
+};
+Cap softcap(double c, double T) {
+  if (c == 0.0) return {T, 1.0, 0.0, 0.0, 0.0};
+  const double u = T / c, th = std::tanh(u), sech2 = 1.0 - th * th;
+  return {c * th, sech2, -2.0 * th * sech2 / c, th - u * sech2, 2.0 * u * th * sech2 / c};
+}
+
+// The modification of one (batch b, query head h) pair.
+struct HeadMod {
+  const Problem& p;
+  const ScoreMod& mod;
+  Index b, h;
+
+  Index relative(Index i, Index j) const { return j - (i + p.causalOffset()); }
+  bool visible(Index i, Index j) const {
+    if (p.masked(i, j)) return false;
+    return !present(mod.mask) || mod.mask.data[pairIndex(mod.mask, b, h, i, j)] != 0.0;
+  }
+  // d alibi / d slope at relative position r.
+  double alibiPartial(Index r) const {
+    return mod.alibiForm == AlibiForm::Symmetric ? -static_cast<double>(std::abs(r))
+                                                 : static_cast<double>(r);
+  }
+  std::size_t tableIndex(Index r) const {
+    return static_cast<std::size_t>(h * mod.bucketing.buckets + relativeBucket(mod.bucketing, r));
+  }
+  // B + table + alibi: the part of f that does not depend on T.
+  double additive(Index i, Index j) const {
+    const Index r = relative(i, j);
+    double a = 0.0;
+    if (present(mod.bias)) a += mod.bias.data[pairIndex(mod.bias, b, h, i, j)];
+    if (!mod.table.empty()) a += mod.table[tableIndex(r)];
+    if (!mod.alibiSlopes.empty()) a += mod.alibiSlopes[static_cast<std::size_t>(h)] * alibiPartial(r);
+    return a;
+  }
+  bool hasSink() const { return !mod.sinks.empty(); }
+  double sink() const { return hasSink() ? mod.sinks[static_cast<std::size_t>(h)] : kNegInf; }
+};
+
+// The forward's per-head state: T, f'(T), f''(T) (0 where masked), P, L and the sink's
+// probability per row.
+struct Scores {
+  Matrix T, F1, F2, P;
+  std::vector<double> L, sinkP;
+};
+
+Scores scores(const HeadMod& hm, const Matrix& Q, const Matrix& K) {
+  const Problem& p = hm.p;
+  Scores sc;
+  sc.T = mulABt(Q, K);
+  scaleInPlace(sc.T, p.scale);                            // T = s Q K^T
+  Matrix S(p.N, p.M, kNegInf);                            // S = f(T), -inf where masked
+  sc.F1 = Matrix(p.N, p.M);
+  sc.F2 = Matrix(p.N, p.M);
+  for (Index i = 0; i < p.N; ++i)
+    for (Index j = 0; j < p.M; ++j)
+      if (hm.visible(i, j)) {
+        const Cap cap = softcap(hm.mod.softcap, sc.T(i, j));
+        S(i, j) = cap.value + hm.additive(i, j);
+        sc.F1(i, j) = cap.d1;
+        sc.F2(i, j) = cap.d2;
+      }
+  // L = log(sum_j exp S_ij + exp z), the max taken over the sink too for stability.
+  const double z = hm.sink();
+  sc.L.assign(static_cast<std::size_t>(p.N), kNegInf);
+  sc.sinkP.assign(static_cast<std::size_t>(p.N), 0.0);
+  sc.P = Matrix(p.N, p.M);
+  for (Index i = 0; i < p.N; ++i) {
+    const std::size_t r = static_cast<std::size_t>(i);
+    double mx = z;
+    for (Index j = 0; j < p.M; ++j) mx = std::max(mx, S(i, j));
+    if (mx == kNegInf) continue;  // nothing visible and no (finite) sink: P = 0, L = -inf
+    double sum = z == kNegInf ? 0.0 : std::exp(z - mx);
+    for (Index j = 0; j < p.M; ++j)
+      if (S(i, j) != kNegInf) sum += std::exp(S(i, j) - mx);
+    sc.L[r] = mx + std::log(sum);
+    for (Index j = 0; j < p.M; ++j)
+      if (S(i, j) != kNegInf) sc.P(i, j) = std::exp(S(i, j) - sc.L[r]);
+    if (z != kNegInf) sc.sinkP[r] = std::exp(z - sc.L[r]);  // p_sink = exp(z - L)
+  }
+  return sc;
+}
+
+// Adds the parameters' gradients of a scalar whose cotangent of S is X and whose cotangent of
+// f'(T) (as a separate input, where f' appears in dT = f'(T) o dS) is Y (nullptr: none).
+void addParamGrads(const HeadMod& hm, const Scores& sc, const Matrix& X, const Matrix* Y,
+                   ScoreModGrads& g) {
+  const ScoreMod& mod = hm.mod;
+  for (Index i = 0; i < hm.p.N; ++i)
+    for (Index j = 0; j < hm.p.M; ++j) {
+      if (!hm.visible(i, j)) continue;
+      const double x = X(i, j);
+      const Index r = hm.relative(i, j);
+      if (present(mod.bias)) g.bias.data[pairIndex(mod.bias, hm.b, hm.h, i, j)] += x;  // dS'/dB = 1
+      if (!mod.table.empty()) g.table[hm.tableIndex(r)] += x;
+      if (!mod.alibiSlopes.empty()) g.alibiSlopes[static_cast<std::size_t>(hm.h)] += x * hm.alibiPartial(r);
+      if (mod.softcap != 0.0) {
+        const Cap cap = softcap(mod.softcap, sc.T(i, j));
+        g.softcap += x * cap.dValueDc + (Y ? (*Y)(i, j) * cap.dD1Dc : 0.0);
+      }
+    }
+}
+
+// Adds the sink's gradient: z_h moves every row's L, so P_ij by -P_ij p_sink,i, and a scalar
+// with P-cotangent Pbar gains -sum_i p_sink,i rowsum(P o Pbar)_i; `rowScalar` is that row sum
+// (D for <dO, O>, b for BoB's F).
+void addSinkGrad(const HeadMod& hm, const Scores& sc, const std::vector<double>& rowScalar,
+                 ScoreModGrads& g) {
+  if (!hm.hasSink()) return;
+  for (std::size_t i = 0; i < rowScalar.size(); ++i)
+    g.sinks[static_cast<std::size_t>(hm.h)] -= sc.sinkP[i] * rowScalar[i];
+}
+
+ScoreModGrads zeroGrads(const ScoreMod& mod) {
+  ScoreModGrads g;
+  if (present(mod.bias)) g.bias = HeadTensor(mod.bias.batch, mod.bias.heads, mod.bias.rows, mod.bias.cols);
+  g.table.assign(mod.table.size(), 0.0);
+  g.alibiSlopes.assign(mod.alibiSlopes.size(), 0.0);
+  g.sinks.assign(mod.sinks.size(), 0.0);
+  return g;
+}
+
+void validateSide(const HeadTensor& t, const char* name, Index batch, Index heads, Index rows, Index d) {
+  if (t.batch != batch || t.heads != heads || t.rows != rows || t.cols != d ||
+      t.data.size() != static_cast<std::size_t>(batch * heads * rows * d)) {
+    std::ostringstream os;
+    os << name << " is " << t.batch << " x " << t.heads << " x " << t.rows << " x " << t.cols
+       << ", expected " << batch << " x " << heads << " x " << rows << " x " << d;
+    fail(os.str());
+  }
+}
+
+// Checks the problem, the ScoreMod and the tensors; returns the key/value head count.
+Index validateAll(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, const HeadTensor& K,
+                  std::initializer_list<std::pair<const HeadTensor*, const char*>> querySide,
+                  std::initializer_list<std::pair<const HeadTensor*, const char*>> keySide) {
+  validate(p);
+  if (Q.batch <= 0 || Q.heads <= 0) fail("Q needs positive batch and heads");
+  if (K.heads <= 0 || Q.heads % K.heads != 0)
+    fail("K has " + std::to_string(K.heads) + " heads, which does not divide Q's " + std::to_string(Q.heads));
+  validateSide(Q, "Q", Q.batch, Q.heads, p.N, p.d);
+  validateSide(K, "K", Q.batch, K.heads, p.M, p.d);
+  for (auto [t, name] : querySide) validateSide(*t, name, Q.batch, Q.heads, p.N, p.d);
+  for (auto [t, name] : keySide) validateSide(*t, name, Q.batch, K.heads, p.M, p.d);
+  validate(mod, p, Q.batch, Q.heads);
+  return K.heads;
+}
+
+// fn(HeadMod, b, h, kvHead) for every query head of every batch.
+template <class Fn>
+void forEachModHead(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, Index kvHeads, Fn fn) {
+  const Index group = Q.heads / kvHeads;
+  for (Index b = 0; b < Q.batch; ++b)
+    for (Index h = 0; h < Q.heads; ++h) fn(HeadMod{p, mod, b, h}, b, h, h / group);
+}
+
+}  // namespace
+
+Index relativeBucket(const Bucketing& bk, Index r) {
+  // t5's _relative_position_bucket with relative_position = r (key minus query).
+  Index buckets = bk.buckets, bucket = 0;
+  Index n = -r;
+  if (bk.bidirectional) {
+    buckets /= 2;
+    if (n < 0) bucket += buckets;
+    n = std::abs(n);
+  } else {
+    n = std::max<Index>(n, 0);
+  }
+  const Index maxExact = buckets / 2;
+  if (n < maxExact) return bucket + n;
+  // float32 in t5; float64 here (the bucket boundaries may differ where the log lands on an
+  // integer, which a test of the oracle cannot see: any bucketing is a valid table lookup).
+  const Index large = maxExact + static_cast<Index>(std::log(static_cast<double>(n) / maxExact) /
+                                                    std::log(static_cast<double>(bk.maxDistance) / maxExact) *
+                                                    static_cast<double>(buckets - maxExact));
+  return bucket + std::min(large, buckets - 1);
+}
+
+void validate(const ScoreMod& mod, const Problem& p, Index batch, Index heads) {
+  if (!(mod.softcap >= 0.0) || !std::isfinite(mod.softcap)) {
+    std::ostringstream os;
+    os << "softcap must be 0 (none) or positive and finite, got " << mod.softcap;
+    fail(os.str());
+  }
+  validateHeadVector(mod.alibiSlopes, "alibiSlopes", heads);
+  validateHeadVector(mod.sinks, "sinks", heads);
+  validatePairTensor(mod.bias, "bias", p, batch, heads);
+  validatePairTensor(mod.mask, "mask", p, batch, heads);
+  if (!mod.table.empty()) {
+    const Bucketing& bk = mod.bucketing;
+    const Index exactMin = bk.bidirectional ? 4 : 2;  // at least one exact bucket per side
+    if (bk.buckets < exactMin || bk.maxDistance <= bk.buckets / (bk.bidirectional ? 4 : 2))
+      fail("bucketing needs buckets >= " + std::to_string(exactMin) +
+           " and maxDistance above the exact buckets");
+    validateVector(mod.table, "table", heads * bk.buckets, "query heads x buckets");
+  }
+}
+
+namespace dense {
+
+BatchedForwardResult forwardMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
+                                const HeadTensor& K, const HeadTensor& V) {
+  const Index kv = validateAll(p, mod, Q, K, {}, {{&V, "V"}});
+  BatchedForwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
+  forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index b, Index h, Index g) {
+    const Scores sc = scores(hm, Q.head(b, h), K.head(b, g));
+    r.O.setHead(b, h, mulAB(sc.P, V.head(b, g)));        // O = P V
+    r.L.setHead(b, h, sc.L);
+  });
+  return r;
+}
+
+ModBackwardResult backwardMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
+                              const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO) {
+  const Index kv = validateAll(p, mod, Q, K, {{&dO, "dO"}}, {{&V, "V"}});
+  ModBackwardResult r{{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, kv, p.M, p.d),
+                       HeadTensor(Q.batch, kv, p.M, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)},
+                      zeroGrads(mod)};
+  forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index b, Index h, Index g) {
+    const Matrix q = Q.head(b, h), k = K.head(b, g), v = V.head(b, g), dO_ = dO.head(b, h);
+    const Scores sc = scores(hm, q, k);
+    const Matrix O = mulAB(sc.P, v);
+    const Matrix dP = mulABt(dO_, v);                     // dP = dO V^T
+    const std::vector<double> D = rowSum(hadamard(dO_, O));  // D = rowsum(dO o O) (no sink value row)
+    Matrix dS(p.N, p.M);                                  // dS = P o (dP - D)
+    for (Index i = 0; i < p.N; ++i)
+      for (Index j = 0; j < p.M; ++j) dS(i, j) = sc.P(i, j) * (dP(i, j) - D[static_cast<std::size_t>(i)]);
+    const Matrix dT = hadamard(sc.F1, dS);                // dT = f'(T) o dS
+    Matrix dQ = mulAB(dT, k), dK = mulAtB(dT, q);         // dQ = s dT K, dK = s dT^T Q
+    scaleInPlace(dQ, p.scale);
+    scaleInPlace(dK, p.scale);
+    r.x.dQ.setHead(b, h, dQ);
+    r.x.dK.addHead(b, g, dK);                             // summed over the group's query heads
+    r.x.dV.addHead(b, g, mulAtB(sc.P, dO_));              // dV = P^T dO
+    r.x.D.setHead(b, h, D);
+    addParamGrads(hm, sc, dS, nullptr, r.params);         // dtheta = <df/dtheta, dS>
+    addSinkGrad(hm, sc, D, r.params);                     // dz = -sum_i p_sink,i D_i
+  });
+  return r;
+}
+
+ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, const HeadTensor& K,
+                    const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
+                    const HeadTensor& uK, const HeadTensor& uV) {
+  const Index kv = validateAll(p, mod, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}}, {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
+  const Index B = Q.batch, H = Q.heads;
+  ModBobResult r{{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
+                  HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)},
+                 zeroGrads(mod)};
+  const double s = p.scale;
+  forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index bi, Index h, Index g) {
+    const Matrix q = Q.head(bi, h), k = K.head(bi, g), v = V.head(bi, g), dO_ = dO.head(bi, h),
+                 uq = uQ.head(bi, h), uk = uK.head(bi, g), uv = uV.head(bi, g);
+    const Scores sc = scores(hm, q, k);
+    const Matrix& P = sc.P;
+    const Matrix dP = mulABt(dO_, v);
+    const std::vector<double> D = rowSum(hadamard(P, dP));
+    Matrix dS(p.N, p.M);
+    for (Index i = 0; i < p.N; ++i)
+      for (Index j = 0; j < p.M; ++j) dS(i, j) = P(i, j) * (dP(i, j) - D[static_cast<std::size_t>(i)]);
+    const Matrix dT = hadamard(sc.F1, dS);                // dT = f'(T) o dS
+
+    Matrix G = add(mulABt(uq, k), mulABt(q, uk));         // G = s (uQ K^T + Q uK^T)
+    scaleInPlace(G, s);
+    const Matrix W = mulABt(dO_, uv);                     // W = dO uV^T
+    const Matrix Gf = hadamard(sc.F1, G);                 // G' = f'(T) o G, the cotangent of dS
+    const Matrix GdS = hadamard(G, dS);                   // G o dS, the cotangent of f'(T)
+    const Matrix GfdS = hadamard(Gf, dS);
+    const Matrix PW = hadamard(P, W);
+    std::vector<double> c = rowSum(hadamard(Gf, P));      // c = rowsum(G' o P)
+    std::vector<double> b = rowSum(add(GfdS, PW));        // b = rowsum(G' o dS + P o W) - c o D
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] -= c[i] * D[i];
+
+    Matrix dPbar(p.N, p.M);                               // dPbar = P o (G' - c)
+    Matrix Sbar(p.N, p.M);                                // Sbar = G' o dS + P o W - c o (P o dP) - b o P
+    Matrix Tbar(p.N, p.M);                                // Tbar = f'(T) o Sbar + f''(T) o G o dS
+    for (Index i = 0; i < p.N; ++i) {
+      const double ci = c[static_cast<std::size_t>(i)], bi_ = b[static_cast<std::size_t>(i)];
+      for (Index j = 0; j < p.M; ++j) {
+        dPbar(i, j) = P(i, j) * (Gf(i, j) - ci);
+        Sbar(i, j) = GfdS(i, j) + PW(i, j) - ci * P(i, j) * dP(i, j) - bi_ * P(i, j);
+        Tbar(i, j) = sc.F1(i, j) * Sbar(i, j) + sc.F2(i, j) * GdS(i, j);
+      }
+    }
+    Matrix gQ = add(mulAB(dT, uk), mulAB(Tbar, k));       // gQ = s (dT uK + Tbar K)
+    scaleInPlace(gQ, s);
+    Matrix gK = add(mulAtB(dT, uq), mulAtB(Tbar, q));     // gK = s (dT^T uQ + Tbar^T Q)
+    scaleInPlace(gK, s);
+    r.x.gQ.setHead(bi, h, gQ);
+    r.x.gK.addHead(bi, g, gK);
+    r.x.gV.addHead(bi, g, mulAtB(dPbar, dO_));            // gV = dPbar^T dO
+    r.x.gdO.setHead(bi, h, add(mulAB(P, uv), mulAB(dPbar, v)));  // gdO = P uV + dPbar V
+    r.x.c.setHead(bi, h, c);
+    r.x.b.setHead(bi, h, b);
+    addParamGrads(hm, sc, Sbar, &GdS, r.params);          // gtheta = <df/dtheta, Sbar> + <df'/dtheta, G o dS>
+    addSinkGrad(hm, sc, b, r.params);                     // gz = -sum_i p_sink,i b_i
+  });
+  return r;
+}
+
+HeadTensor forwardJvpMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
+                         const HeadTensor& K, const HeadTensor& V, const HeadTensor& tQ,
+                         const HeadTensor& tK, const HeadTensor& tV) {
+  const Index kv = validateAll(p, mod, Q, K, {{&tQ, "tQ"}}, {{&V, "V"}, {&tK, "tK"}, {&tV, "tV"}});
+  HeadTensor tO(Q.batch, Q.heads, p.N, p.d);
+  forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index b, Index h, Index g) {
+    const Matrix q = Q.head(b, h), k = K.head(b, g);
+    const Scores sc = scores(hm, q, k);
+    Matrix tT = add(mulABt(tQ.head(b, h), k), mulABt(q, tK.head(b, g)));  // tT = s (tQ K^T + Q tK^T)
+    scaleInPlace(tT, p.scale);
+    const Matrix tS = hadamard(sc.F1, tT);                // tS = f'(T) o tT (0 where masked)
+    // The softmax's JVP; the sink's logit has no tangent, so it adds nothing to the row mean.
+    const std::vector<double> mean = rowSum(hadamard(sc.P, tS));
+    Matrix tP(p.N, p.M);                                  // tP = P o (tS - rowsum(P o tS))
+    for (Index i = 0; i < p.N; ++i)
+      for (Index j = 0; j < p.M; ++j) tP(i, j) = sc.P(i, j) * (tS(i, j) - mean[static_cast<std::size_t>(i)]);
+    tO.setHead(b, h, add(mulAB(tP, V.head(b, g)), mulAB(sc.P, tV.head(b, g))));  // tO = tP V + P tV
+  });
+  return tO;
+}
+
+}  // namespace dense
+}  // namespace flashbob::oracle
