@@ -4,6 +4,7 @@
 // derivatives are written out in closed form.
 #include "kernels/oracle/ScoreMod.h"
 #include "kernels/oracle/DenseOps.h"
+#include "kernels/oracle/ScoreModOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,8 +21,6 @@ using namespace detail;
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-bool present(const HeadTensor& t) { return !t.data.empty(); }
 
 // A (batch or 1, heads or 1, N, M) tensor: bias or mask.
 void validatePairTensor(const HeadTensor& t, const char* name, const Problem& p, Index batch,
@@ -46,62 +45,10 @@ void validateHeadVector(const std::vector<double>& v, const char* name, Index he
   if (!v.empty()) validateVector(v, name, heads, "query heads");
 }
 
-// Entry (i, j) of head (b, h) of a bias or mask that may broadcast over batch and heads.
-std::size_t pairIndex(const HeadTensor& t, Index b, Index h, Index i, Index j) {
-  const Index bb = t.batch == 1 ? 0 : b, hb = t.heads == 1 ? 0 : h;
-  return static_cast<std::size_t>(((bb * t.heads + hb) * t.rows + i) * t.cols + j);
-}
-
-// The softcap cap(T) = c tanh(T / c), its derivatives in T and its partial derivatives in c.
-// u = T / c, th = tanh u, sech2 = 1 - th^2:
-//   cap   = c th            cap'  = sech2          cap'' = -2 th sech2 / c
-//   d cap / dc = th - u sech2                      d cap' / dc = 2 u th sech2 / c
-struct Cap {
-  double value, d1, d2, dValueDc, dD1Dc;
-};
-Cap softcap(double c, double T) {
-  if (c == 0.0) return {T, 1.0, 0.0, 0.0, 0.0};
-  const double u = T / c, th = std::tanh(u), sech2 = 1.0 - th * th;
-  return {c * th, sech2, -2.0 * th * sech2 / c, th - u * sech2, 2.0 * u * th * sech2 / c};
-}
-
-// The modification of one (batch b, query head h) pair.
-struct HeadMod {
-  const Problem& p;
-  const ScoreMod& mod;
-  Index b, h;
-
-  Index relative(Index i, Index j) const { return j - (i + p.causalOffset()); }
-  bool visible(Index i, Index j) const {
-    if (p.masked(i, j)) return false;
-    return !present(mod.mask) || mod.mask.data[pairIndex(mod.mask, b, h, i, j)] != 0.0;
-  }
-  // d alibi / d slope at relative position r.
-  double alibiPartial(Index r) const {
-    return mod.alibiForm == AlibiForm::Symmetric ? -static_cast<double>(std::abs(r))
-                                                 : static_cast<double>(r);
-  }
-  std::size_t tableIndex(Index r) const {
-    return static_cast<std::size_t>(h * mod.bucketing.buckets + relativeBucket(mod.bucketing, r));
-  }
-  // B + table + alibi: the part of f that does not depend on T.
-  double additive(Index i, Index j) const {
-    const Index r = relative(i, j);
-    double a = 0.0;
-    if (present(mod.bias)) a += mod.bias.data[pairIndex(mod.bias, b, h, i, j)];
-    if (!mod.table.empty()) a += mod.table[tableIndex(r)];
-    if (!mod.alibiSlopes.empty()) a += mod.alibiSlopes[static_cast<std::size_t>(h)] * alibiPartial(r);
-    return a;
-  }
-  bool hasSink() const { return !mod.sinks.empty(); }
-  double sink() const { return hasSink() ? mod.sinks[static_cast<std::size_t>(h)] : kNegInf; }
-};
-
-// The forward's per-head state: T, f'(T), f''(T) (0 where masked), P, L and the sink's
-// probability per row.
+// The forward's per-head state: T, f'(T), f''(T) (0 where masked), P and L.
 struct Scores {
   Matrix T, F1, F2, P;
-  std::vector<double> L, sinkP;
+  std::vector<double> L;
 };
 
 Scores scores(const HeadMod& hm, const Matrix& Q, const Matrix& K) {
@@ -115,15 +62,14 @@ Scores scores(const HeadMod& hm, const Matrix& Q, const Matrix& K) {
   for (Index i = 0; i < p.N; ++i)
     for (Index j = 0; j < p.M; ++j)
       if (hm.visible(i, j)) {
-        const Cap cap = softcap(hm.mod.softcap, sc.T(i, j));
-        S(i, j) = cap.value + hm.additive(i, j);
-        sc.F1(i, j) = cap.d1;
-        sc.F2(i, j) = cap.d2;
+        const ModScore f = hm.score(i, j, sc.T(i, j));
+        S(i, j) = f.S;
+        sc.F1(i, j) = f.F1;
+        sc.F2(i, j) = f.F2;
       }
   // L = log(sum_j exp S_ij + exp z), the max taken over the sink too for stability.
   const double z = hm.sink();
   sc.L.assign(static_cast<std::size_t>(p.N), kNegInf);
-  sc.sinkP.assign(static_cast<std::size_t>(p.N), 0.0);
   sc.P = Matrix(p.N, p.M);
   for (Index i = 0; i < p.N; ++i) {
     const std::size_t r = static_cast<std::size_t>(i);
@@ -136,7 +82,6 @@ Scores scores(const HeadMod& hm, const Matrix& Q, const Matrix& K) {
     sc.L[r] = mx + std::log(sum);
     for (Index j = 0; j < p.M; ++j)
       if (S(i, j) != kNegInf) sc.P(i, j) = std::exp(S(i, j) - sc.L[r]);
-    if (z != kNegInf) sc.sinkP[r] = std::exp(z - sc.L[r]);  // p_sink = exp(z - L)
   }
   return sc;
 }
@@ -145,39 +90,9 @@ Scores scores(const HeadMod& hm, const Matrix& Q, const Matrix& K) {
 // f'(T) (as a separate input, where f' appears in dT = f'(T) o dS) is Y (nullptr: none).
 void addParamGrads(const HeadMod& hm, const Scores& sc, const Matrix& X, const Matrix* Y,
                    ScoreModGrads& g) {
-  const ScoreMod& mod = hm.mod;
   for (Index i = 0; i < hm.p.N; ++i)
-    for (Index j = 0; j < hm.p.M; ++j) {
-      if (!hm.visible(i, j)) continue;
-      const double x = X(i, j);
-      const Index r = hm.relative(i, j);
-      if (present(mod.bias)) g.bias.data[pairIndex(mod.bias, hm.b, hm.h, i, j)] += x;  // dS'/dB = 1
-      if (!mod.table.empty()) g.table[hm.tableIndex(r)] += x;
-      if (!mod.alibiSlopes.empty()) g.alibiSlopes[static_cast<std::size_t>(hm.h)] += x * hm.alibiPartial(r);
-      if (mod.softcap != 0.0) {
-        const Cap cap = softcap(mod.softcap, sc.T(i, j));
-        g.softcap += x * cap.dValueDc + (Y ? (*Y)(i, j) * cap.dD1Dc : 0.0);
-      }
-    }
-}
-
-// Adds the sink's gradient: z_h moves every row's L, so P_ij by -P_ij p_sink,i, and a scalar
-// with P-cotangent Pbar gains -sum_i p_sink,i rowsum(P o Pbar)_i; `rowScalar` is that row sum
-// (D for <dO, O>, b for BoB's F).
-void addSinkGrad(const HeadMod& hm, const Scores& sc, const std::vector<double>& rowScalar,
-                 ScoreModGrads& g) {
-  if (!hm.hasSink()) return;
-  for (std::size_t i = 0; i < rowScalar.size(); ++i)
-    g.sinks[static_cast<std::size_t>(hm.h)] -= sc.sinkP[i] * rowScalar[i];
-}
-
-ScoreModGrads zeroGrads(const ScoreMod& mod) {
-  ScoreModGrads g;
-  if (present(mod.bias)) g.bias = HeadTensor(mod.bias.batch, mod.bias.heads, mod.bias.rows, mod.bias.cols);
-  g.table.assign(mod.table.size(), 0.0);
-  g.alibiSlopes.assign(mod.alibiSlopes.size(), 0.0);
-  g.sinks.assign(mod.sinks.size(), 0.0);
-  return g;
+    for (Index j = 0; j < hm.p.M; ++j)
+      if (hm.visible(i, j)) hm.addPairGrads(i, j, sc.T(i, j), X(i, j), Y ? (*Y)(i, j) : 0.0, g);
 }
 
 void validateSide(const HeadTensor& t, const char* name, Index batch, Index heads, Index rows, Index d) {
@@ -190,10 +105,21 @@ void validateSide(const HeadTensor& t, const char* name, Index batch, Index head
   }
 }
 
-// Checks the problem, the ScoreMod and the tensors; returns the key/value head count.
-Index validateAll(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, const HeadTensor& K,
-                  std::initializer_list<std::pair<const HeadTensor*, const char*>> querySide,
-                  std::initializer_list<std::pair<const HeadTensor*, const char*>> keySide) {
+}  // namespace
+
+namespace detail {
+
+ScoreModGrads zeroGrads(const ScoreMod& mod) {
+  ScoreModGrads g;
+  if (present(mod.bias)) g.bias = HeadTensor(mod.bias.batch, mod.bias.heads, mod.bias.rows, mod.bias.cols);
+  g.table.assign(mod.table.size(), 0.0);
+  g.alibiSlopes.assign(mod.alibiSlopes.size(), 0.0);
+  g.sinks.assign(mod.sinks.size(), 0.0);
+  return g;
+}
+
+Index validateModInputs(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
+                        const HeadTensor& K, NamedHeads querySide, NamedHeads keySide) {
   validate(p);
   if (Q.batch <= 0 || Q.heads <= 0) fail("Q needs positive batch and heads");
   if (K.heads <= 0 || Q.heads % K.heads != 0)
@@ -206,15 +132,7 @@ Index validateAll(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, co
   return K.heads;
 }
 
-// fn(HeadMod, b, h, kvHead) for every query head of every batch.
-template <class Fn>
-void forEachModHead(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, Index kvHeads, Fn fn) {
-  const Index group = Q.heads / kvHeads;
-  for (Index b = 0; b < Q.batch; ++b)
-    for (Index h = 0; h < Q.heads; ++h) fn(HeadMod{p, mod, b, h}, b, h, h / group);
-}
-
-}  // namespace
+}  // namespace detail
 
 Index relativeBucket(const Bucketing& bk, Index r) {
   // t5's _relative_position_bucket with relative_position = r (key minus query).
@@ -261,7 +179,7 @@ namespace dense {
 
 BatchedForwardResult forwardMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
                                 const HeadTensor& K, const HeadTensor& V) {
-  const Index kv = validateAll(p, mod, Q, K, {}, {{&V, "V"}});
+  const Index kv = validateModInputs(p, mod, Q, K, {}, {{&V, "V"}});
   BatchedForwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
   forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index b, Index h, Index g) {
     const Scores sc = scores(hm, Q.head(b, h), K.head(b, g));
@@ -273,7 +191,7 @@ BatchedForwardResult forwardMod(const Problem& p, const ScoreMod& mod, const Hea
 
 ModBackwardResult backwardMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
                               const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO) {
-  const Index kv = validateAll(p, mod, Q, K, {{&dO, "dO"}}, {{&V, "V"}});
+  const Index kv = validateModInputs(p, mod, Q, K, {{&dO, "dO"}}, {{&V, "V"}});
   ModBackwardResult r{{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, kv, p.M, p.d),
                        HeadTensor(Q.batch, kv, p.M, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)},
                       zeroGrads(mod)};
@@ -295,7 +213,7 @@ ModBackwardResult backwardMod(const Problem& p, const ScoreMod& mod, const HeadT
     r.x.dV.addHead(b, g, mulAtB(sc.P, dO_));              // dV = P^T dO
     r.x.D.setHead(b, h, D);
     addParamGrads(hm, sc, dS, nullptr, r.params);         // dtheta = <df/dtheta, dS>
-    addSinkGrad(hm, sc, D, r.params);                     // dz = -sum_i p_sink,i D_i
+    hm.addSinkGrad(sc.L, D, r.params);                     // dz = -sum_i p_sink,i D_i
   });
   return r;
 }
@@ -303,7 +221,7 @@ ModBackwardResult backwardMod(const Problem& p, const ScoreMod& mod, const HeadT
 ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, const HeadTensor& K,
                     const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
                     const HeadTensor& uK, const HeadTensor& uV) {
-  const Index kv = validateAll(p, mod, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}}, {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
+  const Index kv = validateModInputs(p, mod, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}}, {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
   const Index B = Q.batch, H = Q.heads;
   ModBobResult r{{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
                   HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)},
@@ -354,7 +272,7 @@ ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, 
     r.x.c.setHead(bi, h, c);
     r.x.b.setHead(bi, h, b);
     addParamGrads(hm, sc, Sbar, &GdS, r.params);          // gtheta = <df/dtheta, Sbar> + <df'/dtheta, G o dS>
-    addSinkGrad(hm, sc, b, r.params);                     // gz = -sum_i p_sink,i b_i
+    hm.addSinkGrad(sc.L, b, r.params);                     // gz = -sum_i p_sink,i b_i
   });
   return r;
 }
@@ -362,7 +280,7 @@ ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, 
 HeadTensor forwardJvpMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
                          const HeadTensor& K, const HeadTensor& V, const HeadTensor& tQ,
                          const HeadTensor& tK, const HeadTensor& tV) {
-  const Index kv = validateAll(p, mod, Q, K, {{&tQ, "tQ"}}, {{&V, "V"}, {&tK, "tK"}, {&tV, "tV"}});
+  const Index kv = validateModInputs(p, mod, Q, K, {{&tQ, "tQ"}}, {{&V, "V"}, {&tK, "tK"}, {&tV, "tV"}});
   HeadTensor tO(Q.batch, Q.heads, p.N, p.d);
   forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index b, Index h, Index g) {
     const Matrix q = Q.head(b, h), k = K.head(b, g);
