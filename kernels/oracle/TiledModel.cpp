@@ -11,6 +11,7 @@
 // (visibleKeyBegin/End, visibleQueryBegin/End), and the remaining tiles are masked per element.
 #include "kernels/oracle/DenseOps.h"
 #include "kernels/oracle/Oracle.h"
+#include "kernels/oracle/TileOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,74 +20,11 @@
 
 namespace flashbob::oracle {
 
+using namespace detail::tiles;
+
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-inline std::size_t at(Index i) { return static_cast<std::size_t>(i); }
-
-// One tile: query rows [i0, i1) and key rows [j0, j1). Edge tiles are smaller than the block
-// sizes when the blocks do not divide N or M.
-struct Tile {
-  Index i0, i1, j0, j1;
-  Index rows() const { return i1 - i0; }
-  Index cols() const { return j1 - j0; }
-};
-
-// A block_m x block_n tile buffer with a fixed row stride, reused for every tile (like a
-// register / shared-memory tile). Sized by min(block, problem size): a tile never exceeds it.
-struct TileBuf {
-  Index ld;
-  std::vector<double> v;
-  TileBuf(const Problem& p, const Tiling& t)
-      : ld(std::min(t.block_n, p.M)), v(at(std::min(t.block_m, p.N) * ld), 0.0) {}
-  double& operator()(Index r, Index c) { return v[at(r * ld + c)]; }
-  double operator()(Index r, Index c) const { return v[at(r * ld + c)]; }
-};
-
-// Per-block accumulator: rows x d, zeroed at the start of each block.
-Matrix zeroAcc(Index rows, Index d) { return Matrix(rows, d, 0.0); }
-
-void count(TileStats* stats) {
-  if (stats) ++stats->tiles;
-}
-
-// T = alpha * A[i0:i1] B[j0:j1]^T        (an MMA with inner dimension d)
-void tileABt(const Tile& t, const Matrix& A, const Matrix& B, double alpha, TileBuf& T) {
-  for (Index r = 0; r < t.rows(); ++r) {
-    const double* a = A.row(t.i0 + r);
-    for (Index c = 0; c < t.cols(); ++c) {
-      const double* bRow = B.row(t.j0 + c);
-      double acc = 0;
-      for (Index k = 0; k < A.cols; ++k) acc += a[k] * bRow[k];
-      T(r, c) = alpha * acc;
-    }
-  }
-}
-
-// acc (tile rows x d) += alpha * T B[j0:j1]        (query-side accumulation)
-void accTB(const Tile& t, const TileBuf& T, const Matrix& B, double alpha, Matrix& acc) {
-  for (Index r = 0; r < t.rows(); ++r) {
-    double* out = acc.row(r);
-    for (Index c = 0; c < t.cols(); ++c) {
-      const double w = alpha * T(r, c);
-      const double* bRow = B.row(t.j0 + c);
-      for (Index k = 0; k < B.cols; ++k) out[k] += w * bRow[k];
-    }
-  }
-}
-
-// acc (tile cols x d) += alpha * T^T A[i0:i1]      (key-side accumulation)
-void accTtA(const Tile& t, const TileBuf& T, const Matrix& A, double alpha, Matrix& acc) {
-  for (Index r = 0; r < t.rows(); ++r) {
-    const double* aRow = A.row(t.i0 + r);
-    for (Index c = 0; c < t.cols(); ++c) {
-      const double w = alpha * T(r, c);
-      double* out = acc.row(c);
-      for (Index k = 0; k < A.cols; ++k) out[k] += w * aRow[k];
-    }
-  }
-}
 
 // P = exp(s Q K^T - L) from the saved log-sum-exp, 0 on masked entries. exp is never taken on
 // a masked entry, so a fully masked row (L = -inf) yields 0 instead of exp(-inf + inf) = NaN.
