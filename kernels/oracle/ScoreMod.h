@@ -2,7 +2,8 @@
 // modifications"): softcap, ALiBi, a relative-position bias table, a dense additive bias,
 // sinks and an explicit mask, with the forward, first backward (and the modifications'
 // parameter gradients), BoB (and the parameters' gradients of BoB's scalar F) and the forward's
-// JVP. Dense only: every N x M matrix is materialized, one head at a time.
+// JVP. dense:: materializes every N x M matrix, one head at a time; tiled:: runs the kernels'
+// two-pass schedule with the modification's per-tile changes (tested against dense::).
 //
 // The modified scores of query head h of batch b, for a visible pair (i, j):
 //
@@ -98,4 +99,27 @@ HeadTensor forwardJvpMod(const Problem& head, const ScoreMod& mod, const HeadTen
                          const HeadTensor& tK, const HeadTensor& tV);
 
 }  // namespace dense
+
+// The two-pass schedule with the modification (docs/bob-math.md, "The schedule, per tile"),
+// the counterpart of tiled:: in Oracle.h: online-softmax forward starting from the sink,
+// key-major backward (parameter gradients reduced from dS tiles), BoB pass 1 query-major with
+// the redefined X1..X4, pass 2 key-major (F's parameter gradients reduced from its tiles).
+// Takes the saved state of the previous steps; stats counts the tiles every pass computed.
+namespace tiled {
+
+BatchedForwardResult forwardMod(const Problem& head, const Tiling& t, const ScoreMod& mod,
+                                const HeadTensor& Q, const HeadTensor& K, const HeadTensor& V,
+                                TileStats* stats = nullptr);
+ModBackwardResult backwardMod(const Problem& head, const Tiling& t, const ScoreMod& mod,
+                              const HeadTensor& Q, const HeadTensor& K, const HeadTensor& V,
+                              const HeadTensor& dO, const BatchedForwardResult& fwd,
+                              TileStats* stats = nullptr);
+// Reads fwd.O, fwd.L, bwd.x.D and, with X2Source::FromDQ, bwd.x.dQ.
+ModBobResult bobMod(const Problem& head, const Tiling& t, const ScoreMod& mod, const HeadTensor& Q,
+                    const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO,
+                    const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV,
+                    const BatchedForwardResult& fwd, const ModBackwardResult& bwd,
+                    X2Source x2 = X2Source::FromDQ, TileStats* stats = nullptr);
+
+}  // namespace tiled
 }  // namespace flashbob::oracle
