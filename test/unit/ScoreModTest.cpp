@@ -16,6 +16,7 @@
 // bound 1e-12.
 #include "kernels/oracle/ScoreMod.h"
 #include "test/unit/OracleTestUtil.h"
+#include "test/unit/ScoreModTestUtil.h"
 
 #include <catch2/catch.hpp>
 
@@ -29,6 +30,7 @@
 
 using namespace flashbob::oracle;
 using namespace flashbob::oracle::testing;
+using namespace flashbob::oracle::testing::scoremod;
 
 namespace {
 
@@ -44,93 +46,6 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 
 double derivative(const std::function<double(double)>& f, double h = 1e-3) {
   return (8.0 * (f(h) - f(-h)) - (f(2 * h) - f(-2 * h))) / (12.0 * h);
-}
-
-HeadTensor randomTensor(Index B, Index H, Index rows, Index cols, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  HeadTensor t(B, H, rows, cols);
-  for (double& x : t.data) x = u(rng);
-  return t;
-}
-
-// One problem with grouped-query heads (H query heads read KV key/value heads).
-struct Case {
-  Problem p;
-  ScoreMod mod;
-  HeadTensor Q, K, V, dO, uQ, uK, uV;
-};
-
-constexpr Index kBatch = 2, kHeads = 4, kKvHeads = 2;
-
-Case makeCase(const Problem& p, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Case c;
-  c.p = p;
-  c.Q = randomTensor(kBatch, kHeads, p.N, p.d, rng);
-  c.K = randomTensor(kBatch, kKvHeads, p.M, p.d, rng);
-  c.V = randomTensor(kBatch, kKvHeads, p.M, p.d, rng);
-  c.dO = randomTensor(kBatch, kHeads, p.N, p.d, rng);
-  c.uQ = randomTensor(kBatch, kHeads, p.N, p.d, rng);
-  c.uK = randomTensor(kBatch, kKvHeads, p.M, p.d, rng);
-  c.uV = randomTensor(kBatch, kKvHeads, p.M, p.d, rng);
-  return c;
-}
-
-// The modifications under test, each alone and all together; `rng` draws their parameters.
-enum class Kind { Softcap, AlibiSymmetric, AlibiLinear, Bias, BiasBroadcast, Table, TableCausal, Sinks, Mask, All };
-const Kind kKinds[] = {Kind::Softcap, Kind::AlibiSymmetric, Kind::AlibiLinear, Kind::Bias, Kind::BiasBroadcast,
-                       Kind::Table, Kind::TableCausal, Kind::Sinks, Kind::Mask, Kind::All};
-const char* name(Kind k) {
-  switch (k) {
-    case Kind::Softcap: return "softcap";
-    case Kind::AlibiSymmetric: return "alibi symmetric";
-    case Kind::AlibiLinear: return "alibi linear";
-    case Kind::Bias: return "bias (B, H, N, M)";
-    case Kind::BiasBroadcast: return "bias (1, H, N, M)";
-    case Kind::Table: return "relative table, bidirectional";
-    case Kind::TableCausal: return "relative table, unidirectional";
-    case Kind::Sinks: return "sinks";
-    case Kind::Mask: return "mask";
-    case Kind::All: return "all together";
-  }
-  return "?";
-}
-
-std::vector<double> randomVector(std::size_t n, double lo, double hi, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = u(rng);
-  return v;
-}
-
-ScoreMod makeMod(Kind kind, const Problem& p, std::mt19937_64& rng) {
-  ScoreMod m;
-  const bool all = kind == Kind::All;
-  // A cap small enough that tanh is far from linear on scores of size ~1.
-  if (kind == Kind::Softcap || all) m.softcap = 0.8;
-  if (kind == Kind::AlibiSymmetric || kind == Kind::AlibiLinear || all) {
-    m.alibiSlopes = randomVector(kHeads, 0.1, 0.6, rng);
-    m.alibiForm = kind == Kind::AlibiLinear ? AlibiForm::Linear : AlibiForm::Symmetric;
-  }
-  if (kind == Kind::Bias || kind == Kind::BiasBroadcast || all) {
-    m.bias = kind == Kind::BiasBroadcast ? randomTensor(1, kHeads, p.N, p.M, rng)
-                                         : randomTensor(kBatch, kHeads, p.N, p.M, rng);
-  }
-  if (kind == Kind::Table || kind == Kind::TableCausal || all) {
-    // Few buckets and a short max distance, so the test's distances (up to 6) reach the
-    // logarithmic buckets and the last one.
-    m.bucketing = {kind == Kind::TableCausal ? 4 : 8, 3, kind != Kind::TableCausal};
-    m.table = randomVector(static_cast<std::size_t>(kHeads * m.bucketing.buckets), -1.0, 1.0, rng);
-  }
-  if (kind == Kind::Sinks || all) m.sinks = randomVector(kHeads, -0.5, 1.0, rng);
-  if (kind == Kind::Mask || all) {
-    // A document-style mask, different per batch and head, hiding whole row 1 of head (0, 0).
-    m.mask = HeadTensor(kBatch, kHeads, p.N, p.M);
-    std::bernoulli_distribution keep(0.7);
-    for (double& x : m.mask.data) x = keep(rng) ? 1.0 : 0.0;
-    for (Index j = 0; j < p.M; ++j) m.mask.data[static_cast<std::size_t>(p.M + j)] = 0.0;
-  }
-  return m;
 }
 
 // <dO, O>: the scalar whose gradient the first backward is.
@@ -187,12 +102,6 @@ void checkParams(const Case& c, const ScoreModGrads& got, double (*objective)(co
     const double fd = fdSoftcap(c, objective);
     CHECK(std::abs(got.softcap - fd) < kFdTol * std::max(1.0, std::abs(fd)));
   }
-}
-
-// Causal and not, N < M and N > M (causal N > M leaves the first rows with no key).
-std::vector<Problem> problems() {
-  return {makeProblem(4, 6, 3, false), makeProblem(4, 6, 3, true), makeProblem(5, 3, 3, false),
-          makeProblem(5, 3, 3, true)};
 }
 
 }  // namespace
