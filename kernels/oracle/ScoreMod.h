@@ -73,14 +73,20 @@ struct ModBackwardResult {
   ScoreModGrads params;     // gradient of <dO, O> with respect to the parameters
 };
 
+// BoB differentiates F = <uQ,dQ> + <uK,dK> + <uV,dV> + <uParams, dParams>: the last term,
+// the cotangents of the first backward's parameter gradients, only when uParams is given
+// (shaped like ScoreModGrads of the same ScoreMod). With it, c and b are the row scalars the
+// schedule uses, which then include the sink's terms (docs/bob-math.md).
 struct ModBobResult {
   BatchedBobResult x;       // gQ, gK, gV, gdO, c, b
-  ScoreModGrads params;     // gradient of F = <uQ,dQ> + <uK,dK> + <uV,dV> w.r.t. the parameters
+  ScoreModGrads params;     // gradient of F with respect to the parameters
 };
 
 // Throws std::invalid_argument ("oracle: ...") when a field's shape does not fit a problem of
 // `batch` batches and `heads` query heads, or softcap is negative or not finite.
 void validate(const ScoreMod& mod, const Problem& head, Index batch, Index heads);
+// uParams must have the shapes of `mod`'s parameters (a softcap cotangent only with a cap).
+void validateCotangents(const ScoreModGrads& uParams, const ScoreMod& mod);
 
 namespace dense {
 
@@ -91,7 +97,8 @@ ModBackwardResult backwardMod(const Problem& head, const ScoreMod& mod, const He
                               const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO);
 ModBobResult bobMod(const Problem& head, const ScoreMod& mod, const HeadTensor& Q,
                     const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO,
-                    const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV);
+                    const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV,
+                    const ScoreModGrads* uParams = nullptr);
 // The forward's JVP along tangents (tQ, tK, tV) (the parameters held fixed), by the chain rule
 // through T, the modification and the softmax.
 HeadTensor forwardJvpMod(const Problem& head, const ScoreMod& mod, const HeadTensor& Q,
@@ -119,7 +126,8 @@ ModBobResult bobMod(const Problem& head, const Tiling& t, const ScoreMod& mod, c
                     const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO,
                     const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV,
                     const BatchedForwardResult& fwd, const ModBackwardResult& bwd,
-                    X2Source x2 = X2Source::FromDQ, TileStats* stats = nullptr);
+                    X2Source x2 = X2Source::FromDQ, const ScoreModGrads* uParams = nullptr,
+                    TileStats* stats = nullptr);
 
 }  // namespace tiled
 }  // namespace flashbob::oracle

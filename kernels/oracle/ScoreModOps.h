@@ -26,13 +26,15 @@ inline std::size_t pairIndex(const HeadTensor& t, Index b, Index h, Index i, Ind
 // u = T / c, th = tanh u, sech2 = 1 - th^2:
 //   cap   = c th            cap'  = sech2          cap'' = -2 th sech2 / c
 //   d cap / dc = th - u sech2                      d cap' / dc = 2 u th sech2 / c
+//   d^2 cap / dc^2 = -2 u^2 th sech2 / c
 struct Cap {
-  double value, d1, d2, dValueDc, dD1Dc;
+  double value, d1, d2, dValueDc, dD1Dc, d2ValueDc2;
 };
 inline Cap softcap(double c, double T) {
-  if (c == 0.0) return {T, 1.0, 0.0, 0.0, 0.0};
+  if (c == 0.0) return {T, 1.0, 0.0, 0.0, 0.0, 0.0};
   const double u = T / c, th = std::tanh(u), sech2 = 1.0 - th * th;
-  return {c * th, sech2, -2.0 * th * sech2 / c, th - u * sech2, 2.0 * u * th * sech2 / c};
+  return {c * th, sech2, -2.0 * th * sech2 / c, th - u * sech2, 2.0 * u * th * sech2 / c,
+          -2.0 * u * u * th * sech2 / c};
 }
 
 // S = f(T) at one visible pair, with F1 = f'(T) and F2 = f''(T).
@@ -69,15 +71,31 @@ struct HeadMod {
     if (!mod.alibiSlopes.empty()) S += mod.alibiSlopes[static_cast<std::size_t>(h)] * alibiPartial(r);
     return {S, cap.d1, cap.d2};
   }
-  // Adds x df/dtheta + y d(f')/dtheta at a visible pair (x: the cotangent of S, y: that of f').
-  void addPairGrads(Index i, Index j, double T, double x, double y, ScoreModGrads& g) const {
+  // U = sum over theta of u_theta df/dtheta at a visible pair: the direction in which the
+  // cotangents u of the parameter gradients move S (<u, dtheta> = <U, dS>).
+  double direction(Index i, Index j, double T, const ScoreModGrads& u) const {
+    const Index r = relative(i, j);
+    double U = 0.0;
+    if (present(mod.bias)) U += u.bias.data[pairIndex(mod.bias, b, h, i, j)];
+    if (!mod.table.empty()) U += u.table[tableIndex(r)];
+    if (!mod.alibiSlopes.empty()) U += u.alibiSlopes[static_cast<std::size_t>(h)] * alibiPartial(r);
+    if (mod.softcap != 0.0) U += u.softcap * softcap(mod.softcap, T).dValueDc;
+    return U;
+  }
+  // dU/dT: only the cap's df/dc depends on T, and d(df/dc)/dT = d(f')/dc.
+  double directionSlope(double T, const ScoreModGrads& u) const {
+    return mod.softcap != 0.0 ? u.softcap * softcap(mod.softcap, T).dD1Dc : 0.0;
+  }
+  // Adds x df/dtheta + y d(f')/dtheta + w d(df/dc)/dtheta at a visible pair (x: the cotangent
+  // of S, y: that of f', w: that of U's cap term divided by u_c, i.e. dS u_c).
+  void addPairGrads(Index i, Index j, double T, double x, double y, double w, ScoreModGrads& g) const {
     const Index r = relative(i, j);
     if (present(mod.bias)) g.bias.data[pairIndex(mod.bias, b, h, i, j)] += x;
     if (!mod.table.empty()) g.table[tableIndex(r)] += x;
     if (!mod.alibiSlopes.empty()) g.alibiSlopes[static_cast<std::size_t>(h)] += x * alibiPartial(r);
     if (mod.softcap != 0.0) {
       const Cap cap = softcap(mod.softcap, T);
-      g.softcap += x * cap.dValueDc + y * cap.dD1Dc;
+      g.softcap += x * cap.dValueDc + y * cap.dD1Dc + w * cap.d2ValueDc2;
     }
   }
   bool hasSink() const { return !mod.sinks.empty(); }

@@ -92,7 +92,7 @@ void addParamGrads(const HeadMod& hm, const Scores& sc, const Matrix& X, const M
                    ScoreModGrads& g) {
   for (Index i = 0; i < hm.p.N; ++i)
     for (Index j = 0; j < hm.p.M; ++j)
-      if (hm.visible(i, j)) hm.addPairGrads(i, j, sc.T(i, j), X(i, j), Y ? (*Y)(i, j) : 0.0, g);
+      if (hm.visible(i, j)) hm.addPairGrads(i, j, sc.T(i, j), X(i, j), Y ? (*Y)(i, j) : 0.0, 0.0, g);
 }
 
 void validateSide(const HeadTensor& t, const char* name, Index batch, Index heads, Index rows, Index d) {
@@ -175,6 +175,19 @@ void validate(const ScoreMod& mod, const Problem& p, Index batch, Index heads) {
   }
 }
 
+void validateCotangents(const ScoreModGrads& u, const ScoreMod& mod) {
+  if (present(mod.bias) != present(u.bias) ||
+      (present(mod.bias) && (u.bias.batch != mod.bias.batch || u.bias.heads != mod.bias.heads ||
+                             u.bias.rows != mod.bias.rows || u.bias.cols != mod.bias.cols ||
+                             u.bias.data.size() != mod.bias.data.size())))
+    fail("uParams.bias must have the bias's shape (or both be empty)");
+  validateVector(u.table, "uParams.table", static_cast<Index>(mod.table.size()), "table size");
+  validateVector(u.alibiSlopes, "uParams.alibiSlopes", static_cast<Index>(mod.alibiSlopes.size()), "alibiSlopes size");
+  validateVector(u.sinks, "uParams.sinks", static_cast<Index>(mod.sinks.size()), "sinks size");
+  if (!std::isfinite(u.softcap) || (mod.softcap == 0.0 && u.softcap != 0.0))
+    fail("uParams.softcap must be finite, and 0 without a softcap");
+}
+
 namespace dense {
 
 BatchedForwardResult forwardMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
@@ -220,8 +233,9 @@ ModBackwardResult backwardMod(const Problem& p, const ScoreMod& mod, const HeadT
 
 ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, const HeadTensor& K,
                     const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
-                    const HeadTensor& uK, const HeadTensor& uV) {
+                    const HeadTensor& uK, const HeadTensor& uV, const ScoreModGrads* uParams) {
   const Index kv = validateModInputs(p, mod, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}}, {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
+  if (uParams) validateCotangents(*uParams, mod);
   const Index B = Q.batch, H = Q.heads;
   ModBobResult r{{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
                   HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)},
@@ -242,23 +256,43 @@ ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, 
     Matrix G = add(mulABt(uq, k), mulABt(q, uk));         // G = s (uQ K^T + Q uK^T)
     scaleInPlace(G, s);
     const Matrix W = mulABt(dO_, uv);                     // W = dO uV^T
-    const Matrix Gf = hadamard(sc.F1, G);                 // G' = f'(T) o G, the cotangent of dS
+    // The cotangent of dS: G' = f'(T) o G, plus U = sum_theta u_theta df/dtheta with uParams
+    // (<u_theta, dtheta> = <U, dS>); U's slope in T is UT (the cap's df/dc depends on T).
+    Matrix Gf = hadamard(sc.F1, G), UT(p.N, p.M);
+    // e = -u_z p_sink: <u_z, dz> = sum_i e_i D_i.
+    std::vector<double> e(static_cast<std::size_t>(p.N), 0.0);
+    if (uParams) {
+      for (Index i = 0; i < p.N; ++i)
+        for (Index j = 0; j < p.M; ++j)
+          if (hm.visible(i, j)) {
+            Gf(i, j) += hm.direction(i, j, sc.T(i, j), *uParams);
+            UT(i, j) = hm.directionSlope(sc.T(i, j), *uParams);
+          }
+      if (hm.hasSink())
+        for (Index i = 0; i < p.N; ++i)
+          e[static_cast<std::size_t>(i)] = -uParams->sinks[static_cast<std::size_t>(h)] * hm.sinkProbability(sc.L[static_cast<std::size_t>(i)]);
+    }
     const Matrix GdS = hadamard(G, dS);                   // G o dS, the cotangent of f'(T)
     const Matrix GfdS = hadamard(Gf, dS);
     const Matrix PW = hadamard(P, W);
-    std::vector<double> c = rowSum(hadamard(Gf, P));      // c = rowsum(G' o P)
-    std::vector<double> b = rowSum(add(GfdS, PW));        // b = rowsum(G' o dS + P o W) - c o D
-    for (std::size_t i = 0; i < b.size(); ++i) b[i] -= c[i] * D[i];
+    std::vector<double> c = rowSum(hadamard(Gf, P));      // c = rowsum(G' o P) - e
+    std::vector<double> beta = rowSum(add(GfdS, PW));     // beta = rowsum(G' o dS + P o W) - c o D
+    std::vector<double> b(beta.size());                   // b = beta + e o D
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      c[i] -= e[i];
+      beta[i] -= c[i] * D[i];
+      b[i] = beta[i] + e[i] * D[i];
+    }
 
     Matrix dPbar(p.N, p.M);                               // dPbar = P o (G' - c)
     Matrix Sbar(p.N, p.M);                                // Sbar = G' o dS + P o W - c o (P o dP) - b o P
-    Matrix Tbar(p.N, p.M);                                // Tbar = f'(T) o Sbar + f''(T) o G o dS
+    Matrix Tbar(p.N, p.M);                                // Tbar = f'(T) o Sbar + (f''(T) o G + UT) o dS
     for (Index i = 0; i < p.N; ++i) {
       const double ci = c[static_cast<std::size_t>(i)], bi_ = b[static_cast<std::size_t>(i)];
       for (Index j = 0; j < p.M; ++j) {
         dPbar(i, j) = P(i, j) * (Gf(i, j) - ci);
         Sbar(i, j) = GfdS(i, j) + PW(i, j) - ci * P(i, j) * dP(i, j) - bi_ * P(i, j);
-        Tbar(i, j) = sc.F1(i, j) * Sbar(i, j) + sc.F2(i, j) * GdS(i, j);
+        Tbar(i, j) = sc.F1(i, j) * Sbar(i, j) + (sc.F2(i, j) * G(i, j) + UT(i, j)) * dS(i, j);
       }
     }
     Matrix gQ = add(mulAB(dT, uk), mulAB(Tbar, k));       // gQ = s (dT uK + Tbar K)
@@ -271,8 +305,18 @@ ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, 
     r.x.gdO.setHead(bi, h, add(mulAB(P, uv), mulAB(dPbar, v)));  // gdO = P uV + dPbar V
     r.x.c.setHead(bi, h, c);
     r.x.b.setHead(bi, h, b);
-    addParamGrads(hm, sc, Sbar, &GdS, r.params);          // gtheta = <df/dtheta, Sbar> + <df'/dtheta, G o dS>
-    hm.addSinkGrad(sc.L, b, r.params);                     // gz = -sum_i p_sink,i b_i
+    // gtheta = <df/dtheta, Sbar> + <df'/dtheta, G o dS> + u_c <d(df/dc)/dtheta, dS>
+    const double uc = uParams ? uParams->softcap : 0.0;
+    for (Index i = 0; i < p.N; ++i)
+      for (Index j = 0; j < p.M; ++j)
+        if (hm.visible(i, j)) hm.addPairGrads(i, j, sc.T(i, j), Sbar(i, j), GdS(i, j), uc * dS(i, j), r.params);
+    // gz = sum_i (-p_sink,i beta_i + e_i D_i (1 - p_sink,i)): z moves P through L (beta is
+    // rowsum(P o Pbar)) and e directly (de/dz = e (1 - p_sink)).
+    if (hm.hasSink())
+      for (std::size_t i = 0; i < b.size(); ++i) {
+        const double ps = hm.sinkProbability(sc.L[i]);
+        r.params.sinks[static_cast<std::size_t>(h)] += -ps * beta[i] + e[i] * D[i] * (1.0 - ps);
+      }
   });
   return r;
 }

@@ -145,7 +145,7 @@ BackwardResult backwardHead(const HeadMod& hm, const Tiling& t, const Matrix& Q,
           dS(r, c) = P(r, c) * (dP(r, c) - out.D[at(i0 + r)]);  // dS = P o (dP - D)
           dT(r, c) = X.F1(r, c) * dS(r, c);             // dT = f'(T) o dS
           if (X.S(r, c) != kNegInf)                     // dtheta += <df/dtheta, dS>
-            hm.addPairGrads(i0 + r, j0 + c, X.T(r, c), dS(r, c), 0.0, grads);
+            hm.addPairGrads(i0 + r, j0 + c, X.T(r, c), dS(r, c), 0.0, 0.0, grads);
         }
       accTtA(tile, P, dO, 1.0, dVacc);                  // dV += P^T dO
       accTtA(tile, dT, Q, p.scale, dKacc);              // dK += s dT^T Q
@@ -169,16 +169,17 @@ struct BobInputs {
   const Matrix &Q, &K, &V, &dO, &uQ, &uK, &uV;
 };
 
-// The tiles both passes rebuild: the score tiles, P, dP, dS, dT, G, W and G' = f'(T) o G.
+// The tiles both passes rebuild: the score tiles, P, dP, dS, dT, G, W, the cotangent of dS
+// G' = f'(T) o G + U, and U's slope in T, UT (U, UT: 0 without cotangents of the parameters).
 struct ModBobTiles {
   ScoreTiles X;
-  TileBuf P, dP, dS, dT, G, W, Gf, tmp;
+  TileBuf P, dP, dS, dT, G, W, Gf, UT, tmp;
   ModBobTiles(const Problem& p, const Tiling& t)
-      : X(p, t), P(p, t), dP(p, t), dS(p, t), dT(p, t), G(p, t), W(p, t), Gf(p, t), tmp(p, t) {}
+      : X(p, t), P(p, t), dP(p, t), dS(p, t), dT(p, t), G(p, t), W(p, t), Gf(p, t), UT(p, t), tmp(p, t) {}
 };
 
 void bobTiles(const HeadMod& hm, const Tile& t, const BobInputs& in, const std::vector<double>& L,
-              const std::vector<double>& D, ModBobTiles& B) {
+              const std::vector<double>& D, const ScoreModGrads* u, ModBobTiles& B) {
   scoreTiles(hm, t, in.Q, in.K, B.X);
   probabilityTile(t, B.X, L, B.P);                      // P  = exp(S - L)
   tileABt(t, in.dO, in.V, 1.0, B.dP);                   // dP = dO V^T
@@ -190,22 +191,32 @@ void bobTiles(const HeadMod& hm, const Tile& t, const BobInputs& in, const std::
       B.G(r, c) += B.tmp(r, c);
       B.dS(r, c) = B.P(r, c) * (B.dP(r, c) - D[at(t.i0 + r)]);  // dS = P o (dP - D)
       B.dT(r, c) = B.X.F1(r, c) * B.dS(r, c);           // dT = f'(T) o dS
-      B.Gf(r, c) = B.X.F1(r, c) * B.G(r, c);            // G' = f'(T) o G
+      B.Gf(r, c) = B.X.F1(r, c) * B.G(r, c);            // G' = f'(T) o G (+ U)
+      B.UT(r, c) = 0.0;
+      if (u && B.X.S(r, c) != kNegInf) {
+        B.Gf(r, c) += hm.direction(t.i0 + r, t.j0 + c, B.X.T(r, c), *u);
+        B.UT(r, c) = hm.directionSlope(B.X.T(r, c), *u);
+      }
     }
 }
 
 BobResult bobHead(const HeadMod& hm, const Tiling& t, const BobInputs& in, const Matrix& O,
                   const std::vector<double>& L, const std::vector<double>& D, const Matrix& dQ,
-                  X2Source x2, ScoreModGrads& grads, TileStats* stats) {
+                  X2Source x2, const ScoreModGrads* u, ScoreModGrads& grads, TileStats* stats) {
   const Problem& p = hm.p;
   const double s = p.scale;
+  // e = -u_z p_sink per row, from L alone (0 without a sink's cotangent): its terms in c and b
+  // are row constants the epilogue applies.
+  std::vector<double> e(at(p.N), 0.0);
+  if (u && hm.hasSink())
+    for (Index i = 0; i < p.N; ++i) e[at(i)] = -u->sinks[at(hm.h)] * hm.sinkProbability(L[at(i)]);
   BobResult out{Matrix(p.N, p.d), Matrix(p.M, p.d), Matrix(p.M, p.d), Matrix(p.N, p.d),
                 std::vector<double>(at(p.N), 0.0), std::vector<double>(at(p.N), 0.0)};
   ModBobTiles B(p, t);
   const ScoreTiles& X = B.X;
 
   // Pass 1, query-major: the plain accumulators with G' for G and the f'-, f''-weighted tiles
-  //   X1 = dT uK + (F1 o (G' o dS + P o W) + F2 o G o dS) K     X2 = (F1 o P o dP) K
+  //   X1 = dT uK + (F1 o (G' o dS + P o W) + (F2 o G + UT) o dS) K     X2 = (F1 o P o dP) K
   //   X3 = (F1 o P) K                                          X4 = P uV + (P o G') V
   // and the epilogue gQ = s (X1 - c o X2 - b o X3), gdO = X4 - c o O, as without a modification.
   for (Index i0 = 0; i0 < p.N; i0 += t.block_m) {
@@ -216,16 +227,16 @@ BobResult bobHead(const HeadMod& hm, const Tiling& t, const BobInputs& in, const
       const Tile tile{i0, i1, j0, std::min(j0 + t.block_n, p.M)};
       if (!anyVisible(hm, tile)) continue;
       count(stats);
-      bobTiles(hm, tile, in, L, D, B);
+      bobTiles(hm, tile, in, L, D, u, B);
       for (Index r = 0; r < rows; ++r)
         for (Index col = 0; col < tile.cols(); ++col) {
           const double GfdSPW = B.Gf(r, col) * B.dS(r, col) + B.P(r, col) * B.W(r, col);
           c[at(r)] += B.Gf(r, col) * B.P(r, col);          // c += rowsum(G' o P)
           b[at(r)] += GfdSPW;                              // b += rowsum(G' o dS + P o W)
-          B.tmp(r, col) = X.F1(r, col) * GfdSPW + X.F2(r, col) * B.G(r, col) * B.dS(r, col);
+          B.tmp(r, col) = X.F1(r, col) * GfdSPW + (X.F2(r, col) * B.G(r, col) + B.UT(r, col)) * B.dS(r, col);
         }
       accTB(tile, B.dT, in.uK, 1.0, X1);   // X1 += dT uK
-      accTB(tile, B.tmp, in.K, 1.0, X1);   // X1 += (F1 o (G' o dS + P o W) + F2 o G o dS) K
+      accTB(tile, B.tmp, in.K, 1.0, X1);   // X1 += (F1 o (G' o dS + P o W) + (F2 o G + UT) o dS) K
       for (Index r = 0; r < rows; ++r)
         for (Index col = 0; col < tile.cols(); ++col) B.tmp(r, col) = X.F1(r, col) * B.P(r, col);
       accTB(tile, B.tmp, in.K, 1.0, X3);   // X3 += (F1 o P) K
@@ -242,7 +253,8 @@ BobResult bobHead(const HeadMod& hm, const Tiling& t, const BobInputs& in, const
     }
     for (Index r = 0; r < rows; ++r) {
       const Index i = i0 + r;
-      b[at(r)] -= c[at(r)] * D[at(i)];
+      c[at(r)] -= e[at(i)];                             // c = rowsum(G' o P) - e
+      b[at(r)] += (e[at(i)] - c[at(r)]) * D[at(i)];     // b = rowsum(G' o dS + P o W) - c o D + e o D
       // F1 o P o dP = dT + D o (F1 o P), so X2 = dQ / s + D o X3 still.
       if (x2 == X2Source::FromDQ)
         for (Index k = 0; k < p.d; ++k) X2(r, k) = dQ(i, k) / s + D[at(i)] * X3(r, k);
@@ -256,8 +268,10 @@ BobResult bobHead(const HeadMod& hm, const Tiling& t, const BobInputs& in, const
   }
 
   // Pass 2, key-major: dPbar = P o (G' - c), Sbar = G' o dS + P o W - c o (P o dP) - b o P,
-  // Tbar = F1 o Sbar + F2 o G o dS; gK = s (dT^T uQ + Tbar^T Q), gV = dPbar^T dO, and F's
-  // parameter gradients <df/dtheta, Sbar> + <df'/dtheta, G o dS> from the same tiles.
+  // Tbar = F1 o Sbar + (F2 o G + UT) o dS; gK = s (dT^T uQ + Tbar^T Q), gV = dPbar^T dO, and
+  // F's parameter gradients <df/dtheta, Sbar> + <df'/dtheta, G o dS> + u_c <d(df/dc)/dtheta, dS>
+  // from the same tiles.
+  const double uc = u ? u->softcap : 0.0;
   TileBuf dPbar(p, t), Tbar(p, t);
   for (Index j0 = 0; j0 < p.M; j0 += t.block_n) {
     const Index j1 = std::min(j0 + t.block_n, p.M);
@@ -266,15 +280,16 @@ BobResult bobHead(const HeadMod& hm, const Tiling& t, const BobInputs& in, const
       const Tile tile{i0, std::min(i0 + t.block_m, p.N), j0, j1};
       if (!anyVisible(hm, tile)) continue;
       count(stats);
-      bobTiles(hm, tile, in, L, D, B);
+      bobTiles(hm, tile, in, L, D, u, B);
       for (Index r = 0; r < tile.rows(); ++r) {
         const double ci = out.c[at(i0 + r)], bi = out.b[at(i0 + r)];
         for (Index col = 0; col < tile.cols(); ++col) {
           const double P = B.P(r, col), GdS = B.G(r, col) * B.dS(r, col);
           dPbar(r, col) = P * (B.Gf(r, col) - ci);
           const double Sbar = B.Gf(r, col) * B.dS(r, col) + P * B.W(r, col) - ci * P * B.dP(r, col) - bi * P;
-          Tbar(r, col) = X.F1(r, col) * Sbar + X.F2(r, col) * GdS;
-          if (X.S(r, col) != kNegInf) hm.addPairGrads(i0 + r, j0 + col, X.T(r, col), Sbar, GdS, grads);
+          Tbar(r, col) = X.F1(r, col) * Sbar + X.F2(r, col) * GdS + B.UT(r, col) * B.dS(r, col);
+          if (X.S(r, col) != kNegInf)
+            hm.addPairGrads(i0 + r, j0 + col, X.T(r, col), Sbar, GdS, uc * B.dS(r, col), grads);
         }
       }
       accTtA(tile, B.dT, in.uQ, s, gKacc);   // gK += s dT^T uQ
@@ -287,7 +302,12 @@ BobResult bobHead(const HeadMod& hm, const Tiling& t, const BobInputs& in, const
         out.gV(j0 + col, k) = gVacc(col, k);
       }
   }
-  hm.addSinkGrad(L, out.b, grads);  // gz = -sum_i p_sink,i b_i: O(N), after pass 1
+  // gz = sum_i (-p_sink,i beta_i + e_i D_i (1 - p_sink,i)), beta = b - e o D: O(N), per row.
+  if (hm.hasSink())
+    for (Index i = 0; i < p.N; ++i) {
+      const double ps = hm.sinkProbability(L[at(i)]), beta = out.b[at(i)] - e[at(i)] * D[at(i)];
+      grads.sinks[at(hm.h)] += -ps * beta + e[at(i)] * D[at(i)] * (1.0 - ps);
+    }
   return out;
 }
 
@@ -330,9 +350,11 @@ ModBackwardResult backwardMod(const Problem& p, const Tiling& t, const ScoreMod&
 ModBobResult bobMod(const Problem& p, const Tiling& t, const ScoreMod& mod, const HeadTensor& Q,
                     const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO, const HeadTensor& uQ,
                     const HeadTensor& uK, const HeadTensor& uV, const BatchedForwardResult& fwd,
-                    const ModBackwardResult& bwd, X2Source x2, TileStats* stats) {
+                    const ModBackwardResult& bwd, X2Source x2, const ScoreModGrads* uParams,
+                    TileStats* stats) {
   validate(t);
   const Index kv = validateModInputs(p, mod, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}}, {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
+  if (uParams) validateCotangents(*uParams, mod);
   const Index B = Q.batch, H = Q.heads;
   ModBobResult r{{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
                   HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)},
@@ -342,7 +364,7 @@ ModBobResult bobMod(const Problem& p, const Tiling& t, const ScoreMod& mod, cons
                  uq = uQ.head(b, h), uk = uK.head(b, g), uv = uV.head(b, g);
     const BobInputs in{q, k, v, dO_, uq, uk, uv};
     const BobResult x = bobHead(hm, t, in, fwd.O.head(b, h), fwd.L.head(b, h).data,
-                                bwd.x.D.head(b, h).data, bwd.x.dQ.head(b, h), x2, r.params, stats);
+                                bwd.x.D.head(b, h).data, bwd.x.dQ.head(b, h), x2, uParams, r.params, stats);
     r.x.gQ.setHead(b, h, x.gQ);
     r.x.gK.addHead(b, g, x.gK);
     r.x.gV.addHead(b, g, x.gV);
