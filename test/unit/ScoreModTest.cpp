@@ -53,10 +53,16 @@ double forwardPairing(const Case& c) {
   return dot(c.dO.data, dense::forwardMod(c.p, c.mod, c.Q, c.K, c.V).O.data);
 }
 
-// F = <uQ,dQ> + <uK,dK> + <uV,dV>: the scalar whose gradient BoB is.
+// F = <uQ,dQ> + <uK,dK> + <uV,dV> (+ <uParams, dParams>): the scalar whose gradient BoB is.
 double backwardPairing(const Case& c) {
   const ModBackwardResult g = dense::backwardMod(c.p, c.mod, c.Q, c.K, c.V, c.dO);
-  return dot(c.uQ.data, g.x.dQ.data) + dot(c.uK.data, g.x.dK.data) + dot(c.uV.data, g.x.dV.data);
+  double F = dot(c.uQ.data, g.x.dQ.data) + dot(c.uK.data, g.x.dK.data) + dot(c.uV.data, g.x.dV.data);
+  if (c.uParams) {
+    const ScoreModGrads& u = *c.uParams;
+    F += dot(u.bias.data, g.params.bias.data) + dot(u.table, g.params.table) +
+         dot(u.alibiSlopes, g.params.alibiSlopes) + dot(u.sinks, g.params.sinks) + u.softcap * g.params.softcap;
+  }
+  return F;
 }
 
 // The finite-difference gradient of `objective` with respect to every entry of the vector
@@ -125,14 +131,19 @@ TEST_CASE("score mods: backward and parameter gradients equal finite differences
 
 TEST_CASE("score mods: BoB and its parameter gradients equal finite differences of the first backward",
           "[oracle][scoremod][bob][fd]") {
+  // F with and without the cotangents of the parameter gradients (<uParams, dParams>).
   std::uint64_t seed = 1000;
+  for (const bool withParams : {false, true})
   for (const Kind kind : kKinds)
     for (const Problem& p : problems()) {
-      INFO(name(kind) << ", " << describe(p) << ", GQA " << kHeads << "/" << kKvHeads);
+      INFO(name(kind) << ", " << describe(p) << ", GQA " << kHeads << "/" << kKvHeads
+                      << (withParams ? ", with uParams" : ""));
       Case c = makeCase(p, seed++);
       std::mt19937_64 rng(seed++);
       c.mod = makeMod(kind, p, rng);
-      const ModBobResult r = dense::bobMod(c.p, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV);
+      if (withParams) c.uParams = randomCotangents(c.mod, rng);
+      const ModBobResult r = dense::bobMod(c.p, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV,
+                                           c.uParams ? &*c.uParams : nullptr);
       CHECK(relErr(r.x.gQ.data, fdGradient(c, [](Case& k) -> std::vector<double>& { return k.Q.data; }, backwardPairing)) < kFdTol);
       CHECK(relErr(r.x.gK.data, fdGradient(c, [](Case& k) -> std::vector<double>& { return k.K.data; }, backwardPairing)) < kFdTol);
       CHECK(relErr(r.x.gV.data, fdGradient(c, [](Case& k) -> std::vector<double>& { return k.V.data; }, backwardPairing)) < kFdTol);

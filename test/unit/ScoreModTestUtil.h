@@ -4,6 +4,7 @@
 
 #include "kernels/oracle/ScoreMod.h"
 
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct Case {
   Problem p;
   ScoreMod mod;
   HeadTensor Q, K, V, dO, uQ, uK, uV;
+  std::optional<ScoreModGrads> uParams;  // cotangents of the parameter gradients, if any
 };
 
 inline constexpr Index kBatch = 2, kHeads = 4, kKvHeads = 2;
@@ -94,6 +96,20 @@ inline ScoreMod makeMod(Kind kind, const Problem& p, std::mt19937_64& rng) {
     for (Index j = 0; j < p.M; ++j) m.mask.data[static_cast<std::size_t>(p.M + j)] = 0.0;
   }
   return m;
+}
+
+// Random cotangents for the first backward's parameter gradients, shaped like `mod`'s
+// parameters (for BoB's <uParams, dParams> term).
+inline ScoreModGrads randomCotangents(const ScoreMod& mod, std::mt19937_64& rng) {
+  ScoreModGrads u;
+  if (!mod.bias.data.empty()) {
+    u.bias = randomTensor(mod.bias.batch, mod.bias.heads, mod.bias.rows, mod.bias.cols, rng);
+  }
+  u.table = randomVector(mod.table.size(), -1.0, 1.0, rng);
+  u.alibiSlopes = randomVector(mod.alibiSlopes.size(), -1.0, 1.0, rng);
+  u.sinks = randomVector(mod.sinks.size(), -1.0, 1.0, rng);
+  if (mod.softcap != 0.0) u.softcap = randomVector(1, -1.0, 1.0, rng)[0];
+  return u;
 }
 
 // Causal and not, N < M and N > M (causal N > M leaves the first rows with no key).

@@ -51,6 +51,9 @@ TEST_CASE("score mods: the tiled model equals the dense reference", "[oracle][sc
       const BatchedForwardResult f = dense::forwardMod(c.p, c.mod, c.Q, c.K, c.V);
       const ModBackwardResult g = dense::backwardMod(c.p, c.mod, c.Q, c.K, c.V, c.dO);
       const ModBobResult r = dense::bobMod(c.p, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV);
+      // And with cotangents of the parameter gradients (<uParams, dParams> in F).
+      const ScoreModGrads u = randomCotangents(c.mod, rng);
+      const ModBobResult ru = dense::bobMod(c.p, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV, &u);
       for (const Tiling& t : tilings)
         for (const X2Source x2 : {X2Source::FromDQ, X2Source::Accumulate}) {
           INFO(name(kind) << ", " << describe(p) << ", " << describe(t)
@@ -72,6 +75,14 @@ TEST_CASE("score mods: the tiled model equals the dense reference", "[oracle][sc
           CHECK(relErr(tr.x.c.data, r.x.c.data) < kTol);
           CHECK(relErr(tr.x.b.data, r.x.b.data) < kTol);
           checkGrads(tr.params, r.params);
+          const ModBobResult tu = tiled::bobMod(c.p, t, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV, tf, tg, x2, &u);
+          CHECK(relErr(tu.x.gQ.data, ru.x.gQ.data) < kTol);
+          CHECK(relErr(tu.x.gK.data, ru.x.gK.data) < kTol);
+          CHECK(relErr(tu.x.gV.data, ru.x.gV.data) < kTol);
+          CHECK(relErr(tu.x.gdO.data, ru.x.gdO.data) < kTol);
+          CHECK(relErr(tu.x.c.data, ru.x.c.data) < kTol);
+          CHECK(relErr(tu.x.b.data, ru.x.b.data) < kTol);
+          checkGrads(tu.params, ru.params);
         }
     }
 }
@@ -94,7 +105,7 @@ TEST_CASE("score mods: the tiled model skips exactly the tiles a document mask h
     const BatchedForwardResult tf = tiled::forwardMod(c.p, t, c.mod, c.Q, c.K, c.V, &fs);
     const ModBackwardResult tg = tiled::backwardMod(c.p, t, c.mod, c.Q, c.K, c.V, c.dO, tf, &bs);
     const ModBobResult tr = tiled::bobMod(c.p, t, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV, tf, tg,
-                                          X2Source::FromDQ, &bobs);
+                                          X2Source::FromDQ, nullptr, &bobs);
     CHECK(fs.tiles == visibleTiles);
     CHECK(bs.tiles == visibleTiles);
     CHECK(bobs.tiles == 2 * visibleTiles);  // two passes
