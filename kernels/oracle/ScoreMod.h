@@ -85,8 +85,9 @@ struct ModBobResult {
 // Throws std::invalid_argument ("oracle: ...") when a field's shape does not fit a problem of
 // `batch` batches and `heads` query heads, or softcap is negative or not finite.
 void validate(const ScoreMod& mod, const Problem& head, Index batch, Index heads);
-// uParams must have the shapes of `mod`'s parameters (a softcap cotangent only with a cap).
-void validateCotangents(const ScoreModGrads& uParams, const ScoreMod& mod);
+// Cotangents (or tangents) of the parameters must have the shapes of `mod`'s parameters (a
+// softcap entry only with a cap); `name` is the argument's, for the message.
+void validateCotangents(const ScoreModGrads& uParams, const ScoreMod& mod, const char* name = "uParams");
 
 namespace dense {
 
@@ -99,11 +100,13 @@ ModBobResult bobMod(const Problem& head, const ScoreMod& mod, const HeadTensor& 
                     const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO,
                     const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV,
                     const ScoreModGrads* uParams = nullptr);
-// The forward's JVP along tangents (tQ, tK, tV) (the parameters held fixed), by the chain rule
-// through T, the modification and the softmax.
+// The forward's JVP along tangents (tQ, tK, tV) and, if given, tangents of the parameters
+// (shaped like them; none: the parameters held fixed), by the chain rule through T, the
+// modification and the softmax.
 HeadTensor forwardJvpMod(const Problem& head, const ScoreMod& mod, const HeadTensor& Q,
                          const HeadTensor& K, const HeadTensor& V, const HeadTensor& tQ,
-                         const HeadTensor& tK, const HeadTensor& tV);
+                         const HeadTensor& tK, const HeadTensor& tV,
+                         const ScoreModGrads* tParams = nullptr);
 
 }  // namespace dense
 

@@ -175,17 +175,19 @@ void validate(const ScoreMod& mod, const Problem& p, Index batch, Index heads) {
   }
 }
 
-void validateCotangents(const ScoreModGrads& u, const ScoreMod& mod) {
+void validateCotangents(const ScoreModGrads& u, const ScoreMod& mod, const char* name) {
+  const std::string n = name;
   if (present(mod.bias) != present(u.bias) ||
       (present(mod.bias) && (u.bias.batch != mod.bias.batch || u.bias.heads != mod.bias.heads ||
                              u.bias.rows != mod.bias.rows || u.bias.cols != mod.bias.cols ||
                              u.bias.data.size() != mod.bias.data.size())))
-    fail("uParams.bias must have the bias's shape (or both be empty)");
-  validateVector(u.table, "uParams.table", static_cast<Index>(mod.table.size()), "table size");
-  validateVector(u.alibiSlopes, "uParams.alibiSlopes", static_cast<Index>(mod.alibiSlopes.size()), "alibiSlopes size");
-  validateVector(u.sinks, "uParams.sinks", static_cast<Index>(mod.sinks.size()), "sinks size");
+    fail(n + ".bias must have the bias's shape (or both be empty)");
+  validateVector(u.table, (n + ".table").c_str(), static_cast<Index>(mod.table.size()), "table size");
+  validateVector(u.alibiSlopes, (n + ".alibiSlopes").c_str(), static_cast<Index>(mod.alibiSlopes.size()),
+                 "alibiSlopes size");
+  validateVector(u.sinks, (n + ".sinks").c_str(), static_cast<Index>(mod.sinks.size()), "sinks size");
   if (!std::isfinite(u.softcap) || (mod.softcap == 0.0 && u.softcap != 0.0))
-    fail("uParams.softcap must be finite, and 0 without a softcap");
+    fail(n + ".softcap must be finite, and 0 without a softcap");
 }
 
 namespace dense {
@@ -323,18 +325,28 @@ ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, 
 
 HeadTensor forwardJvpMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
                          const HeadTensor& K, const HeadTensor& V, const HeadTensor& tQ,
-                         const HeadTensor& tK, const HeadTensor& tV) {
+                         const HeadTensor& tK, const HeadTensor& tV, const ScoreModGrads* tParams) {
   const Index kv = validateModInputs(p, mod, Q, K, {{&tQ, "tQ"}}, {{&V, "V"}, {&tK, "tK"}, {&tV, "tV"}});
+  if (tParams) validateCotangents(*tParams, mod, "tParams");
   HeadTensor tO(Q.batch, Q.heads, p.N, p.d);
   forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index b, Index h, Index g) {
     const Matrix q = Q.head(b, h), k = K.head(b, g);
     const Scores sc = scores(hm, q, k);
     Matrix tT = add(mulABt(tQ.head(b, h), k), mulABt(q, tK.head(b, g)));  // tT = s (tQ K^T + Q tK^T)
     scaleInPlace(tT, p.scale);
-    const Matrix tS = hadamard(sc.F1, tT);                // tS = f'(T) o tT (0 where masked)
-    // The softmax's JVP; the sink's logit has no tangent, so it adds nothing to the row mean.
-    const std::vector<double> mean = rowSum(hadamard(sc.P, tS));
-    Matrix tP(p.N, p.M);                                  // tP = P o (tS - rowsum(P o tS))
+    Matrix tS = hadamard(sc.F1, tT);                      // tS = f'(T) o tT + sum t_theta df/dtheta
+    if (tParams)                                          // (0 where masked)
+      for (Index i = 0; i < p.N; ++i)
+        for (Index j = 0; j < p.M; ++j)
+          if (hm.visible(i, j)) tS(i, j) += hm.direction(i, j, sc.T(i, j), *tParams);
+    // The softmax's JVP over the row and the sink's logit z: its tangent t_z enters the row
+    // mean with weight p_sink.
+    std::vector<double> mean = rowSum(hadamard(sc.P, tS));
+    if (tParams && hm.hasSink())
+      for (Index i = 0; i < p.N; ++i)
+        mean[static_cast<std::size_t>(i)] +=
+            hm.sinkProbability(sc.L[static_cast<std::size_t>(i)]) * tParams->sinks[static_cast<std::size_t>(h)];
+    Matrix tP(p.N, p.M);                                  // tP = P o (tS - rowsum(P o tS) - p_sink t_z)
     for (Index i = 0; i < p.N; ++i)
       for (Index j = 0; j < p.M; ++j) tP(i, j) = sc.P(i, j) * (tS(i, j) - mean[static_cast<std::size_t>(i)]);
     tO.setHead(b, h, add(mulAB(tP, V.head(b, g)), mulAB(sc.P, tV.head(b, g))));  // tO = tP V + P tV

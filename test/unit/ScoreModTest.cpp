@@ -24,6 +24,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -154,28 +155,44 @@ TEST_CASE("score mods: BoB and its parameter gradients equal finite differences 
 
 TEST_CASE("score mods: the forward's JVP equals finite differences of O, and BoB's gdO at u = t",
           "[oracle][scoremod][jvp][fd]") {
+  // With the parameters held fixed, and moving along random tangents of their own.
   std::uint64_t seed = 2000;
+  for (const bool withParams : {false, true})
   for (const Kind kind : kKinds)
     for (const Problem& p : problems()) {
-      INFO(name(kind) << ", " << describe(p));
+      INFO(name(kind) << ", " << describe(p) << (withParams ? ", with tParams" : ""));
       Case c = makeCase(p, seed++);
       std::mt19937_64 rng(seed++);
       c.mod = makeMod(kind, p, rng);
+      std::optional<ScoreModGrads> tParams;
+      if (withParams) tParams = randomCotangents(c.mod, rng);
+      const ScoreModGrads* tp = tParams ? &*tParams : nullptr;
       // Tangents (tQ, tK, tV) = (uQ, uK, uV).
-      const HeadTensor tO = dense::forwardJvpMod(c.p, c.mod, c.Q, c.K, c.V, c.uQ, c.uK, c.uV);
-      // O along the line (Q, K, V) + h (tQ, tK, tV), every entry at once.
+      const HeadTensor tO = dense::forwardJvpMod(c.p, c.mod, c.Q, c.K, c.V, c.uQ, c.uK, c.uV, tp);
+      // O along the line (Q, K, V, theta) + h (tQ, tK, tV, t_theta), every entry at once.
+      auto along = [](std::vector<double>& x, const std::vector<double>& t, double h) {
+        for (std::size_t e = 0; e < x.size(); ++e) x[e] += h * t[e];
+      };
       std::vector<double> fd(tO.data.size());
       for (std::size_t k = 0; k < fd.size(); ++k)
         fd[k] = derivative([&](double h) {
           Case m = c;
-          for (std::size_t e = 0; e < m.Q.data.size(); ++e) m.Q.data[e] += h * c.uQ.data[e];
-          for (std::size_t e = 0; e < m.K.data.size(); ++e) m.K.data[e] += h * c.uK.data[e];
-          for (std::size_t e = 0; e < m.V.data.size(); ++e) m.V.data[e] += h * c.uV.data[e];
+          along(m.Q.data, c.uQ.data, h);
+          along(m.K.data, c.uK.data, h);
+          along(m.V.data, c.uV.data, h);
+          if (tp) {
+            along(m.mod.bias.data, tp->bias.data, h);
+            along(m.mod.table, tp->table, h);
+            along(m.mod.alibiSlopes, tp->alibiSlopes, h);
+            along(m.mod.sinks, tp->sinks, h);
+            m.mod.softcap += h * tp->softcap;
+          }
           return dense::forwardMod(m.p, m.mod, m.Q, m.K, m.V).O.data[k];
         });
       CHECK(relErr(tO.data, fd) < kFdTol);
-      // gdO does not involve dO and, at u = t, is tO (G' = f'(T) o G = tS): within rounding.
-      const ModBobResult r = dense::bobMod(c.p, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV);
+      // gdO does not involve dO and, at u = t (uParams = tParams), is tO: G' = f'(T) o G + U = tS
+      // and c = rowsum(tS o P) + p_sink t_z. Within rounding.
+      const ModBobResult r = dense::bobMod(c.p, c.mod, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV, tp);
       CHECK(relErr(r.x.gdO.data, tO.data) < kIdentityTol);
     }
 }
