@@ -1,8 +1,9 @@
 // Tests of the score-modification oracle (kernels/oracle/ScoreMod.h) against independent
-// oracles: finite differences of its own float64 forward (for the backward and the parameters'
-// gradients) and of its own first backward (for BoB, as the derivative of
-// F = <uQ,dQ> + <uK,dK> + <uV,dV>), and the identity cases where a modification is a no-op and
-// the plain oracle (Oracle.h, tested on its own in OracleTest.cpp) must be reproduced.
+// oracles: finite differences of its own float64 forward (for the backward, the parameters'
+// gradients and the JVP) and of its own first backward (for BoB, as the derivative of
+// F = <uQ,dQ> + <uK,dK> + <uV,dV> (+ <uParams, dParams>)), and the identity cases where a
+// modification is a no-op and the plain oracle (Oracle.h, tested on its own in
+// OracleTest.cpp) must be reproduced.
 //
 // Tolerances. Every derivative is a central difference with Richardson extrapolation,
 // (8 (f(h) - f(-h)) - (f(2h) - f(-2h))) / 12h with h = 1e-3: truncation error O(h^4) ~ 1e-12
@@ -358,4 +359,15 @@ TEST_CASE("score mods: argument checking", "[oracle][scoremod][validate]") {
   m = ScoreMod{};
   m.sinks = {0.0, 0.0};
   REQUIRE_THROWS_WITH(run(m), Contains("sinks"));
+
+  // Cotangents and tangents of the parameters must be shaped like them.
+  std::mt19937_64 rng(6001);
+  m = makeMod(Kind::All, p, rng);
+  ScoreModGrads u = randomCotangents(m, rng);
+  u.table.pop_back();
+  REQUIRE_THROWS_WITH(dense::bobMod(c.p, m, c.Q, c.K, c.V, c.dO, c.uQ, c.uK, c.uV, &u), Contains("uParams.table"));
+  m.softcap = 0.0;
+  u = randomCotangents(m, rng);
+  u.softcap = 1.0;  // a tangent of a cap that is not there
+  REQUIRE_THROWS_WITH(dense::forwardJvpMod(c.p, m, c.Q, c.K, c.V, c.uQ, c.uK, c.uV, &u), Contains("tParams.softcap"));
 }
