@@ -109,7 +109,7 @@ struct HeadMod {
   }
   // Adds the sink's gradient: z moves every row's L, so P_ij by -P_ij p_sink,i, and a scalar
   // with P-cotangent Pbar gains -sum_i p_sink,i rowsum(P o Pbar)_i; `rowScalar` is that row
-  // sum (D for <dO, O>, b for BoB's F).
+  // sum (D for the first backward's <dO, O>; BoB writes its own, with the sink's cotangent).
   void addSinkGrad(const std::vector<double>& L, const std::vector<double>& rowScalar,
                    ScoreModGrads& g) const {
     if (!hasSink()) return;

@@ -86,13 +86,12 @@ Scores scores(const HeadMod& hm, const Matrix& Q, const Matrix& K) {
   return sc;
 }
 
-// Adds the parameters' gradients of a scalar whose cotangent of S is X and whose cotangent of
-// f'(T) (as a separate input, where f' appears in dT = f'(T) o dS) is Y (nullptr: none).
-void addParamGrads(const HeadMod& hm, const Scores& sc, const Matrix& X, const Matrix* Y,
-                   ScoreModGrads& g) {
+// Adds the parameters' gradients of a scalar whose cotangent of S is X (and that reads f' and
+// df/dtheta nowhere else): <df/dtheta, X>.
+void addParamGrads(const HeadMod& hm, const Scores& sc, const Matrix& X, ScoreModGrads& g) {
   for (Index i = 0; i < hm.p.N; ++i)
     for (Index j = 0; j < hm.p.M; ++j)
-      if (hm.visible(i, j)) hm.addPairGrads(i, j, sc.T(i, j), X(i, j), Y ? (*Y)(i, j) : 0.0, 0.0, g);
+      if (hm.visible(i, j)) hm.addPairGrads(i, j, sc.T(i, j), X(i, j), 0.0, 0.0, g);
 }
 
 void validateSide(const HeadTensor& t, const char* name, Index batch, Index heads, Index rows, Index d) {
@@ -227,7 +226,7 @@ ModBackwardResult backwardMod(const Problem& p, const ScoreMod& mod, const HeadT
     r.x.dK.addHead(b, g, dK);                             // summed over the group's query heads
     r.x.dV.addHead(b, g, mulAtB(sc.P, dO_));              // dV = P^T dO
     r.x.D.setHead(b, h, D);
-    addParamGrads(hm, sc, dS, nullptr, r.params);         // dtheta = <df/dtheta, dS>
+    addParamGrads(hm, sc, dS, r.params);                  // dtheta = <df/dtheta, dS>
     hm.addSinkGrad(sc.L, D, r.params);                     // dz = -sum_i p_sink,i D_i
   });
   return r;
