@@ -5,9 +5,11 @@
 
 #include "api/Attention.h"
 #include "api/CApiStatus.h"
+#include "compiler/dialect/Target.h"
 #include "jit/Launch.h"
-#include "jit/Validate.h"
 #include "jit/Tuning.h"
+#include "jit/Validate.h"
+#include "runtime/cache/DiskCache.h"
 #include "support/Errors.h"
 #include "support/Knobs.h"
 #include "support/Log.h"
@@ -197,6 +199,26 @@ extern "C" {
 const char *flashbob_version(void) { return FLASHBOB_VERSION; }
 
 const char *flashbob_last_error(void) { return lastError.c_str(); }
+
+int64_t flashbob_limit(flashbob_limit_kind kind) {
+  switch (enumValue(kind)) {
+  case FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE: return flashbob::bob::kHeadDimMultiple;
+  case FLASHBOB_LIMIT_HEAD_DIM_MAX: return flashbob::bob::kMaxHeadDim;
+  case FLASHBOB_LIMIT_SEQUENCE_MAX: return flashbob::jit::kMaxSequence;
+  case FLASHBOB_LIMIT_BATCH_HEADS_MAX: return flashbob::jit::kMaxGridY;
+  }
+  return -1;
+}
+
+flashbob_status flashbob_check_problem(const flashbob_problem *p) {
+  return withProblem(p, [](const flashbob::AttentionProblem &) { return llvm::Error::success(); });
+}
+
+const char *flashbob_cache_dir(void) {
+  static thread_local std::string dir;
+  dir = flashbob::runtime::DiskCache::defaultDirectory();
+  return dir.c_str();
+}
 
 void flashbob_set_autotune(int on) { flashbob::jit::setAutotune(on != 0); }
 

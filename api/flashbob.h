@@ -60,7 +60,7 @@ typedef struct flashbob_problem {
   int64_t batch, heads;
   int64_t seq_q;    /* N, queries */
   int64_t seq_k;    /* M, keys */
-  int64_t head_dim; /* d: a multiple of 16 up to 256 */
+  int64_t head_dim; /* d: a multiple of 16 up to 256 (flashbob_limit) */
   flashbob_dtype dtype;
   int causal;       /* non-zero: causal mask, bottom-right aligned when M != N */
   double scale;     /* softmax scale; 0 means 1/sqrt(head_dim). The default runs kernels
@@ -235,6 +235,30 @@ flashbob_status flashbob_precompile(const flashbob_problem *p, flashbob_op op);
  * cold start costs the slowest compilation rather than the sum. Errors name ops[i]. */
 flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbob_op *ops,
                                         int64_t count);
+
+/* The limits of the problems this library's kernels take, for a front end that checks its
+ * arguments before any call (when a framework traces a program, with no GPU) instead of
+ * restating them; flashbob_check_problem applies them. */
+typedef enum flashbob_limit_kind {
+  FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE = 0, /* head_dim is a positive multiple of this ... */
+  FLASHBOB_LIMIT_HEAD_DIM_MAX = 1,      /* ... and at most this */
+  FLASHBOB_LIMIT_SEQUENCE_MAX = 2,      /* seq_q and seq_k (a packed batch's totals) at most */
+  FLASHBOB_LIMIT_BATCH_HEADS_MAX = 3,   /* batch * heads at most (one grid row each) */
+} flashbob_limit_kind;
+
+/* The value of limit `kind`; -1 for a kind this library does not know (a newer header's). */
+int64_t flashbob_limit(flashbob_limit_kind kind);
+
+/* Checks problem `p` as every call does before it launches anything (its size field, the sizes
+ * and the limits above, dtype, mask, window, scale, heads_kv), needing no GPU and launching
+ * nothing: FLASHBOB_OK, or FLASHBOB_ERROR_INVALID_ARGUMENT with flashbob_last_error() naming
+ * the field. A packed batch's offsets are device memory: only the calls read them. */
+flashbob_status flashbob_check_problem(const flashbob_problem *p);
+
+/* The directory of the kernel cache and tuning records as this library uses it:
+ * flashbob_set_cache_dir's, else FLASHBOB_CACHE_DIR, else the default (docs: the cache). The
+ * string is valid until this thread's next call of this function. */
+const char *flashbob_cache_dir(void);
 
 /* The `flashbob` command-line tool (env, devices, cache, compile, run, bench, demo) inside this
  * library, with its LLVM: argv[0] is the program's name, the rest its arguments; returns the

@@ -237,9 +237,10 @@ llvm::Error validateProblem(const AttentionProblem &p) {
     return invalid("seq_k", "seq_k (M) = " + llvm::Twine(p.seqK) + " exceeds " +
                                 llvm::Twine(kMaxSequence) +
                                 " (2^31 - 256: the kernels index rows with 32-bit integers)");
-  if (p.headDim <= 0 || p.headDim % 16 != 0 || p.headDim > 256)
-    return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) +
-                   " is unsupported (a multiple of 16 up to 256)");
+  if (!bob::isSupportedHeadDim(p.headDim))
+    return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) + " is unsupported (a multiple of " +
+                                   llvm::Twine(bob::kHeadDimMultiple) + " up to " +
+                                   llvm::Twine(bob::kMaxHeadDim) + ")");
   // One block row per (batch, head): grid y. Multiplied without overflow, since a product that
   // wraps could land under the limit and launch a wrong grid.
   int64_t rowsOfBlocks = 0;

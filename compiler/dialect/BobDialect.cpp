@@ -128,9 +128,10 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
                                int64_t stages, ElemType, bool, Arch arch,
                                int64_t warpCols, bool producer, bool registerA) {
-  if (headDim <= 0 || headDim % 16 != 0 || headDim > 256)
-    return emitError() << "head_dim " << headDim
-                       << " is unsupported: it must be a multiple of 16 in [16, 256]";
+  if (!isSupportedHeadDim(headDim))
+    return emitError() << "head_dim " << headDim << " is unsupported: it must be a multiple of "
+                       << kHeadDimMultiple << " in [" << kHeadDimMultiple << ", " << kMaxHeadDim
+                       << "]";
   if (blockM <= 0 || blockM % 16 != 0)
     return emitError() << "block_m " << blockM << " must be a positive multiple of 16";
   if (blockN <= 0 || blockN % 16 != 0)

@@ -27,6 +27,15 @@ inline constexpr int64_t kRegistersPerThread = 255;
 // A TMA box (sm_90a) spans at most this many elements in each dimension.
 inline constexpr int64_t kTmaMaxBoxDim = 256;
 
+// The head dims the kernels are built for, on every target: multiples of kHeadDimMultiple up to
+// kMaxHeadDim (the verifier, the API's checks, the CLI's flags and, through the C API's
+// flashbob_limit, the front ends ask here).
+inline constexpr int64_t kHeadDimMultiple = 16;
+inline constexpr int64_t kMaxHeadDim = 256;
+inline bool isSupportedHeadDim(int64_t d) {
+  return d > 0 && d % kHeadDimMultiple == 0 && d <= kMaxHeadDim;
+}
+
 const TargetInfo &targetInfo(Arch arch);
 llvm::ArrayRef<TargetInfo> allTargets();
 

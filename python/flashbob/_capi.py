@@ -16,6 +16,7 @@ from pathlib import Path
 OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA, UNSUPPORTED_DEVICE = 0, 1, 2, 3, 4, 5
 BF16, FP16 = 0, 1
 OP_FORWARD, OP_BACKWARD, OP_BOB, OP_FORWARD_JVP, OP_BOB_PASS1, OP_BOB_PASS2 = 0, 1, 2, 3, 4, 5
+LIMIT_HEAD_DIM_MULTIPLE, LIMIT_HEAD_DIM_MAX, LIMIT_SEQUENCE_MAX, LIMIT_BATCH_HEADS_MAX = 0, 1, 2, 3
 
 
 class FlashBobError(RuntimeError):
@@ -137,6 +138,9 @@ SIGNATURES = {
     "flashbob_precompile": ("flashbob_status", ["const flashbob_problem *", "flashbob_op"]),
     "flashbob_precompile_ops": ("flashbob_status", [
         "const flashbob_problem *", "const flashbob_op *", "int64_t"]),
+    "flashbob_limit": ("int64_t", ["flashbob_limit_kind"]),
+    "flashbob_check_problem": ("flashbob_status", ["const flashbob_problem *"]),
+    "flashbob_cache_dir": ("const char *", []),
     "flashbob_cli_main": ("int", ["int", "char **"]),
 }
 
@@ -149,6 +153,10 @@ CONSTANTS = [
     ("OP_FORWARD", "FLASHBOB_OP_FORWARD"), ("OP_BACKWARD", "FLASHBOB_OP_BACKWARD"),
     ("OP_BOB", "FLASHBOB_OP_BOB"), ("OP_FORWARD_JVP", "FLASHBOB_OP_FORWARD_JVP"),
     ("OP_BOB_PASS1", "FLASHBOB_OP_BOB_PASS1"), ("OP_BOB_PASS2", "FLASHBOB_OP_BOB_PASS2"),
+    ("LIMIT_HEAD_DIM_MULTIPLE", "FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE"),
+    ("LIMIT_HEAD_DIM_MAX", "FLASHBOB_LIMIT_HEAD_DIM_MAX"),
+    ("LIMIT_SEQUENCE_MAX", "FLASHBOB_LIMIT_SEQUENCE_MAX"),
+    ("LIMIT_BATCH_HEADS_MAX", "FLASHBOB_LIMIT_BATCH_HEADS_MAX"),
 ]
 
 # The C types above as ctypes passes them. Pointers to device memory and streams are plain
@@ -164,6 +172,7 @@ _CTYPES = {
     "int64_t": ctypes.c_int64,
     "flashbob_status": ctypes.c_int,
     "flashbob_op": ctypes.c_int,
+    "flashbob_limit_kind": ctypes.c_int,
     "const flashbob_op *": ctypes.POINTER(ctypes.c_int),
     "const flashbob_problem *": ctypes.POINTER(Problem),
     "flashbob_tensor": Tensor,
@@ -271,6 +280,21 @@ def bob_pass1(problem, q, k, v, o, do, lse, uq, uk, uv, x1, x2, x3, x4, workspac
 def bob_pass2(problem, q, k, v, do, lse, row_scalars, uq, uk, uv, gk, gv, stream):
     check(_library().flashbob_bob_pass2(ctypes.byref(problem), q, k, v, do, lse, row_scalars, uq,
                                         uk, uv, gk, gv, stream))
+
+
+def limit(kind):
+    """The library's value of limit `kind` (LIMIT_*): what its kernels take."""
+    return _library().flashbob_limit(kind)
+
+
+def check_problem(problem):
+    """Raises ValueError, naming the field, for a problem no call would accept (no GPU needed)."""
+    check(_library().flashbob_check_problem(ctypes.byref(problem)))
+
+
+def cache_dir():
+    """The kernel cache's directory as the library uses it."""
+    return _library().flashbob_cache_dir().decode()
 
 
 def precompile(problem, op):

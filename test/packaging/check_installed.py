@@ -40,6 +40,19 @@ try:
 except OSError:
     pass
 problem = _capi.Problem(1, 1, 128, 128, 64, _capi.BF16, 0, 0.0)
+# The library's limits, and a problem checked against them, with no GPU (what a front end asks
+# instead of restating them).
+multiple = _capi.limit(_capi.LIMIT_HEAD_DIM_MULTIPLE)
+assert _capi.limit(_capi.LIMIT_HEAD_DIM_MAX) >= multiple > 0
+_capi.check_problem(problem)
+too_wide = _capi.Problem(1, 1, 128, 128, _capi.limit(_capi.LIMIT_HEAD_DIM_MAX) + multiple,
+                         _capi.BF16, 0, 0.0)
+try:
+    _capi.check_problem(too_wide)
+    raise AssertionError("check_problem accepted a head_dim above the limit")
+except ValueError as e:
+    assert "head_dim" in str(e), e
+assert Path(_capi.cache_dir()).is_absolute(), _capi.cache_dir()
 try:
     _capi.precompile(problem, _capi.OP_FORWARD)
     raise AssertionError("precompile without a CUDA driver succeeded")

@@ -422,11 +422,63 @@ TEST_CASE("flashbob_set_cache_dir overrides FLASHBOB_CACHE_DIR without touching 
   CHECK(runtime::DiskCache::fromEnvironment().directory() == "/tmp/flashbob-capi-cache");
   const char *after = std::getenv("FLASHBOB_CACHE_DIR");
   CHECK(std::string(after ? after : "") == saved);
+  CHECK(std::string(flashbob_cache_dir()) == "/tmp/flashbob-capi-cache");
   CHECK(flashbob_set_cache_dir(nullptr) == FLASHBOB_OK);
   CHECK(runtime::DiskCache::defaultDirectory() != "/tmp/flashbob-capi-cache");
+  CHECK(std::string(flashbob_cache_dir()) == runtime::DiskCache::defaultDirectory());
   CHECK_THAT(runtime::DiskCache::defaultDirectory(),
              Catch::EndsWith("flashbob") || Catch::EndsWith("flashbob-cache"));
   support::clearOverride(support::Knob::CacheDir);
+}
+
+TEST_CASE("flashbob_check_problem applies the limits flashbob_limit states, needing no GPU",
+          "[capi]") {
+  // Without a driver: the check is the one every call makes before anything else.
+  support::setOverride(support::Knob::CudaDriver, "/nonexistent/libcuda.so.1");
+  const int64_t multiple = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE);
+  const int64_t maxHeadDim = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MAX);
+  const int64_t maxSequence = flashbob_limit(FLASHBOB_LIMIT_SEQUENCE_MAX);
+  const int64_t maxBatchHeads = flashbob_limit(FLASHBOB_LIMIT_BATCH_HEADS_MAX);
+  CHECK(flashbob_limit(static_cast<flashbob_limit_kind>(99)) == -1);
+  REQUIRE(multiple > 0);
+  REQUIRE(maxHeadDim >= multiple);
+  auto check = [](const flashbob_problem &p) {
+    const flashbob_status s = flashbob_check_problem(&p);
+    return std::pair<flashbob_status, std::string>(s, s == FLASHBOB_OK ? "" : flashbob_last_error());
+  };
+  flashbob_problem p = smallProblem();
+  CHECK(check(p).first == FLASHBOB_OK);
+  // head_dim: every multiple up to the maximum, nothing else.
+  for (int64_t d : {multiple, maxHeadDim}) {
+    p.head_dim = d;
+    CHECK(check(p).first == FLASHBOB_OK);
+  }
+  for (int64_t d : {int64_t(0), multiple / 2, multiple + 1, maxHeadDim + multiple}) {
+    p.head_dim = d;
+    auto [status, message] = check(p);
+    CHECK(status == FLASHBOB_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(message, Catch::Contains("head_dim"));
+  }
+  p = smallProblem();
+  // Sequences: up to the maximum.
+  p.seq_q = p.seq_k = maxSequence;
+  CHECK(check(p).first == FLASHBOB_OK);
+  p.seq_k = maxSequence + 1;
+  CHECK(check(p).first == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(check(p).second, Catch::Contains("seq_k"));
+  p = smallProblem();
+  // batch x heads: one grid row each, up to the maximum.
+  p.batch = maxBatchHeads;
+  CHECK(check(p).first == FLASHBOB_OK);
+  p.batch = maxBatchHeads + 1;
+  CHECK(check(p).first == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(check(p).second, Catch::Contains("batch"));
+  // The struct's own size is checked too.
+  p = smallProblem();
+  p.size = 3;
+  CHECK(check(p).first == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK(flashbob_check_problem(nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  support::clearOverride(support::Knob::CudaDriver);
 }
 
 TEST_CASE("the log callback receives the cache's and the autotuner's messages", "[capi]") {

@@ -1,6 +1,7 @@
 #include "tools/flashbob/ProblemOptions.h"
 #include "tools/flashbob/OptionCategories.h"
 
+#include "compiler/dialect/Target.h"
 #include "jit/Launch.h"
 #include "jit/Validate.h"
 #include "support/Errors.h"
@@ -172,9 +173,9 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
                              int64_t(headsKv_)));
   if (seqK_ < 0)
     return bad(llvm::formatv("--seq-k: must be positive (or 0 for N), got {0}", int64_t(seqK_)));
-  if (headDim_ < 16 || headDim_ > 256 || headDim_ % 16 != 0)
-    return bad(llvm::formatv("--head-dim: {0} is unsupported (a multiple of 16 in [16, 256])",
-                             int64_t(headDim_)));
+  if (!bob::isSupportedHeadDim(headDim_))
+    return bad(llvm::formatv("--head-dim: {0} is unsupported (a multiple of {1} in [{1}, {2}])",
+                             int64_t(headDim_), bob::kHeadDimMultiple, bob::kMaxHeadDim));
   if (dtype_ != "bf16" && dtype_ != "fp16")
     return bad("--dtype: unknown type '" + dtype_ + "' (bf16, fp16)");
   if (scale_.getNumOccurrences() && !(scale_ > 0 && std::isfinite(scale_)))
