@@ -114,7 +114,8 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     head h attends with key/value head h // (heads // heads_kv), and the gradients of k and v sum
     over each group inside the kernels, K and V never repeated. Tensors laid out (batch, seq,
     heads, head_dim), as flash-attn takes them, are passed as their .transpose(1, 2) views: the
-    kernels read those strides directly, no copy.
+    kernels read those strides directly, no copy, and O (like each gradient) comes back in its
+    input's memory order when that input is dense, as SDPA's does.
 
     window_size: (left, right), flash-attn's sliding window: query i sees key j only if
     i + seq_k - seq_q - left <= j <= i + seq_k - seq_q + right; -1 leaves a side unbounded, and
