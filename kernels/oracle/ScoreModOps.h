@@ -121,6 +121,10 @@ struct HeadMod {
 // Gradients shaped like `mod`'s parameters, all 0.
 ScoreModGrads zeroGrads(const ScoreMod& mod);
 
+// BoB's outputs for `kvHeads` key/value heads, all 0: what the dense and the tiled BoB fill.
+ModBobResult zeroBobResult(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
+                           Index kvHeads);
+
 using NamedHeads = std::initializer_list<std::pair<const HeadTensor*, const char*>>;
 // Checks the problem, the ScoreMod and the tensors (the query side has Q's heads, the key
 // side K's, which must divide them); returns the key/value head count.

@@ -108,6 +108,15 @@ void validateSide(const HeadTensor& t, const char* name, Index batch, Index head
 
 namespace detail {
 
+ModBobResult zeroBobResult(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
+                           Index kvHeads) {
+  const Index B = Q.batch, H = Q.heads;
+  return {{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kvHeads, p.M, p.d),
+           HeadTensor(B, kvHeads, p.M, p.d), HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1),
+           HeadTensor(B, H, p.N, 1)},
+          zeroGrads(mod)};
+}
+
 ScoreModGrads zeroGrads(const ScoreMod& mod) {
   ScoreModGrads g;
   if (present(mod.bias)) g.bias = HeadTensor(mod.bias.batch, mod.bias.heads, mod.bias.rows, mod.bias.cols);
@@ -237,10 +246,7 @@ ModBobResult bobMod(const Problem& p, const ScoreMod& mod, const HeadTensor& Q, 
                     const HeadTensor& uK, const HeadTensor& uV, const ScoreModGrads* uParams) {
   const Index kv = validateModInputs(p, mod, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}}, {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
   if (uParams) validateCotangents(*uParams, mod);
-  const Index B = Q.batch, H = Q.heads;
-  ModBobResult r{{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
-                  HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)},
-                 zeroGrads(mod)};
+  ModBobResult r = zeroBobResult(p, mod, Q, kv);
   const double s = p.scale;
   forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index bi, Index h, Index g) {
     const Matrix q = Q.head(bi, h), k = K.head(bi, g), v = V.head(bi, g), dO_ = dO.head(bi, h),

@@ -355,10 +355,7 @@ ModBobResult bobMod(const Problem& p, const Tiling& t, const ScoreMod& mod, cons
   validate(t);
   const Index kv = validateModInputs(p, mod, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}}, {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
   if (uParams) validateCotangents(*uParams, mod);
-  const Index B = Q.batch, H = Q.heads;
-  ModBobResult r{{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
-                  HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)},
-                 zeroGrads(mod)};
+  ModBobResult r = zeroBobResult(p, mod, Q, kv);
   forEachModHead(p, mod, Q, kv, [&](const HeadMod& hm, Index b, Index h, Index g) {
     const Matrix q = Q.head(b, h), k = K.head(b, g), v = V.head(b, g), dO_ = dO.head(b, h),
                  uq = uQ.head(b, h), uk = uK.head(b, g), uv = uV.head(b, g);
