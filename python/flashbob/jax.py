@@ -59,104 +59,58 @@ except ImportError as e:  # jaxlib missing, or a jax too old for jax.extend / ja
     raise ImportError("flashbob.jax needs jax and jaxlib with CUDA support (e.g. pip install "
                       f"'jax[cuda12]'): {e}") from e
 
-from . import _capi, _options
+from . import _capi, _checks
 from ._capi import FlashBobError
 
 __all__ = ["attention", "attention_varlen"]
 
 _DTYPES = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))
-_MAX_GRID_Y = 65535  # batch * heads: one block row per (batch, head), jit/Launch.cpp
 
 
-# --- validation: flashbob.torch's messages (and the C API's, jit/Launch.cpp) -------------------
+# --- validation: the checks flashbob.torch shares (flashbob._checks), the library's limits -----
 # Shapes are JAX's: heads and head_dim are the last two axes in both layouts, seq the third last.
 
-_LAYOUTS = {False: "(batch, seq, heads, head_dim)", True: "(total, heads, head_dim)"}
-
-
-def _check_tensor(t, name, packed):
-    if not (hasattr(t, "shape") and hasattr(t, "dtype")):
-        raise TypeError(f"{name} must be a jax array, got {type(t).__name__}")
-    if np.dtype(t.dtype) not in _DTYPES:
-        raise TypeError(f"{name} must be bfloat16 or float16, got {t.dtype}")
-    if len(t.shape) != (3 if packed else 4):
-        raise ValueError(f"{name} must be {_LAYOUTS[packed]}, got shape {tuple(t.shape)}")
+def _dtype_ok(dtype):
+    return np.dtype(dtype) in _DTYPES
 
 
 def _check_operands(q, k, v, packed):
+    layout = _checks.PACKED if packed else _checks.JAX
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        _check_tensor(t, name, packed)
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and "
-                         f"{tuple(v.shape)}")
+        if not (hasattr(t, "shape") and hasattr(t, "dtype")):
+            raise TypeError(f"{name} must be a jax array, got {type(t).__name__}")
+        _checks.tensor(t, name, layout, _dtype_ok)
+    _checks.operands(q, k, v, layout)
+
+
+def _check_problem(q, k, offsets, packed, params):
+    """The C API's checks of the problem (flashbob_check_problem: head dims, grid and sequence
+    bounds, the window), at trace time: at run time they would surface as an XLA runtime error
+    instead of a ValueError."""
+    _capi.check_problem(_problem(q, k, offsets, packed, params))
+
+
+def _problem(q, k, offsets, packed, params):
+    """The C problem (flashbob_problem) of a primitive's operands, as jax_ffi.cc fills it but for
+    the offsets' addresses, which the checks do not read."""
+    seq = 0 if packed else 1  # the sequence axis; heads and head_dim follow it
+    p = _capi.Problem(0 if packed else q.shape[0], q.shape[seq + 1], q.shape[seq], k.shape[seq],
+                      q.shape[seq + 2], _capi.BF16 if np.dtype(q.dtype) == _DTYPES[0] else _capi.FP16,
+                      int(params["causal"]), params["scale"], k.shape[seq + 1],
+                      int(params["window_left"] >= 0 or params["window_right"] >= 0),
+                      params["window_left"], params["window_right"])
     if packed:
-        if q.shape[-1] != k.shape[-1]:
-            raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in head_dim")
-    elif q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch or head_dim")
-    if k.shape[-2] == 0 or q.shape[-2] % k.shape[-2] != 0:
-        raise ValueError(f"k's heads ({k.shape[-2]}) must divide q's ({q.shape[-2]}): "
-                         f"grouped-query attention shares each key/value head among "
-                         f"q.shape[-2] // k.shape[-2] query heads")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-
-
-def _check_problem(q, k, offsets, packed):
-    """The C API's checks that shapes alone decide (validateProblem), at trace time: at run time
-    they would surface as an XLA runtime error instead of a ValueError."""
-    batch = offsets[0].shape[0] - 1 if packed else q.shape[0]
-    heads, head_dim = q.shape[-2], q.shape[-1]
-    if batch <= 0:
-        raise ValueError(f"flashbob: batch must be positive, got {batch}")
-    if heads <= 0:
-        raise ValueError(f"flashbob: heads must be positive, got {heads}")
-    if q.shape[-3] <= 0:
-        raise ValueError(f"flashbob: seq_q (N) must be positive, got {q.shape[-3]}")
-    if k.shape[-3] <= 0:
-        raise ValueError(f"flashbob: seq_k (M) must be positive, got {k.shape[-3]}")
-    if head_dim <= 0 or head_dim % 16 != 0 or head_dim > 256:
-        raise ValueError(f"flashbob: head_dim {head_dim} is unsupported (a multiple of 16 up to "
-                         f"256)")
-    if batch * heads > _MAX_GRID_Y:
-        raise ValueError(f"flashbob: batch * heads = {batch} * {heads} exceeds the grid's y limit "
-                         f"{_MAX_GRID_Y}")
+        p.batch = offsets[0].shape[0] - 1
+        p.varlen = 1
+        p.max_seqlen_q, p.max_seqlen_k = params["max_seqlen_q"], params["max_seqlen_k"]
+    return p
 
 
 def _check_offsets(cu_seqlens_q, cu_seqlens_k):
-    """What the offsets' metadata must be; their contents are the C API's to check (it reads them
-    back when the kernels run, and its errors name them)."""
     for t, name in ((cu_seqlens_q, "cu_seqlens_q"), (cu_seqlens_k, "cu_seqlens_k")):
         if not (hasattr(t, "shape") and hasattr(t, "dtype")):
             raise TypeError(f"{name} must be a jax array of int32 offsets, got {type(t).__name__}")
-        if np.dtype(t.dtype) != np.int32:
-            raise TypeError(f"{name} must be int32, got {t.dtype}")
-        if len(t.shape) != 1:
-            raise ValueError(f"{name} must be 1-D (batch + 1 offsets), got shape {tuple(t.shape)}")
-    if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
-        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch + 1), "
-                         f"got {cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
-    if cu_seqlens_q.shape[0] < 2:
-        raise ValueError(f"cu_seqlens_q must hold batch + 1 >= 2 offsets, got "
-                         f"{cu_seqlens_q.shape[0]}")
-
-
-def _scale(scale):
-    """The primitives' scale: 0.0 stands for the default 1/sqrt(head_dim)."""
-    if scale is None:
-        return 0.0
-    if not (scale > 0):
-        raise ValueError(f"scale must be positive, got {scale}")
-    return float(scale)
-
-
-def _check_window_fits(window, lengths):
-    """lengths: ((name, rows), (name, rows)) of the query and key sides."""
-    (name_q, rows_q), (name_k, rows_k) = lengths
-    for side, name in zip(window, ("left", "right")):
-        if side > max(rows_q, rows_k):
-            raise ValueError(f"window_size's {name} side ({side}) is larger than the sequences "
-                             f"({name_q} {rows_q}, {name_k} {rows_k}): pass -1 for no bound")
+    _checks.offsets(cu_seqlens_q, cu_seqlens_k, lambda dtype: np.dtype(dtype) == np.int32)
 
 
 def _is_array(value):
@@ -190,10 +144,9 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     (batch, heads, seq_q) float32, -inf for a row that sees no key. It is returned through
     jax.lax.stop_gradient: a constant to differentiation, as flashbob.torch's L is not
     differentiable."""
-    scale = _scale(scale)
+    scale = _checks.scale(scale)
     _check_operands(q, k, v, packed=False)
-    window = _options.window(window_size)
-    _check_window_fits(window, (("seq_q", q.shape[1]), ("seq_k", k.shape[1])))
+    window = _checks.window_fits(window_size, q.shape[1], k.shape[1])
     o, lse = _forward_p.bind(q, k, v, **_config(causal, window, scale))
     return (o, jax.lax.stop_gradient(lse)) if return_lse else o
 
@@ -214,17 +167,13 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
     Returns o (total_q, heads, head_dim), and with return_lse also L (heads, total_q) float32
     (through jax.lax.stop_gradient)."""
-    scale = _scale(scale)
+    scale = _checks.scale(scale)
     _check_operands(q, k, v, packed=True)
     _check_offsets(cu_seqlens_q, cu_seqlens_k)
-    for t, name in ((q, "q"), (k, "k")):
-        if t.shape[0] == 0:
-            raise ValueError(f"{name} holds no rows: a packed batch needs at least one query row "
-                             f"and one key row in all")
-    longest = (_options.longest(max_seqlen_q, "max_seqlen_q", q.shape[0], _is_array),
-               _options.longest(max_seqlen_k, "max_seqlen_k", k.shape[0], _is_array))
-    window = _options.window(window_size)
-    _check_window_fits(window, (("max_seqlen_q", longest[0]), ("max_seqlen_k", longest[1])))
+    _checks.packed_rows(q, k)
+    longest = (_checks.longest(max_seqlen_q, "max_seqlen_q", q.shape[0], _is_array),
+               _checks.longest(max_seqlen_k, "max_seqlen_k", k.shape[0], _is_array))
+    window = _checks.window_fits(window_size, *longest, ("max_seqlen_q", "max_seqlen_k"))
     o, lse = _forward_p.bind(q, k, v, cu_seqlens_q, cu_seqlens_k,
                              **_config(causal, window, scale, packed=True, max_seqlen=longest))
     return (o, jax.lax.stop_gradient(lse)) if return_lse else o
@@ -276,7 +225,7 @@ def _abstract_eval(prim):
         if len(offsets) != (2 if packed else 0):
             raise ValueError(f"flashbob.jax: {prim.name} takes cu_seqlens_q and cu_seqlens_k "
                              f"exactly when packed")
-        _check_problem(q, k, offsets, packed)
+        _check_problem(q, k, offsets, packed, params)
         like = {"q": (q.shape, q.dtype), "k": (k.shape, k.dtype),
                 "L": (_rows_shape(q.shape, packed), np.dtype(np.float32))}
         for i, (role, aval) in enumerate(zip(_ROLES[prim][0](params), tensors)):
@@ -638,15 +587,9 @@ def _shim_key(command):
 
 
 def _cache_root():
-    """The kernel cache's directory (docs/cache-threat-model.md), whose jax-ffi/ holds shims."""
-    if os.environ.get("FLASHBOB_CACHE_DIR"):
-        return Path(os.environ["FLASHBOB_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "flashbob"
-    try:
-        return Path.home() / ".cache" / "flashbob"
-    except RuntimeError:  # no home directory
-        return Path(tempfile.gettempdir()) / f"flashbob-cache-{os.getuid()}"
+    """The kernel cache's directory as the library resolves it (flashbob_cache_dir;
+    docs/cache-threat-model.md), whose jax-ffi/ holds shims."""
+    return Path(_capi.cache_dir())
 
 
 def _owned(path, kind):

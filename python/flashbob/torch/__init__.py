@@ -33,57 +33,35 @@ the current stream.
 
 import torch
 
-from .. import _capi, _options
+from .. import _capi, _checks
 from . import _autograd, _launch, _ops  # noqa: F401 (_ops registers the operators)
 from ._launch import DTYPES as _DTYPES, Config as _Config
 
 
 # --- the user's entry point (traceable: checks only what torch.compile can see) ---------------
 
-def _check(t, name, packed=False):
-    # Cheapest reads first (each attribute costs a call into torch): t.is_cuda, not t.device.
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if not t.is_cuda:
-        raise ValueError(f"{name} must be a CUDA tensor, got device {t.device}")
-    if t.dtype not in _DTYPES:
-        raise TypeError(f"{name} must be bfloat16 or float16, got {t.dtype}")
-    if t.dim() != (3 if packed else 4):
-        layout = "(total, heads, head_dim)" if packed else "(batch, heads, seq, head_dim)"
-        raise ValueError(f"{name} must be {layout}, got shape {tuple(t.shape)}")
+def _dtype_ok(dtype):
+    return dtype in _DTYPES
 
 
-def _check_shapes(q, k, v, packed=False):
-    qs, ks, vs = q.shape, k.shape, v.shape
-    if ks != vs:
-        raise ValueError(f"k and v must have the same shape, got {tuple(ks)} and {tuple(vs)}")
-    if packed:
-        if qs[2] != ks[2]:
-            raise ValueError(f"q {tuple(qs)} and k {tuple(ks)} differ in head_dim")
-    elif qs[0] != ks[0] or qs[3] != ks[3]:
-        raise ValueError(f"q {tuple(qs)} and k {tuple(ks)} differ in batch or head_dim")
-    if ks[1] == 0 or qs[1] % ks[1] != 0:
-        raise ValueError(f"k's heads ({ks[1]}) must divide q's ({qs[1]}): grouped-query "
-                         f"attention shares each key/value head among q.shape[1] // k.shape[1] "
-                         f"query heads")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+def _check_operands(q, k, v, layout):
+    """The shared checks (flashbob._checks) and what only torch has: tensor types and devices."""
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        # Cheapest reads first (each attribute costs a call into torch): t.is_cuda, not t.device.
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_cuda:
+            raise ValueError(f"{name} must be a CUDA tensor, got device {t.device}")
+        _checks.tensor(t, name, layout, _dtype_ok)
+    _checks.operands(q, k, v, layout)
     if not (q.get_device() == k.get_device() == v.get_device()):
         raise ValueError("q, k, v must be on the same device")
 
 
-def _window(window_size, longest_q, longest_k, what=("seq_q", "seq_k")):
-    """(left, right) of window_size, each side at most the longer sequence."""
+def _window(window_size, rows_q, rows_k, names=("seq_q", "seq_k")):
     if type(window_size) is tuple and window_size == (-1, -1):  # the default, the common case
         return -1, -1
-    left, right = _options.window(window_size)
-    longest = max(longest_q, longest_k)
-    for side, name in ((left, "left"), (right, "right")):
-        if side > longest:
-            raise ValueError(f"window_size's {name} side ({side}) is larger than the sequences "
-                             f"({what[0]} {longest_q}, {what[1]} {longest_k}): pass -1 for no "
-                             f"bound")
-    return left, right
+    return _checks.window_fits(window_size, rows_q, rows_k, names)
 
 
 # Calls of attention() already checked, by everything the checks read (types, shapes, dtypes,
@@ -130,15 +108,10 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
         checked = _CHECKED.get(key) if key is not None else None
         if checked is not None:
             return _autograd.attention(q, k, v, *checked, return_lse)
-    if scale is not None and not (scale > 0):
-        raise ValueError(f"scale must be positive, got {scale}")
-    _check(q, "q")
-    _check(k, "k")
-    _check(v, "v")
-    _check_shapes(q, k, v)
+    scale = _checks.scale(scale)
+    _check_operands(q, k, v, _checks.TORCH)
     left, right = _window(window_size, q.shape[2], k.shape[2])
-    config = _Config(bool(causal), left, right, 0.0 if scale is None else float(scale), None,
-                     None, 0, 0)
+    config = _Config(bool(causal), left, right, scale, None, None, 0, 0)
     plan = None
     if key is not None:
         plan = _launch.plan(q, k, config)
@@ -149,22 +122,12 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
 
 
 def _check_offsets(cu_seqlens_q, cu_seqlens_k, q):
-    """What the offsets' metadata must be; their contents are the C API's to check (it reads them
-    back), which names the argument too."""
     for t, name in ((cu_seqlens_q, "cu_seqlens_q"), (cu_seqlens_k, "cu_seqlens_k")):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor of int32 offsets, got {type(t).__name__}")
-        if t.dtype != torch.int32:
-            raise TypeError(f"{name} must be int32, got {t.dtype}")
-        if t.dim() != 1:
-            raise ValueError(f"{name} must be 1-D (batch + 1 offsets), got shape {tuple(t.shape)}")
         if t.device != q.device:
             raise ValueError(f"{name} must be on q's device {q.device}, got {t.device}")
-    if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
-        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch + 1), got "
-                         f"{cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
-    if cu_seqlens_q.shape[0] < 2:
-        raise ValueError(f"cu_seqlens_q must hold batch + 1 >= 2 offsets, got {cu_seqlens_q.shape[0]}")
+    _checks.offsets(cu_seqlens_q, cu_seqlens_k, lambda dtype: dtype == torch.int32)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -188,23 +151,17 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
     Returns o (total_q, heads, head_dim), and with return_lse also L (heads, total_q) float32,
     not differentiable."""
-    if scale is not None and not (scale > 0):
-        raise ValueError(f"scale must be positive, got {scale}")
-    for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        _check(t, name, packed=True)
-    _check_shapes(q, k, v, packed=True)
+    scale = _checks.scale(scale)
+    _check_operands(q, k, v, _checks.PACKED)
     _check_offsets(cu_seqlens_q, cu_seqlens_k, q)
-    for t, name in ((q, "q"), (k, "k")):
-        if t.shape[0] == 0:
-            raise ValueError(f"{name} holds no rows: a packed batch needs at least one query row "
-                             f"and one key row in all")
-    max_seqlen_q = _options.longest(max_seqlen_q, "max_seqlen_q", q.shape[0],
+    _checks.packed_rows(q, k)
+    max_seqlen_q = _checks.longest(max_seqlen_q, "max_seqlen_q", q.shape[0],
                                      lambda v: isinstance(v, torch.Tensor), (int, torch.SymInt))
-    max_seqlen_k = _options.longest(max_seqlen_k, "max_seqlen_k", k.shape[0],
+    max_seqlen_k = _checks.longest(max_seqlen_k, "max_seqlen_k", k.shape[0],
                                      lambda v: isinstance(v, torch.Tensor), (int, torch.SymInt))
     left, right = _window(window_size, max_seqlen_q, max_seqlen_k, ("max_seqlen_q", "max_seqlen_k"))
-    config = _Config(bool(causal), left, right, 0.0 if scale is None else float(scale),
-                     cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    config = _Config(bool(causal), left, right, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k)
     # (1, heads, total, head_dim) views of the packed memory: the C API reads their strides.
     o, lse = _autograd.attention(q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2),
                                  v.unsqueeze(0).transpose(1, 2), config, None, True)
@@ -232,11 +189,10 @@ def precompile(batch, heads, seq_q, seq_k, head_dim, dtype=torch.bfloat16, causa
     unknown = [op for op in ops if op not in _OPS]
     if unknown:
         raise ValueError(f"ops must be among {sorted(_OPS)}, got {unknown}")
-    if scale is not None and not (scale > 0):
-        raise ValueError(f"scale must be positive, got {scale}")
-    left, right = _options.window(window_size)
+    scale = _checks.scale(scale)
+    left, right = _checks.window(window_size)
     problem = _capi.Problem(batch, heads, seq_q, seq_k, head_dim, _DTYPES[dtype], int(bool(causal)),
-                            0.0 if scale is None else float(scale),
+                            scale,
                             heads if heads_kv is None else heads_kv,
                             int(left >= 0 or right >= 0), left, right)
     if varlen:
