@@ -2,13 +2,9 @@
 GPU needed. flashbob.torch and flashbob.jax run these same functions; their own suites (GPU
 machine) check the messages through the user's calls."""
 
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-
-from flashbob import _checks  # noqa: E402
+from flashbob import _checks  # the installed package's, or python/ on PYTHONPATH (CTest)
 
 
 class Array:
