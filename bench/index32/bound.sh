@@ -2,7 +2,9 @@
 # Registers and spill bytes of the tile table's kernels (bf16, not causal), from ptxas, three ways:
 #   base   `flashbob compile` as the JIT compiles them (index lowered at 64 bits);
 #   route  the same lowered IR through flashbob-opt, mlir-translate, opt -O3, llc, ptxas with
-#          index-bitwidth 64: must equal base (it checks the route);
+#          index-bitwidth 64: equals base where the JIT lowers index at 64 bits (every kernel
+#          before 32-bit index arithmetic; now bob_q and d = 256, narrowIndexFor), which checks
+#          the route;
 #   i32    the same route with index-bitwidth 32 everywhere: an upper bound of what 32-bit index
 #          arithmetic can save. NOT an exact kernel: memref sizes, strides and offsets of the
 #          global tensors are truncated to 32 bits and the kernel ABI is ignored (join_i64.py
