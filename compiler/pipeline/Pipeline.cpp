@@ -41,7 +41,11 @@ void buildBobPipeline(OpPassManager &pm) {
   buildBobLoweringPipeline(pm);
 }
 
-bool narrowIndexFor(bob::SpecAttr spec) {
+bool narrowIndexFor(bob::SpecAttr spec, bool grouped) {
+  // A grouped key-major sweep runs group * (query blocks) steps in one loop
+  // (KernelBuilder::sweep), up to 65535 * 2^27: past 2^31, so its counter stays 64-bit.
+  if (grouped && bob::isKeyMajor(spec.getKind()))
+    return false;
   return spec.getKind() != bob::KernelKind::bob_q && spec.getHeadDim() <= 128;
 }
 
@@ -64,6 +68,8 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target, bool 
   //   at most 256 rows) too; columns < head_dim <= 256; batch and heads <= 65535 (grid y);
   //   thread, warp and block ids < 2^31 (the grid's x limit);
   // - shared-memory offsets: < 228 KB;
+  // - loop counters: blocks of one sequence, < 2^31 / 16 (a grouped key-major sweep, which
+  //   counts group * blocks steps, keeps 64 bits: narrowIndexFor);
   // - the loop bounds from N, M and the window (kernels/common/AttentionTiles.cpp computes the
   //   sums of N, M and window sizes, which can pass 2^31, in i64 explicitly);
   // - add, sub and mul wrap modulo 2^32 like any n-bit arithmetic, so an intermediate that
@@ -176,8 +182,10 @@ llvm::Expected<KernelArtifacts> lowerToPtx(ModuleOp module, const TargetOptions 
 
   bool narrowIndex = false;
   module.walk([&](gpu::GPUFuncOp func) {
+    // Whether the kernel is grouped is not a field of #bob.spec; its name says it
+    // (KernelSpec::name: "_gqa").
     if (auto spec = func->getAttrOfType<bob::SpecAttr>(bob::kSpecAttrName))
-      narrowIndex = narrowIndexFor(spec);
+      narrowIndex = narrowIndexFor(spec, func.getName().contains("_gqa"));
   });
   PassManager lowering(module.getContext());
   buildLoweringPipeline(lowering, target, narrowIndex);
