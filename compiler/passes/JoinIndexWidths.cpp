@@ -3,7 +3,7 @@
 //
 // Why two widths: ptxas keeps a 64-bit value in two registers, and the kernels' index values
 // (rows, columns, block and loop counters, per-thread offsets) are hoisted out of the sweep's
-// loop; in 32 bits they take half (bench/NOTES.md, "32-bit index arithmetic"). The global
+// loop; in 32 bits they take half (docs/performance.md, "32-bit index arithmetic"). The global
 // addresses stay 64-bit: the memref conversion computes batch * stride0 + head * stride1 +
 // row * stride2 + col from the descriptor's 64-bit strides, so a (batch, head) slice may span
 // more than 2^31 elements (any strides the API accepts).

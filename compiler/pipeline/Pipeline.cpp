@@ -62,7 +62,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target, bool 
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   // The kernels' index arithmetic in 32 bits, their memory and control flow lowered at 64
-  // (bob-join-index-widths joins the two; bench/NOTES.md, "32-bit index arithmetic", measured
+  // (bob-join-index-widths joins the two; docs/performance.md, "32-bit index arithmetic", measured
   // the registers). Every index value an arith or index op computes fits in i32:
   // - rows and block starts: N, M <= jit::kMaxSequence = 2^31 - 256, so a block's end (start +
   //   at most 256 rows) too; columns < head_dim <= 256; batch and heads <= 65535 (grid y);

@@ -80,7 +80,7 @@ void buildLoweringPipeline(mlir::OpPassManager &pm, const TargetOptions &target,
                            bool narrowIndex = false);
 // Whether a kernel's index arithmetic is lowered in 32 bits: ptxas then gives every tile-table
 // kernel of head dim <= 128 but bob_q as many registers or fewer and no more spills, while bob_q
-// and the d = 256 kernels, at 255 registers already, spill more (bench/NOTES.md, "32-bit index
+// and the d = 256 kernels, at 255 registers already, spill more (docs/performance.md, "32-bit index
 // arithmetic"). Nor for grouped (`grouped`: KernelSpec::grouped) key-major kernels, whose loop
 // may pass 2^31 steps.
 bool narrowIndexFor(bob::SpecAttr spec, bool grouped);
