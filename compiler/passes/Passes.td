@@ -111,4 +111,21 @@ def BobTensorMapParams : Pass<"bob-tensor-map-params", "::mlir::gpu::GPUModuleOp
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
+def BobJoinIndexWidths : Pass<"bob-join-index-widths", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Join the 32-bit index arithmetic to the 64-bit memory and control flow lowering";
+  let description = [{
+    The pipeline lowers arith and index ops with 32-bit `index` (the kernels' rows, columns,
+    block and loop counters, shared-memory offsets: compiler/pipeline/Pipeline.cpp says why
+    each fits), while the memref, GPU and control-flow conversions keep 64 bits, so global
+    addresses are computed from 64-bit strides. Where the two meet, the conversions leave
+    `unrealized_conversion_cast` pairs through `index`: i32 -> index -> i64 becomes `llvm.zext`
+    (an index used as an address or carried by a branch: never negative where it addresses
+    memory, and a zero extension followed by the truncation below gives back the same bits),
+    i64 -> index -> i32 becomes `llvm.trunc` (thread and block ids, memref sizes: below 2^31 by
+    jit/Validate.h, and 64-bit carriers of 32-bit values). Runs after the GPU-to-NVVM
+    conversion, before reconcile-unrealized-casts.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // BOB_PASSES_TD

@@ -41,7 +41,15 @@ void buildBobPipeline(OpPassManager &pm) {
   buildBobLoweringPipeline(pm);
 }
 
-void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target) {
+bool narrowIndexFor(bob::SpecAttr spec, bool grouped) {
+  // A grouped key-major sweep runs group * (query blocks) steps in one loop
+  // (KernelBuilder::sweep), up to 65535 * 2^27: past 2^31, so its counter stays 64-bit.
+  if (grouped && bob::isKeyMajor(spec.getKind()))
+    return false;
+  return spec.getKind() != bob::KernelKind::bob_q && spec.getHeadDim() <= 128;
+}
+
+void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target, bool narrowIndex) {
   GpuNVVMAttachTargetOptions attach;
   attach.chip = bob::stringifyArch(target.arch).str();
   attach.features = target.ptxFeatures();
@@ -53,11 +61,34 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &target) {
   pm.addPass(createConvertNVVMToLLVMPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertIndexToLLVMPass());
+  // The kernels' index arithmetic in 32 bits, their memory and control flow lowered at 64
+  // (bob-join-index-widths joins the two; docs/performance.md, "32-bit index arithmetic", measured
+  // the registers). Every index value an arith or index op computes fits in i32:
+  // - rows and block starts: N, M <= jit::kMaxSequence = 2^31 - 256, so a block's end (start +
+  //   at most 256 rows) too; columns < head_dim <= 256; batch and heads <= 65535 (grid y);
+  //   thread, warp and block ids < 2^31 (the grid's x limit);
+  // - shared-memory offsets: < 228 KB;
+  // - loop counters: blocks of one sequence, < 2^31 / 16 (a grouped key-major sweep, which
+  //   counts group * blocks steps, keeps 64 bits: narrowIndexFor);
+  // - the loop bounds from N, M and the window (kernels/common/AttentionTiles.cpp computes the
+  //   sums of N, M and window sizes, which can pass 2^31, in i64 explicitly);
+  // - add, sub and mul wrap modulo 2^32 like any n-bit arithmetic, so an intermediate that
+  //   passes 2^31 still gives the exact result when the result fits.
+  // What does not fit stays 64-bit by construction: global addresses (batch * stride0 + head *
+  // stride1 + row * stride2 + col, from the memref descriptor's i64 strides, in the GPU-to-NVVM
+  // conversion at 64 bits), so a (batch, head) slice may span any number of elements.
+  // Kernels that do not take it (narrowIndexFor) keep 64-bit index arithmetic; the join then
+  // finds nothing to do.
+  ArithToLLVMConversionPassOptions arith;
+  ConvertIndexToLLVMPassOptions index;
+  if (narrowIndex)
+    arith.indexBitwidth = index.indexBitwidth = 32;
+  pm.addPass(createArithToLLVMConversionPass(arith));
+  pm.addPass(createConvertIndexToLLVMPass(index));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addNestedPass<gpu::GPUModuleOp>(bob::createBobJoinIndexWidths());
   pm.addNestedPass<gpu::GPUModuleOp>(bob::createBobTensorMapParams());
   pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
   pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
@@ -149,8 +180,15 @@ llvm::Expected<KernelArtifacts> lowerToPtx(ModuleOp module, const TargetOptions 
     return std::move(e);
   out.loweredIR = print(module);
 
+  bool narrowIndex = false;
+  module.walk([&](gpu::GPUFuncOp func) {
+    // Whether the kernel is grouped is not a field of #bob.spec; its name says it
+    // (KernelSpec::name: "_gqa").
+    if (auto spec = func->getAttrOfType<bob::SpecAttr>(bob::kSpecAttrName))
+      narrowIndex = narrowIndexFor(spec, func.getName().contains("_gqa"));
+  });
   PassManager lowering(module.getContext());
-  buildLoweringPipeline(lowering, target);
+  buildLoweringPipeline(lowering, target, narrowIndex);
   if (llvm::Error e = run(lowering, module, "lowering to LLVM"))
     return std::move(e);
 

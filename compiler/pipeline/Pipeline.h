@@ -5,7 +5,7 @@
 //             bob-lower-kernel, bob-lower-tiles]--> lowered IR
 //          (gpu, nvgpu, nvvm, vector, arith, memref, scf)
 //   --[upstream: nvgpu/vector/scf/arith/index/memref -> LLVM, gpu -> NVVM;
-//      bob-tensor-map-params]--> LLVM dialect
+//      bob-join-index-widths, bob-tensor-map-params]--> LLVM dialect
 //   --[translate, LLVM O3 for NVPTX]--> LLVM IR --[NVPTX backend]--> PTX
 // Each pass is added in one place (Pipeline.cpp): the bob passes up to bob-use-tma in
 // buildSharedMemoryPlan and buildLaunchFactsPipeline, the two that lower the dialect in
@@ -74,7 +74,16 @@ void buildSharedMemoryPlan(mlir::OpPassManager &pm, int64_t maxBytes);
 void buildLaunchFactsPipeline(mlir::OpPassManager &pm);
 // The rest of stage 1: bob.kernel -> gpu.func, tiles -> upstream dialects.
 void buildBobLoweringPipeline(mlir::OpPassManager &pm);
-void buildLoweringPipeline(mlir::OpPassManager &pm, const TargetOptions &target);
+// narrowIndex: arith and index ops lowered with 32-bit index (bob-join-index-widths joins them to
+// the 64-bit memory and control flow), what narrowIndexFor(spec) says for the kernel.
+void buildLoweringPipeline(mlir::OpPassManager &pm, const TargetOptions &target,
+                           bool narrowIndex = false);
+// Whether a kernel's index arithmetic is lowered in 32 bits: ptxas then gives every tile-table
+// kernel of head dim <= 128 but bob_q as many registers or fewer and no more spills, while bob_q
+// and the d = 256 kernels, at 255 registers already, spill more (docs/performance.md, "32-bit index
+// arithmetic"). Nor for grouped (`grouped`: KernelSpec::grouped) key-major kernels, whose loop
+// may pass 2^31 steps.
+bool narrowIndexFor(bob::SpecAttr spec, bool grouped);
 
 // The compile in two steps, so that the launch facts can be had for milliseconds (a disk-cache
 // hit checks its metadata against them) and a compile that follows does not redo them:

@@ -8,25 +8,45 @@ using namespace mlir;
 
 namespace flashbob::kernels {
 
+namespace {
+// The loop bounds below add N, M, a block's start and the window sizes (each < 2^31), which can
+// pass 2^31; index arithmetic is 32-bit in the kernels (compiler/pipeline/Pipeline.cpp), so
+// these few sums, once per block, are computed in i64 and clamped to [0, N] or [0, M] before
+// they return to index. Wide: an index (< 2^31) or a constant as i64.
+struct Wide {
+  KernelBuilder &kb;
+  Value of(Value index) {
+    return arith::IndexCastOp::create(kb.b, kb.b.getI64Type(), index).getResult();
+  }
+  Value of(int64_t v) { return arith::ConstantIntOp::create(kb.b, v, 64).getResult(); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(kb.b, x, y).getResult(); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(kb.b, x, y).getResult(); }
+  // min(max(x, 0), limit) back as an index (limit < 2^31).
+  Value clamp(Value x, Value limit) {
+    Value c = arith::MinSIOp::create(kb.b, arith::MaxSIOp::create(kb.b, x, of(int64_t(0))), of(limit));
+    return arith::IndexCastOp::create(kb.b, kb.b.getIndexType(), c).getResult();
+  }
+};
+} // namespace
+
 Value firstKeyBlock(KernelBuilder &kb, Value row0, Value n, Value m) {
   if (kb.spec.windowLeft < 0)
     return kb.index(0);
-  auto &b = kb.b;
-  Value begin = arith::SubIOp::create(b, arith::AddIOp::create(b, row0, arith::SubIOp::create(b, m, n)),
-                                      kb.index(kb.spec.windowLeft));
-  begin = arith::MaxSIOp::create(b, begin, kb.index(0));
-  return arith::DivUIOp::create(b, begin, kb.index(kb.spec.tiles.blockN));
+  Wide w{kb};
+  // row0 + (M - N) - left, at least 0 (and at most M: a block past every key visits none).
+  Value begin = w.sub(w.add(w.of(row0), w.sub(w.of(m), w.of(n))), w.of(kb.spec.windowLeft));
+  return arith::DivUIOp::create(kb.b, w.clamp(begin, m), kb.index(kb.spec.tiles.blockN));
 }
 
 Value keyBlocksToVisit(KernelBuilder &kb, Value row0, Value n, Value m) {
   auto &b = kb.b;
   Value keyEnd = m;
   if (const int64_t right = kb.spec.rightReach(); right >= 0) {
-    Value end = arith::AddIOp::create(b, arith::AddIOp::create(b, row0, kb.index(kb.spec.tiles.blockM)),
-                                      arith::SubIOp::create(b, m, n));
+    Wide w{kb};
+    Value end = w.add(w.add(w.of(row0), w.of(kb.spec.tiles.blockM)), w.sub(w.of(m), w.of(n)));
     if (right > 0)
-      end = arith::AddIOp::create(b, end, kb.index(right));
-    keyEnd = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, end, kb.index(0)), m);
+      end = w.add(end, w.of(right));
+    keyEnd = w.clamp(end, m);
   }
   return arith::CeilDivUIOp::create(b, keyEnd, kb.index(kb.spec.tiles.blockN));
 }
@@ -35,12 +55,11 @@ Value firstQueryBlock(KernelBuilder &kb, Value key0, Value n, Value m) {
   const int64_t right = kb.spec.rightReach();
   if (right < 0)
     return kb.index(0);
-  auto &b = kb.b;
-  Value first = arith::SubIOp::create(b, key0, arith::SubIOp::create(b, m, n));
+  Wide w{kb};
+  Value first = w.sub(w.of(key0), w.sub(w.of(m), w.of(n)));
   if (right > 0)
-    first = arith::SubIOp::create(b, first, kb.index(right));
-  first = arith::MaxSIOp::create(b, first, kb.index(0));
-  return arith::DivUIOp::create(b, first, kb.index(kb.spec.tiles.blockM));
+    first = w.sub(first, w.of(right));
+  return arith::DivUIOp::create(kb.b, w.clamp(first, n), kb.index(kb.spec.tiles.blockM));
 }
 
 Value queryBlocksEnd(KernelBuilder &kb, Value key0, Value n, Value m) {
@@ -49,10 +68,10 @@ Value queryBlocksEnd(KernelBuilder &kb, Value key0, Value n, Value m) {
   if (kb.spec.windowLeft >= 0) {
     // Query i sees key key0 + block_n - 1 (or an earlier one) iff
     // i <= key0 + block_n - 1 - (M - N) + left.
-    Value end = arith::SubIOp::create(b, arith::AddIOp::create(b, key0, kb.index(kb.spec.tiles.blockN)),
-                                      arith::SubIOp::create(b, m, n));
-    end = arith::AddIOp::create(b, end, kb.index(kb.spec.windowLeft));
-    queryEnd = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, end, kb.index(0)), n);
+    Wide w{kb};
+    Value end = w.sub(w.add(w.of(key0), w.of(kb.spec.tiles.blockN)), w.sub(w.of(m), w.of(n)));
+    end = w.add(end, w.of(kb.spec.windowLeft));
+    queryEnd = w.clamp(end, n);
   }
   return arith::CeilDivUIOp::create(b, queryEnd, kb.index(kb.spec.tiles.blockM));
 }
