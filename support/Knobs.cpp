@@ -66,10 +66,10 @@ const KnobInfo kKnobs[] = {
      "1/0 forces the backward's and BoB's kernels that flush their accumulators periodically "
      "on/off for every sweep length (A/B timing and accuracy); unset: sweeps of 2^17 rows or "
      "more flush, shorter ones do not (docs/numerics.md, long sequences)."},
-    {Knob::RegisterA, "FLASHBOB_REGISTER_A", KnobType::Bool, "0",
-     "1: sm_90a products whose A operand is a register tile (P, dS, ...) read it from registers "
-     "(wgmma register-A) instead of staging it through shared memory, where its layout allows "
-     "(kernels named _rega); off by default until measured on the GPU (A/B timing, GPU tests)."},
+    {Knob::RegisterA, "FLASHBOB_REGISTER_A", KnobType::Bool, "1",
+     "1 (default): sm_90a products whose A operand is a register tile (P, dS, ...) read it from "
+     "registers (wgmma register-A) where its layout allows (kernels named _rega); 0 stages every "
+     "such operand through shared memory instead (the A/B of docs/performance.md)."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

@@ -89,11 +89,11 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
   }
   CHECK(names.size() == 19);
   {
-    // Register-A products are off unless asked for (until measured on the GPU).
+    // Register-A products are on unless turned off.
     ScopedOverride unset(Knob::RegisterA, "");
-    CHECK(!knobs::registerA());
-    ScopedOverride on(Knob::RegisterA, "1");
     CHECK(knobs::registerA());
+    ScopedOverride off(Knob::RegisterA, "0");
+    CHECK(!knobs::registerA());
   }
   {
     // Long sweeps: unset lets the sweep's length decide; 1 and 0 force the flush on and off.
