@@ -1,7 +1,7 @@
 """flashbob.torch.distributed's rings on CPUs, in CI: R = 2 and 3 processes of a gloo
 group, each holding its zigzag shard (K and V with all or half the query heads), run the
 module's own forward, backward and BoB rings, its transfers (batch_isend_irecv), its merges
-(flashbob.ring: merge_forward, add_pass1, finish_pass1, chunk_pairs) and its autograd
+(flashbob.torch.ring: merge_forward, add_pass1, finish_pass1, chunk_pairs) and its autograd
 Functions, through the gradient of a loss with create_graph and a Hessian-vector product.
 Only the ring *steps* (one pair of chunks each, the GPU kernels' job) are replaced: by float64
 statements of the same contract (docs/context-parallel.md; the C++ oracle's ring::forwardStep
@@ -14,7 +14,7 @@ test_distributed.py.
 
 Debian's torch (1.13, CPU) runs it; it cannot import flashbob.torch's operators
 (torch.library.custom_op is torch 2.4's), which the rings do not use: the child processes load
-flashbob.ring and flashbob.torch.distributed under a stand-in for that package's __init__.
+flashbob.torch.ring and flashbob.torch.distributed under a stand-in for that package's __init__.
 """
 
 import json
@@ -115,7 +115,7 @@ RING = None
 
 
 def load_rings():
-    """flashbob.ring and flashbob.torch.distributed, with the float64 steps above."""
+    """flashbob.torch.ring and flashbob.torch.distributed, with the float64 steps above."""
     global RING
     sys.path.insert(0, str(PYTHON_DIR))
     import flashbob  # loads no library until a call
@@ -126,8 +126,7 @@ def load_rings():
     stand_in = types.ModuleType("flashbob.torch")
     stand_in.__path__ = [str(PYTHON_DIR / "flashbob" / "torch")]
     sys.modules["flashbob.torch"] = flashbob.torch = stand_in
-    from flashbob import ring
-    from flashbob.torch import distributed
+    from flashbob.torch import distributed, ring
     RING = ring
     ring.forward_step, ring.backward_step = forward_step, backward_step
     ring.bob_pass1_step, ring.bob_pass2_step = bob_pass1_step, bob_pass2_step

@@ -1,6 +1,6 @@
 """A whole context-parallel ring simulated in one process on one GPU (context parallelism): the sequence
 cut into 2R zigzag chunks over R ranks, every rank's ring steps run in ring order through
-flashbob.ring (libflashbob's ring steps) and combined as docs/context-parallel.md says, shards
+flashbob.torch.ring (libflashbob's ring steps) and combined as docs/context-parallel.md says, shards
 passed around by indexing instead of a transport. The assembled O, dQ, dK, dV and BoB's gQ, gK,
 gV, gdO must match float64 autograd on the whole sequence within bf16's bound."""
 
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch", reason="torch is installed only on the GPU 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
-import flashbob.ring as ring  # noqa: E402
+import flashbob.torch.ring as ring  # noqa: E402
 
 TOL = 5e-3  # relative L2 against float64, bf16 inputs
 

@@ -1,7 +1,7 @@
 """Context-parallel attention over a torch.distributed group (ring attention), differentiable
 twice: each rank holds a shard of the sequence, the shards of keys (for the forward and BoB's
 first pass) or of queries (for the backward and BoB's second pass) go round the ring, and each
-rank runs libflashbob's ring steps on the pairs it meets (flashbob.ring). The math and what
+rank runs libflashbob's ring steps on the pairs it meets (flashbob.torch.ring). The math and what
 travels: docs/context-parallel.md.
 
     local = shard(x, group)            # this rank's rows of a (batch, heads, seq, head_dim) x
@@ -20,7 +20,7 @@ order.
 import torch
 import torch.distributed as dist
 
-from .. import ring
+from . import ring
 
 __all__ = ["attention", "shard", "unshard"]
 

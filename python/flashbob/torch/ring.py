@@ -21,9 +21,9 @@ from typing import NamedTuple
 
 import torch
 
-from . import _capi
-from .torch._launch import DENSE, problem as _problem, readable as _readable, stream as _stream
-from .torch._launch import tensor as _tensor
+from .. import _capi
+from ._launch import DENSE, problem as _problem, readable as _readable, stream as _stream
+from ._launch import tensor as _tensor
 
 
 def _ring_problem(q, k, causal, scale):
