@@ -2,10 +2,12 @@
 
 build_py also builds libflashbob.so (CMake target FlashBobShared, in FLASHBOB_BUILD_DIR, default
 build/, configured first if it is not) and installs it stripped into the package (the CMake
-install component "python"). bdist_wheel tags the wheel py3-none-manylinux_2_NN_<arch>: the library
-is loaded through its C ABI with ctypes, so one wheel serves every Python 3, and 2.NN is the
-newest glibc symbol version the library needs, read from the built file (scripts/manylinux.py,
-which also holds the floor, manylinux_2_28, that the libflashbob_manylinux test holds it to).
+install component "python"), and records the git commit it was built from in
+flashbob/BUILD_COMMIT (when the source is a checkout), which `python -m flashbob.bench` names in
+its header. bdist_wheel tags the wheel py3-none-manylinux_2_NN_<arch>: the library is loaded
+through its C ABI with ctypes, so one wheel serves every Python 3, and 2.NN is the newest glibc
+symbol version the library needs, read from the built file (scripts/manylinux.py, which also
+holds the floor, manylinux_2_28, that the libflashbob_manylinux test holds it to).
 """
 
 import os
@@ -34,6 +36,26 @@ class BuildPyWithLibrary(build_py):
         subprocess.run(["cmake", "--build", str(BUILD), "--target", "FlashBobShared"], check=True)
         subprocess.run(["cmake", "--install", str(BUILD), "--component", "python", "--strip",
                         "--prefix", self.build_lib], check=True)
+        self.record_commit()
+
+    def record_commit(self):
+        """The commit the wheel is built from, for the header of `python -m flashbob.bench`
+        (flashbob/bench/_env.py reads it), when the source is a git checkout: "+local changes"
+        when tracked files differ from it."""
+        def git(*args):
+            p = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+            return p.stdout.strip() if p.returncode == 0 else None
+        try:
+            rev = git("rev-parse", "--short", "HEAD")
+            if rev and git("status", "--porcelain", "--untracked-files=no"):
+                rev += "+local changes"
+        except OSError:  # no git
+            rev = None
+        target = Path(self.build_lib) / "flashbob" / "BUILD_COMMIT"
+        if rev:
+            target.write_text(rev + "\n")
+        elif target.exists():
+            target.unlink()
 
 
 class BinaryDistribution(Distribution):

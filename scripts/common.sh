@@ -11,10 +11,11 @@ BUILD="${FLASHBOB_BUILD_DIR:-$ROOT/build}"
 # report skipped. zlib1g-dev and libzstd-dev give libz.a and libzstd.a, which libflashbob.so links
 # (cmake/LlvmLibs.cmake); python3-pip, -setuptools and -wheel build and install the wheel
 # (scripts/build-wheel.sh, test/packaging/); python3-torch (CPU, about 180 MB installed) runs the
-# context-parallel rings over gloo processes (test/python/ring_gloo_simulation.py).
+# context-parallel rings over gloo processes (test/python/ring_gloo_simulation.py); python3-pytest
+# runs the benchmark module's CPU tests (test/python/test_bench.py).
 PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 catch2 ninja-build
           clang-22 libclang-rt-22-dev zlib1g-dev libzstd-dev python3-pip python3-setuptools
-          python3-wheel python3-torch)
+          python3-wheel python3-torch python3-pytest)
 
 ensure_packages() {
   local missing=() p
