@@ -65,6 +65,17 @@ for command in env devices cache compile run bench demo; do
 done
 out=$(run_tool FLASHBOB_CACHE_DIR="$tmp/cache" "$py" "$tool" env 2>&1) || fail "flashbob env failed: $out"
 [[ $out == *"$tmp/cache"* ]] || fail "flashbob env does not show the cache directory it was given: $out"
+# The benchmark against PyTorch (flashbob/bench, pure Python until it runs): its help without
+# torch or a GPU, as `python -m flashbob.bench` and through the command's `bench --compare`.
+out=$(run_tool "$py" -m flashbob.bench --help) || fail "python -m flashbob.bench --help failed: $out"
+[[ $out == *"--quick"* && $out == *"--csv"* ]] || fail "python -m flashbob.bench --help said: $out"
+out=$(run_tool "$py" "$tool" bench --compare --help) || fail "flashbob bench --compare --help failed: $out"
+[[ $out == "usage: flashbob bench --compare"* ]] || fail "flashbob bench --compare --help said: $out"
+# The commit the wheel was built from, which the benchmark's header names.
+if rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null); then
+  recorded=$(cat "$tmp/site/flashbob/BUILD_COMMIT" 2>/dev/null) || fail "the wheel records no BUILD_COMMIT"
+  [[ $recorded == "$rev"* ]] || fail "the wheel's BUILD_COMMIT is '$recorded', the checkout is at $rev"
+fi
 status=0
 out=$(run_tool "$py" "$tool" --no-such-flag 2>&1) || status=$?
 ((status == 2)) || fail "flashbob --no-such-flag exited $status, not 2 (usage): $out"
