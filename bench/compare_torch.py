@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""FlashBoB against PyTorch on one GPU: the performance table.
+"""FlashBoB's kernels through the CLI against PyTorch on one GPU, judged against the targets of
+docs/performance.md. The table a user runs, through the PyTorch op with every SDPA backend, is
+`python -m flashbob.bench` (python/flashbob/bench); this one times the kernels alone (`flashbob
+bench`, no Python in the timed region) and adds the targets, the GPU's clocks and the kernels'
+profile.
 
-Phases, each its own process so PyTorch's cached memory never sits beside our runs
-(scripts/device/perf-table.sh runs them in this order inside one device call):
+Phases, each its own process so PyTorch's cached memory never sits beside our runs, run in this
+order (docs/performance.md, "How to reproduce"):
 
   ceiling        PyTorch's dense bf16 matmul 8192^3 (the ceiling if the CLI cannot load cuBLAS)
   ours           `flashbob bench --json` over the grid (op x d x causal x N), with --check
   torch          exact BoB by eager double backward through plain matmul/softmax attention,
                  and SDPA forward/backward with the cuDNN and flash backends, same shapes
   compile-probe  torch.compile on the double backward, once, one small shape
-  table          perf-table.md and perf-raw.json from the phases' JSON files and the kernels'
-                 profile (scripts/device/kernel-profile.sh's log, when the script ran it)
+  table          perf-table.md and perf-raw.json from the phases' JSON files, the GPU's clock
+                 samples (OUT/gpu-samples.csv, bench/gpu_clocks.py, when taken) and the
+                 kernels' profile (OUT/profile.log, scripts/device/kernel-profile.sh's output,
+                 when it ran)
 
 Every phase writes its JSON under --out as it goes; any single failure is recorded (status and
 message) and the phase continues. Each measurement: warm-up, then timed runs with CUDA events
@@ -755,7 +761,7 @@ def targets_section(o, ts, out_dir, doc_path=DOC_PATH):
         L.append("")
         L.append(profile_table.table(rows))
     else:
-        L.append("Not run in this call (time budget or no ncu; see perf-table.log): "
+        L.append("Not run in this call (no profile.log): "
                  "`bash scripts/device/run-gpu.sh bash scripts/device/kernel-profile.sh`, then "
                  "`python3 bench/profile_table.py LOG`.")
     L.append("")
@@ -768,7 +774,7 @@ def make_table(args):
     tceil = read_json(os.path.join(args.out, "torch-ceiling.json"), {}) or {}
     probe = read_json(os.path.join(args.out, "compile-probe.json"), {}) or {}
     env = read_json(os.path.join(args.out, "env.json"), {}) or {}
-    # The GPU's clock and power during each of our calls (perf-table.sh samples them).
+    # The GPU's clock and power during each of our calls (gpu-samples.csv, when sampled).
     samples = gpu_clocks.read(os.path.join(args.out, gpu_clocks.SAMPLES_FILE))
     for r in ours.get("results", []):
         if samples and "t0" in r and "t1" in r:
@@ -794,7 +800,7 @@ def make_table(args):
              f"{(dev.get('driver_version') or 0) // 1000}.{((dev.get('driver_version') or 0) % 1000) // 10}; "
              f"torch {tor.get('torch', tceil.get('torch', '?'))} (CUDA {tor.get('cuda', tceil.get('cuda', '?'))}); "
              f"{env.get('date', time.strftime('%Y-%m-%d'))}.")
-    L.append(f"- Command: {env.get('command', 'bash scripts/device/run-gpu.sh bash scripts/device/perf-table.sh')}"
+    L.append(f"- Command: {env.get('command', 'python3 bench/compare_torch.py {ceiling,ours,torch,compile-probe,table}')}"
              f" (git {env.get('git', '?')}).")
     L.append(f"- Problem: batch {BATCH}, {HEADS} heads, N = M, bf16 inputs, scale 1/sqrt(d).")
     cs = ours.get("ceiling_source") or "none"
@@ -948,7 +954,7 @@ def make_table(args):
                 extra = ", ".join(x for x in (a.get("note", ""), f"{a['seconds']} s" if "seconds" in a else "") if x)
                 L.append(f"- {a['what']}: {a.get('status')}" + (f" ({extra})" if extra else ""))
     else:
-        L.append("Not run (no compile-probe.json: out of time or failed; see perf-table.log).")
+        L.append("Not run (no compile-probe.json: out of time or failed; see the phase's output).")
     L.append("")
 
     if failures:

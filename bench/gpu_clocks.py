@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The GPU's SM clock, power and throttle reasons while a benchmark ran, from nvidia-smi samples.
 
-scripts/device/perf-table.sh samples every 100 ms during its `ours` phase, asking this file
-which fields (QUERY_FIELDS, the order `parse` reads):
+Sampled every 100 ms beside bench/compare_torch.py's `ours` phase, asking this file which
+fields (QUERY_FIELDS, the order `parse` reads), into the phases' --out directory:
 
     nvidia-smi --query-gpu=$(python3 bench/gpu_clocks.py --query) \
-        --format=csv,noheader,nounits -lms 100 > gpu-samples.csv
+        --format=csv,noheader,nounits -lms 100 > OUT/gpu-samples.csv
 
 and bench/compare_torch.py judges the long-sequence target with them: a kernel that is as fast
 per flop at 128K as at 16K can still run slower there when the board reaches its power limit

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # GPU machine: where each kernel of fwd, bwd and BoB spends its time, in one call.
 #   bash scripts/device/run-gpu.sh bash scripts/device/kernel-profile.sh [D ...]   # default 128 64
+#   CLI="python3 -m flashbob" bash scripts/device/kernel-profile.sh     # the wheel's CLI instead
+# (perf-table.sh runs it so, with the wheel installed). CLI: the command that runs `flashbob`
+# (default .device/bin/flashbob, from pack.sh).
 # Batch 1, 16 heads, N = M = 16384, bf16, not causal, the default tiles (FLASHBOB_CACHE_DIR if
-# set, as perf-table.sh sets it, else a cache of its own).
+# set, else a cache of its own).
 # Nsight Compute, clocks left alone, one launch of each kernel (after one warm-up run): time,
 # registers (LaunchStats), occupancy, issue slots, and the pipe utilisation
 # ComputeWorkloadAnalysis reports (the tensor pipe's share of elapsed and of active cycles),
@@ -12,7 +15,7 @@
 set -uo pipefail
 ds=${*:-128 64}
 export FLASHBOB_CACHE_DIR=${FLASHBOB_CACHE_DIR:-/tmp/flashbob-profile-cache}
-F=.device/bin/flashbob
+F=${CLI:-.device/bin/flashbob}  # word-split below: CLI may be an interpreter and its arguments
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "kernel-profile.sh: ncu not found" >&2; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
