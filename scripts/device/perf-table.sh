@@ -11,7 +11,7 @@
 # (every cell), perf-table.png (when the interpreter has matplotlib), perf-table.log (progress),
 # profile.log and profile.md (Nsight Compute's details and their table).
 # PYTHON: the interpreter with torch (default /opt/torch/.venv/bin/python3). PERF_TIME_LIMIT
-# (default 480): the benchmark's --time-limit, so that the call ends within its 10 minutes;
+# (default 450): the benchmark's --time-limit, so that the call ends within its 10 minutes;
 # PERF_PROFILE_S (default 60; 0 leaves the profile out).
 set -uo pipefail
 : "${OUT:?OUT must name the output directory (the device tool sets it)}"
@@ -23,7 +23,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,temperature.gp
   --format=csv 2>&1 | tee "$LOG"
 # The table is in perf-table.md; the progress (a line per cell) goes to the log, whose last
 # lines (the ceiling, the check, the summary) are printed after.
-"$PY" -m flashbob.bench --time-limit "${PERF_TIME_LIMIT:-480}" --markdown "$OUT/perf-table.md" \
+"$PY" -m flashbob.bench --time-limit "${PERF_TIME_LIMIT:-450}" --markdown "$OUT/perf-table.md" \
   --csv "$OUT/perf-table.csv" --plot "$OUT/perf-table.png" "$@" > /dev/null 2>> "$LOG"
 rc=$?
 grep -E '^(check|ceiling|plot|markdown|csv|done)|flashbob.bench' "$LOG"

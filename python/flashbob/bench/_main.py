@@ -42,9 +42,17 @@ def environment(config, measure, flusher):
             "sms": props.multi_processor_count, "memory_gib": props.total_memory / 2**30,
             "driver": _env.driver_version(config.device), "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": measure.cudnn_version(),
-            "python": platform.python_version(), "flashbob": flashbob.version(),
+            "python": platform.python_version(), "flashbob": _flashbob_version(flashbob),
             "commit": _env.find_commit(Path(flashbob.__file__).parent, config.commit),
             "date": time.strftime("%Y-%m-%d %H:%M %Z"), "flush_mib": flusher.nbytes >> 20}
+
+
+def _flashbob_version(flashbob):
+    """The library's version; where it cannot be loaded, why (the check then fails, saying so)."""
+    try:
+        return flashbob.version()
+    except Exception as e:  # FlashBobError, NoDriverError: the header says so
+        return f"unavailable ({e})"
 
 
 def _device(torch, config):
