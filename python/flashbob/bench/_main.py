@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import _args, _env, _plot, _report
 from ._plan import Planner
-from ._result import FAILED, OOM, Result, classify
+from ._result import FAILED, OOM, SKIPPED, Result, classify
 from ._spec import grid
 
 PROG = "python -m flashbob.bench"
@@ -22,7 +22,8 @@ def log(message):
 
 def main(argv=None, prog=None):
     """Runs the benchmark on `argv` (default: this process's arguments); returns the exit code:
-    0, 1 (no usable torch or GPU, a failed check, a FlashBoB cell that failed), 2 (usage)."""
+    0, 1 (no usable torch or GPU, a failed check, a FlashBoB cell that failed), 2 (usage), 130
+    (interrupted: what was measured is still written)."""
     prog = prog or PROG
     argv = sys.argv[1:] if argv is None else list(argv)
     config = _args.parse(argv, prog)
@@ -88,34 +89,7 @@ def run(config, prog):
     log("ceiling: " + (f"{ceiling['tflops']:.1f} TFLOP/s (bf16 matmul {ceiling['size']}^3)"
                        if ceiling.get("tflops") else f"not measured: {ceiling.get('error')}"))
 
-    results = []
-    inputs, inputs_key, inputs_failure = None, None, None
-    for cell in grid(config.ns, config.head_dims, config.causal_modes, config.ops, config.impls):
-        verdict = planner.verdict(cell)
-        if verdict is None and (cell.n, cell.d) != inputs_key:
-            inputs = None
-            gc.collect()
-            torch.cuda.empty_cache()
-            inputs_key, inputs_failure = (cell.n, cell.d), None
-            try:
-                inputs = measure.Inputs(config.batch, config.heads, cell.n, cell.d,
-                                        measure.DTYPES[config.dtype], device, seed=cell.n + cell.d)
-            except Exception as e:  # the inputs alone do not fit: every cell of this shape
-                status, detail = classify(cell.impl, type(e).__name__, str(e))
-                inputs_failure = (status if status == OOM else FAILED, "inputs: " + detail)
-                inputs = None
-                gc.collect()
-                torch.cuda.empty_cache()
-        if verdict is None and inputs_failure is not None:
-            verdict = inputs_failure
-        if verdict is not None:
-            result = Result(cell, config.batch, config.heads, config.dtype, verdict[0], detail=verdict[1])
-        else:
-            result = measure.run_cell(cell, inputs, config, flusher, ceiling.get("tflops"))
-        planner.record(result)
-        results.append(result)
-        log(_report.progress_line(result, planner.elapsed()))
-    inputs = None
+    results = _run_grid(config, measure, device, planner, flusher, ceiling.get("tflops"))
 
     text = _report.markdown(env, config, ceiling, check, results, prog)
     print(text, flush=True)
@@ -136,7 +110,55 @@ def run(config, prog):
     if failed:
         log(f"{prog}: {len(failed)} FlashBoB cell(s) failed (see the table's Failures)")
         return 1
+    if any(r.status == SKIPPED and r.detail == "interrupted" for r in results):
+        return 130  # as a shell reports a command ended by Ctrl-C
     return 0
+
+
+def _run_grid(config, measure, device, planner, flusher, ceiling_tflops):
+    """Every cell's Result, in the grid's order. Ctrl-C marks the cells left skipped, so that
+    what was measured is still written."""
+    import torch
+
+    results = []
+    inputs, inputs_key, inputs_failure = None, None, None
+    interrupted = False
+    for cell in grid(config.ns, config.head_dims, config.causal_modes, config.ops, config.impls):
+        if interrupted:
+            results.append(Result(cell, config.batch, config.heads, config.dtype, SKIPPED,
+                                  detail="interrupted"))
+            continue
+        try:
+            verdict = planner.verdict(cell)
+            if verdict is None and (cell.n, cell.d) != inputs_key:
+                inputs = None
+                gc.collect()
+                torch.cuda.empty_cache()
+                inputs_key, inputs_failure = (cell.n, cell.d), None
+                try:
+                    inputs = measure.Inputs(config.batch, config.heads, cell.n, cell.d,
+                                            measure.DTYPES[config.dtype], device, seed=cell.n + cell.d)
+                except Exception as e:  # the inputs alone do not fit: every cell of this shape
+                    status, detail = classify(cell.impl, type(e).__name__, str(e))
+                    inputs_failure = (status if status == OOM else FAILED, "inputs: " + detail)
+                    inputs = None
+                    gc.collect()
+                    torch.cuda.empty_cache()
+            if verdict is None and inputs_failure is not None:
+                verdict = inputs_failure
+            if verdict is not None:
+                result = Result(cell, config.batch, config.heads, config.dtype, verdict[0],
+                                detail=verdict[1])
+            else:
+                result = measure.run_cell(cell, inputs, config, flusher, ceiling_tflops)
+        except KeyboardInterrupt:
+            interrupted = True
+            log("interrupted: the cells left are marked skipped; writing what was measured")
+            result = Result(cell, config.batch, config.heads, config.dtype, SKIPPED, detail="interrupted")
+        planner.record(result)
+        results.append(result)
+        log(_report.progress_line(result, planner.elapsed()))
+    return results
 
 
 def _count_statuses(results):
