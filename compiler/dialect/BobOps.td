@@ -541,6 +541,12 @@ def Bob_ScoreModOp : Bob_Op<"score_mod", [Pure, IsolatedFromAbove,
   let arguments = (ins Variadic<AnyType>:$captures, OptionalAttr<ArrayAttr>:$partials);
   let results = (outs Bob_ScoreFnType:$result);
   let regions = (region SizedRegion<1>:$body, VariadicRegion<SizedRegion<1>>:$derivatives);
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$captures,
+                                 CArg<"::mlir::ArrayAttr", "{}">:$partials,
+                                 CArg<"unsigned", "0">:$derivativesCount), [{
+    build($_builder, $_state, ScoreFnType::get($_builder.getContext()), captures, partials,
+          derivativesCount);
+  }]>];
   let hasCustomAssemblyFormat = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
@@ -589,6 +595,9 @@ def Bob_ScoreMaskOp : Bob_Op<"score_mask", [Pure, IsolatedFromAbove,
   let arguments = (ins Variadic<AnyType>:$captures);
   let results = (outs Bob_MaskFnType:$result);
   let regions = (region SizedRegion<1>:$body);
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$captures), [{
+    build($_builder, $_state, MaskFnType::get($_builder.getContext()), captures);
+  }]>];
   let hasCustomAssemblyFormat = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
