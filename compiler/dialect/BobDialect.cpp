@@ -647,6 +647,8 @@ static FailureOr<YieldOp> verifyModRegion(Operation *op, Region &region, ArrayRe
     return op->emitOpError(what) << " must take " << typeList(expected)
                                  << " (then one argument per capture), got "
                                  << typeList(block.getArgumentTypes());
+  // The only memrefs in the region are the captures' block arguments (the region is isolated
+  // and no allowed op makes one), so every memref.load reads a capture.
   for (Operation &inner : block) {
     if (!isAllowedInScoreMod(&inner))
       return inner.emitOpError("is not allowed in ")
@@ -656,13 +658,6 @@ static FailureOr<YieldOp> verifyModRegion(Operation *op, Region &region, ArrayRe
       if (!isScalarType(t))
         return inner.emitOpError("computes ")
                << t << " in " << op->getName() << ": only f32, index and signless integers";
-    if (auto load = dyn_cast<memref::LoadOp>(inner)) {
-      auto arg = dyn_cast<BlockArgument>(load.getMemRef());
-      if (!arg || arg.getOwner() != &block || arg.getArgNumber() < leading.size())
-        return inner.emitOpError("must load from a capture of the enclosing ")
-               << op->getName() << " (one of its block arguments after the leading "
-               << leading.size() << ")";
-    }
   }
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
   if (!yield)
@@ -716,7 +711,7 @@ ParseResult ScoreModOp::parse(OpAsmParser &parser, OperationState &result) {
         return success();
       }
       int64_t capture;
-      if (parser.parseKeyword("capture", "or `score` in a partial's tag") ||
+      if (parser.parseKeyword("capture", " or 'score' in a partial's tag") ||
           parser.parseInteger(capture))
         return failure();
       key.push_back(capture);
@@ -812,10 +807,10 @@ static LogicalResult verifyPartialYield(ScoreModOp op, ArrayRef<int64_t> key, Yi
   const int64_t n = static_cast<int64_t>(types.size());
   if (memrefs ? n % group != 0 : n != 1)
     return yield.emitOpError("yields ")
-           << n << " values; a partial yields "
-           << (memrefs ? "groups of an f32 coefficient and " + std::to_string(indices) +
-                             " load indices (" + std::to_string(group) + " values each)"
-                       : std::string("one f32"));
+           << n << " values; a partial "
+           << (memrefs ? "by memref captures yields groups of " + std::to_string(group) +
+                             " (an f32 coefficient and " + std::to_string(indices) + " indices)"
+                       : std::string("by the score and scalars yields one f32"));
   for (int64_t i = 0; i < n; ++i) {
     bool coefficient = i % group == 0;
     if (coefficient ? !types[i].isF32() : !types[i].isIndex())
