@@ -492,7 +492,8 @@ def Bob_ScoreModOp : Bob_Op<"score_mod", [Pure, IsolatedFromAbove,
       bob      yield
 
     The set is closed under differentiation: every partial derivative below is written with
-    the same ops, so whatever evaluates the body evaluates its derivatives too. A pair the
+    the same ops, so whatever evaluates the body evaluates its derivatives too. The op only
+    defines the function (it is Pure: its loads run where a kernel applies it). A pair the
     body gives -inf (through a select) is hidden; a mask that does not depend on the score
     should be a `bob.score_mask` instead, whose tiles the kernels can skip whole.
 

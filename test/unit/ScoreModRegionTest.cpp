@@ -16,8 +16,12 @@
 // up to their order (F1 = c ((1 - t^2) (1 / c)) against 1 - t^2): 1e-12 relative. Finite
 // differences: ScoreModTest.cpp's (Richardson, h = 1e-3, truncation ~1e-12 times the fifth
 // derivative): 1e-7 relative for the random compositions, whose fifth derivatives reach
-// O(1e3), 1e-8 for the rest. Breaking one derivative rule of the pass (tanh's 1 - t^2 as
-// 1 + t^2, or the quotient rule's sign) fails both tests by orders of magnitude (tried).
+// O(1e3), 1e-8 for the rest. Breaking any one derivative rule of the pass fails the finite
+// differences by orders of magnitude (each was tried: add as sub, sub as add, x x's 2 x dx as
+// x dx, the product rule's second term, neg, max and min picking the other side, exp, log,
+// abs, select's branches swapped, the quotient rule's sign, tanh's 1 - t^2 as 1 + t^2), and
+// the closed forms too for those the oracle's modifications use; so does a partial by a memref
+// capture without its load's indices.
 #include "compiler/passes/Passes.h"
 #include "kernels/oracle/ScoreModOps.h"
 #include "test/unit/ScoreModInterpreter.h"
