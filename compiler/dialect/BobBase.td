@@ -24,7 +24,7 @@ def Bob_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
-                           "::mlir::LLVM::LLVMDialect"];
+                           "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect"];
 }
 
 class Bob_Op<string mnemonic, list<Trait> traits = []> : Op<Bob_Dialect, mnemonic, traits>;

@@ -591,3 +591,341 @@ LogicalResult ReduceOp::verify() {
                                       << tile.getRows();
   return verifyRowsSplit(*this, tile);
 }
+
+//===-- Score modifications and masks -------------------------------------------------------===//
+
+// The scalar types a score modification's or mask's body computes with.
+static bool isScalarType(Type t) {
+  return t.isF32() || t.isIndex() || t.isSignlessInteger();
+}
+
+// Captures: scalars, or memrefs of f32 or signless integers (read with memref.load).
+static LogicalResult verifyCaptures(Operation *op, TypeRange captures) {
+  for (auto [i, t] : llvm::enumerate(captures)) {
+    if (isScalarType(t))
+      continue;
+    auto memref = dyn_cast<MemRefType>(t);
+    if (memref && (memref.getElementType().isF32() || memref.getElementType().isSignlessInteger()))
+      continue;
+    return op->emitOpError("capture #")
+           << i << " is " << t
+           << "; captures are f32, index or signless integer scalars, or memrefs of f32 or "
+              "signless integers";
+  }
+  return success();
+}
+
+// The closed set of ops a body may hold (BobOps.td lists it); bob-differentiate-score-mod
+// writes its derivatives with the same ops.
+static bool isAllowedInScoreMod(Operation *op) {
+  return isa<arith::ConstantOp, arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp, arith::CmpFOp,
+             arith::SelectOp, arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::DivSIOp,
+             arith::RemSIOp, arith::MaxSIOp, arith::MinSIOp, arith::CmpIOp, arith::AndIOp,
+             arith::OrIOp, arith::XOrIOp, arith::SIToFPOp, arith::FPToSIOp,
+             arith::IndexCastOp, math::TanhOp, math::ExpOp, math::LogOp, math::AbsFOp,
+             math::AbsIOp, memref::LoadOp, YieldOp>(op);
+}
+
+static std::string typeList(TypeRange types) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "(";
+  llvm::interleaveComma(types, os);
+  os << ")";
+  return text;
+}
+
+// One region of a bob.score_mod or bob.score_mask: its signature (`leading`, then the
+// captures' types), the ops it may hold, and that it ends in a bob.yield (returned).
+static FailureOr<YieldOp> verifyModRegion(Operation *op, Region &region, ArrayRef<Type> leading,
+                                          StringRef what) {
+  Block &block = region.front();
+  SmallVector<Type> expected(leading);
+  llvm::append_range(expected, op->getOperandTypes());
+  if (block.getArgumentTypes() != TypeRange(expected))
+    return op->emitOpError(what) << " must take " << typeList(expected)
+                                 << " (then one argument per capture), got "
+                                 << typeList(block.getArgumentTypes());
+  // The only memrefs in the region are the captures' block arguments (the region is isolated
+  // and no allowed op makes one), so every memref.load reads a capture.
+  for (Operation &inner : block) {
+    if (!isAllowedInScoreMod(&inner))
+      return inner.emitOpError("is not allowed in ")
+             << op->getName()
+             << ": its body is straight-line arith, math and memref.load ops (BobOps.td)";
+    for (Type t : inner.getResultTypes())
+      if (!isScalarType(t))
+        return inner.emitOpError("computes ")
+               << t << " in " << op->getName() << ": only f32, index and signless integers";
+  }
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op->emitOpError(what) << " must end in bob.yield";
+  return yield;
+}
+
+// The tag of a partial as printed: `score` or `capture N`, comma-separated.
+static void printPartialKey(OpAsmPrinter &p, ArrayRef<int64_t> key) {
+  p << "d(";
+  llvm::interleaveComma(key, p, [&](int64_t item) {
+    if (item == ScoreModOp::kScore)
+      p << "score";
+    else
+      p << "capture " << item;
+  });
+  p << ")";
+}
+
+static ParseResult parseCaptures(OpAsmParser &parser, OperationState &result) {
+  if (failed(parser.parseOptionalKeyword("captures")))
+    return success();
+  SmallVector<OpAsmParser::UnresolvedOperand> operands;
+  SmallVector<Type> types;
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLParen() || parser.parseOperandList(operands) || parser.parseColonTypeList(types) ||
+      parser.parseRParen())
+    return failure();
+  return parser.resolveOperands(operands, types, loc, result.operands);
+}
+
+static void printCaptures(OpAsmPrinter &p, OperandRange captures) {
+  if (captures.empty())
+    return;
+  p << " captures(" << captures << " : ";
+  llvm::interleaveComma(captures.getTypes(), p);
+  p << ")";
+}
+
+ParseResult ScoreModOp::parse(OpAsmParser &parser, OperationState &result) {
+  if (parseCaptures(parser, result) || parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  if (parser.parseRegion(*result.addRegion()))
+    return failure();
+  SmallVector<Attribute> keys;
+  while (succeeded(parser.parseOptionalKeyword("d"))) {
+    SmallVector<int64_t, 2> key;
+    auto parseItem = [&]() -> ParseResult {
+      if (succeeded(parser.parseOptionalKeyword("score"))) {
+        key.push_back(kScore);
+        return success();
+      }
+      int64_t capture;
+      if (parser.parseKeyword("capture", " or 'score' in a partial's tag") ||
+          parser.parseInteger(capture))
+        return failure();
+      key.push_back(capture);
+      return success();
+    };
+    if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, parseItem) ||
+        parser.parseRegion(*result.addRegion()))
+      return failure();
+    keys.push_back(parser.getBuilder().getDenseI64ArrayAttr(key));
+  }
+  StringAttr partialsName = getPartialsAttrName(result.name);
+  if (!keys.empty()) {
+    if (result.attributes.get(partialsName))
+      return parser.emitError(parser.getCurrentLocation(),
+                              "partials are given either as d(...) regions or as an attribute");
+    result.addAttribute(partialsName, parser.getBuilder().getArrayAttr(keys));
+  }
+  result.addTypes(ScoreFnType::get(parser.getContext()));
+  return success();
+}
+
+void ScoreModOp::print(OpAsmPrinter &p) {
+  printCaptures(p, getCaptures());
+  p.printOptionalAttrDictWithKeyword((*this)->getAttrs(), {getPartialsAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/true);
+  for (auto [key, region] : llvm::zip_equal(getPartialKeys(), getDerivatives())) {
+    p << ' ';
+    printPartialKey(p, key);
+    p << ' ';
+    p.printRegion(region, /*printEntryBlockArgs=*/true);
+  }
+}
+
+SmallVector<SmallVector<int64_t, 2>> ScoreModOp::getPartialKeys() {
+  SmallVector<SmallVector<int64_t, 2>> keys;
+  if (std::optional<ArrayAttr> partials = getPartials())
+    for (Attribute key : *partials)
+      if (auto items = dyn_cast<DenseI64ArrayAttr>(key))
+        keys.emplace_back(items.asArrayRef());
+  return keys;
+}
+
+bool ScoreModOp::isDifferentiable(int64_t capture) {
+  if (capture < 0 || capture >= static_cast<int64_t>(getCaptures().size()))
+    return false;
+  Type t = getCaptures()[capture].getType();
+  if (auto memref = dyn_cast<MemRefType>(t))
+    return memref.getElementType().isF32();
+  return t.isF32();
+}
+
+Region *ScoreModOp::getPartial(ArrayRef<int64_t> key) {
+  for (auto [k, region] : llvm::zip(getPartialKeys(), getDerivatives()))
+    if (ArrayRef<int64_t>(k) == key)
+      return &region;
+  return nullptr;
+}
+
+std::optional<double> ScoreModOp::getConstantPartial(ArrayRef<int64_t> key) {
+  Region *region = getPartial(key);
+  if (!region) {
+    // A differentiated op lists every partial but the parameters' zero ones.
+    bool byParameter = llvm::any_of(key, [](int64_t item) { return item != kScore; });
+    if (byParameter && getPartial({kScore}))
+      return 0.0;
+    return std::nullopt;
+  }
+  auto yield = cast<YieldOp>(region->front().getTerminator());
+  if (yield.getValues().size() != 1)
+    return std::nullopt;
+  auto constant = yield.getValues()[0].getDefiningOp<arith::ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  if (auto value = dyn_cast<FloatAttr>(constant.getValue()))
+    return value.getValueAsDouble();
+  return std::nullopt;
+}
+
+// A partial's yield: groups of an f32 coefficient and the indices of each memref capture in
+// the tag; exactly one group (the value) when the tag names no memref.
+static LogicalResult verifyPartialYield(ScoreModOp op, ArrayRef<int64_t> key, YieldOp yield) {
+  int64_t indices = 0;
+  bool memrefs = false;
+  for (int64_t item : key)
+    if (item != ScoreModOp::kScore)
+      if (auto memref = dyn_cast<MemRefType>(op.getCaptures()[item].getType())) {
+        indices += memref.getRank();
+        memrefs = true;
+      }
+  const int64_t group = 1 + indices;
+  TypeRange types = yield.getValues().getTypes();
+  const int64_t n = static_cast<int64_t>(types.size());
+  if (memrefs ? n % group != 0 : n != 1)
+    return yield.emitOpError("yields ")
+           << n << " values; a partial "
+           << (memrefs ? "by memref captures yields groups of " + std::to_string(group) +
+                             " (an f32 coefficient and " + std::to_string(indices) + " indices)"
+                       : std::string("by the score and scalars yields one f32"));
+  for (int64_t i = 0; i < n; ++i) {
+    bool coefficient = i % group == 0;
+    if (coefficient ? !types[i].isF32() : !types[i].isIndex())
+      return yield.emitOpError("value #")
+             << i << " is " << types[i] << ", expected " << (coefficient ? "f32" : "index")
+             << (coefficient ? " (a coefficient)" : " (a load index)");
+  }
+  return success();
+}
+
+LogicalResult ScoreModOp::verifyRegions() {
+  if (failed(verifyCaptures(*this, getCaptures().getTypes())))
+    return failure();
+  Builder b(getContext());
+  SmallVector<Type> leading = {b.getF32Type(), b.getIndexType(), b.getIndexType(),
+                               b.getIndexType(), b.getIndexType()};
+  FailureOr<YieldOp> yield = verifyModRegion(*this, getBody(), leading, "the body");
+  if (failed(yield))
+    return failure();
+  if (yield->getValues().size() != 1 || !yield->getValues()[0].getType().isF32())
+    return yield->emitOpError("must yield the modified score, one f32, in the body of ")
+           << getOperationName();
+
+  // The partials' tags: one per derivative region, each of one or two items in order (score
+  // first, then captures ascending), naming f32 captures, no tag twice.
+  size_t tags = 0;
+  if (std::optional<ArrayAttr> partials = getPartials()) {
+    tags = partials->size();
+    for (Attribute key : *partials)
+      if (!isa<DenseI64ArrayAttr>(key))
+        return emitOpError("partials must be arrays of i64 (a tag per derivative region), got ")
+               << key;
+  }
+  if (tags != getDerivatives().size())
+    return emitOpError("has ") << getDerivatives().size() << " derivative regions and " << tags
+                               << " tags in `partials`";
+  SmallVector<SmallVector<int64_t, 2>> keys = getPartialKeys();
+  for (auto [i, key] : llvm::enumerate(keys)) {
+    if (key.empty() || key.size() > 2)
+      return emitOpError("partial #") << i << " differentiates " << key.size()
+                                      << " times; partials are of order 1 or 2";
+    if (!llvm::is_sorted(key))
+      return emitOpError("partial #") << i << "'s tag must list score first, then captures in "
+                                         "ascending order";
+    for (int64_t item : key)
+      if (item != kScore && !isDifferentiable(item))
+        return emitOpError("partial #")
+               << i << " differentiates by capture " << item
+               << ", which is not an f32 capture (an f32 scalar or a memref of f32)";
+    for (size_t j = 0; j < i; ++j)
+      if (keys[j] == key)
+        return emitOpError("partial #") << i << " repeats the tag of partial #" << j;
+  }
+  for (auto [key, region] : llvm::zip_equal(keys, getDerivatives())) {
+    FailureOr<YieldOp> partialYield = verifyModRegion(*this, region, leading, "a partial");
+    if (failed(partialYield) || failed(verifyPartialYield(*this, key, *partialYield)))
+      return failure();
+  }
+  return success();
+}
+
+ParseResult ScoreMaskOp::parse(OpAsmParser &parser, OperationState &result) {
+  if (parseCaptures(parser, result) || parser.parseOptionalAttrDictWithKeyword(result.attributes) ||
+      parser.parseRegion(*result.addRegion()))
+    return failure();
+  result.addTypes(MaskFnType::get(parser.getContext()));
+  return success();
+}
+
+void ScoreMaskOp::print(OpAsmPrinter &p) {
+  printCaptures(p, getCaptures());
+  p.printOptionalAttrDictWithKeyword((*this)->getAttrs());
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/true);
+}
+
+LogicalResult ScoreMaskOp::verifyRegions() {
+  if (failed(verifyCaptures(*this, getCaptures().getTypes())))
+    return failure();
+  Builder b(getContext());
+  SmallVector<Type> leading(kLeadingArgs, b.getIndexType());
+  FailureOr<YieldOp> yield = verifyModRegion(*this, getBody(), leading, "the body");
+  if (failed(yield))
+    return failure();
+  if (yield->getValues().size() != 1 || !yield->getValues()[0].getType().isInteger(1))
+    return yield->emitOpError("must yield whether the pair is visible, one i1, in the body of ")
+           << getOperationName();
+  return success();
+}
+
+// Printed block arguments: %score, %b, %h, %q_idx, %kv_idx, then %cap0, %cap1, ...
+static void nameModArguments(Region &region, unsigned leading, bool withScore,
+                             OpAsmSetValueNameFn setName) {
+  static constexpr const char *kNames[] = {"score", "b", "h", "q_idx", "kv_idx"};
+  for (BlockArgument arg : region.front().getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (i < leading)
+      setName(arg, kNames[withScore ? i : i + 1]);
+    else
+      setName(arg, "cap" + std::to_string(i - leading));
+  }
+}
+
+void ScoreModOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  nameModArguments(region, kLeadingArgs, /*withScore=*/true, setName);
+}
+
+void ScoreModOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getResult(), "score_fn");
+}
+
+void ScoreMaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  nameModArguments(region, kLeadingArgs, /*withScore=*/false, setName);
+}
+
+void ScoreMaskOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getResult(), "mask_fn");
+}

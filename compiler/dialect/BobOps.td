@@ -9,6 +9,7 @@ include "compiler/dialect/BobTypes.td"
 include "mlir/Interfaces/FunctionInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/Dialect/LLVMIR/LLVMOpBase.td"
 
 //===-- Kernel level ------------------------------------------------------------------------===//
@@ -458,6 +459,164 @@ def Bob_CombineGroupsOp : Bob_Op<"combine_groups", [Pure, AllTypesMatch<["source
   let results = (outs Bob_RowVecType:$result);
   let assemblyFormat = "$kind $source attr-dict `:` type($source)";
   let hasVerifier = 1;
+}
+
+//===-- Score modifications -----------------------------------------------------------------===//
+
+def Bob_ScoreModOp : Bob_Op<"score_mod", [Pure, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames", "getAsmResultNames"]>]> {
+  let summary = "A score modification S = f(T): one score element to the modified score";
+  let description = [{
+    The function a model applies to the plain scores T = s Q K^T before the softmax
+    (docs/bob-math.md, "Score modifications"): a softcap, ALiBi, an additive bias, a relative
+    position table, or any composition of them. The `body` region maps one element:
+
+      ^bb0(%score: f32, %b: index, %h: index, %q_idx: index, %kv_idx: index, <captures>):
+        ...
+        bob.yield %modified : f32
+
+    `b` is the batch, `h` the query head (not the key/value head of a grouped-query kernel),
+    `q_idx` and `kv_idx` the query's and the key's positions in their sequences. The captures
+    are the op's operands, one block argument each, of the operand's type: scalars (f32, index
+    or a signless integer: a softcap, the offset M - N that aligns keys to queries bottom-right)
+    and memrefs of f32 or signless integers (ALiBi slopes indexed by h, a bias indexed by
+    (b, h, q_idx, kv_idx), a table indexed by (h, bucket)), read only by `memref.load` of the
+    block argument itself. The body is straight-line code from a closed set of ops, on f32,
+    index and signless integers (no vectors, no control flow, no other memory access):
+
+      arith    constant, addf, subf, mulf, divf, negf, maximumf, minimumf, cmpf, select,
+               addi, subi, muli, divsi, remsi, maxsi, minsi, cmpi, andi, ori, xori,
+               sitofp, fptosi, index_cast
+      math     tanh, exp, log, absf, absi
+      memref   load (of a capture)
+      bob      yield
+
+    The set is closed under differentiation: every partial derivative below is written with
+    the same ops, so whatever evaluates the body evaluates its derivatives too. The op only
+    defines the function (it is Pure: its loads run where a kernel applies it). A pair the
+    body gives -inf (through a select) is hidden; a mask that does not depend on the score
+    should be a `bob.score_mask` instead, whose tiles the kernels can skip whole.
+
+    Partial derivatives follow the body, each a region with the body's arguments, tagged
+    `d(...)` with what it differentiates by: `score` (T) or `capture N` (an f32 capture,
+    the parameters whose gradients the backward forms). bob-differentiate-score-mod writes
+    them (docs/architecture.md):
+
+      d(score)              F1 = f'(T): dT = F1 o dS in the backward, G' = F1 o G in BoB
+      d(score, score)       F2 = f''(T): Tbar gains F2 o G o dS in BoB
+      d(capture N)          df/dtheta: the first backward's parameter gradient reduces dS
+                            with it, BoB's with Sbar
+      d(score, capture N)   d(F1)/dtheta: BoB's parameter gradient reduces G o dS with it
+      d(capture M, capture N)  d2f/dtheta dtheta': BoB through the parameter gradients
+
+    A partial by scores and scalars yields its value, one f32. A partial by a memref capture
+    is a sum over the loads of it: it yields groups, each an f32 coefficient followed by the
+    indices of the load (for each memref in the tag, in order), and the gradient adds
+    coefficient x cotangent at those indices (a bias's gradient at (b, h, q_idx, kv_idx), a
+    table's at (h, bucket)); no group means zero. F1 and F2 are always there once the op is
+    differentiated, the constant 1 and 0 (`bob.yield` of an `arith.constant`) when f is T plus
+    terms that do not depend on T: getConstantPartial tells the kernels, which then use the
+    plain schedule's lines as they are. A parameter partial that is identically zero is left
+    out (getConstantPartial gives 0).
+
+    Applying it (a later step: the kernels do not yet): a kernel applies f, F1 or F2 to a
+    score tile elementwise over each thread's fragment, with q_idx and kv_idx the element's row
+    and column in the tile plus the tile's first query and key (the indices bob.mask computes),
+    b and h the block's batch and query head, and the captures the kernel's arguments; the
+    lowering inlines the region once per fragment element. The kernels name the result of
+    this op, a handle, with the tag of the region they want, so F1 and F2 are found by tag
+    (getPartial) whether the front end differentiated the op before building the kernels or
+    the pipeline does. Sinks are not part of f (a per-head logit in each row's normalizer,
+    with gradients independent of f): the kernels will take them as a separate operand.
+
+    Example (a softcap, c tanh(T / c)):
+
+      %f = bob.score_mod captures(%cap : f32) {
+      ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index, %c: f32):
+        %a = arith.divf %s, %c : f32
+        %t = math.tanh %a : f32
+        %r = arith.mulf %c, %t : f32
+        bob.yield %r : f32
+      }
+  }];
+  let arguments = (ins Variadic<AnyType>:$captures, OptionalAttr<ArrayAttr>:$partials);
+  let results = (outs Bob_ScoreFnType:$result);
+  let regions = (region SizedRegion<1>:$body, VariadicRegion<SizedRegion<1>>:$derivatives);
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$captures,
+                                 CArg<"::mlir::ArrayAttr", "{}">:$partials,
+                                 CArg<"unsigned", "0">:$derivativesCount), [{
+    build($_builder, $_state, ScoreFnType::get($_builder.getContext()), captures, partials,
+          derivativesCount);
+  }]>];
+  let hasCustomAssemblyFormat = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    // A partial's tag: what it differentiates by, in order, `kScore` for T and N >= 0 for
+    // capture N (score first, then captures in ascending order).
+    static constexpr int64_t kScore = -1;
+    // The body's leading block arguments before the captures: score, b, h, q_idx, kv_idx.
+    static constexpr unsigned kLeadingArgs = 5;
+    // The region of the partial tagged `key`, or null when the op has none.
+    ::mlir::Region *getPartial(::llvm::ArrayRef<int64_t> key);
+    // The partial's value where it is a constant: a region yielding one arith.constant, or 0
+    // for a parameter partial left out of a differentiated op (one with d(score)).
+    std::optional<double> getConstantPartial(::llvm::ArrayRef<int64_t> key);
+    // The tags of the derivative regions, in order.
+    ::llvm::SmallVector<::llvm::SmallVector<int64_t, 2>> getPartialKeys();
+    // Whether the captures' f32 values (scalars or memref elements) can be differentiated by.
+    bool isDifferentiable(int64_t capture);
+  }];
+}
+
+def Bob_ScoreMaskOp : Bob_Op<"score_mask", [Pure, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames", "getAsmResultNames"]>]> {
+  let summary = "A mask: whether one (query, key) pair is visible";
+  let description = [{
+    The pairs a model hides beyond the causal mask and window of the kernel's spec (a document
+    mask, a prefix-LM mask, a dense boolean mask). The `body` region maps one pair to i1
+    (true: visible):
+
+      ^bb0(%b: index, %h: index, %q_idx: index, %kv_idx: index, <captures>):
+        ...
+        bob.yield %visible : i1
+
+    Arguments, captures and the allowed ops are bob.score_mod's, without the score: the mask
+    does not depend on it, so a kernel can evaluate it per tile before any product (and a
+    front end per block, to skip the tiles it hides entirely). A hidden pair gets P = 0 and no
+    derivative; a mask has no partials. Example (a dense mask of int8 flags):
+
+      %m = bob.score_mask captures(%mask : memref<?x?x?x?xi8>) {
+      ^bb0(%b: index, %h: index, %q: index, %kv: index, %flags: memref<?x?x?x?xi8>):
+        %x = memref.load %flags[%b, %h, %q, %kv] : memref<?x?x?x?xi8>
+        %zero = arith.constant 0 : i8
+        %visible = arith.cmpi ne, %x, %zero : i8
+        bob.yield %visible : i1
+      }
+  }];
+  let arguments = (ins Variadic<AnyType>:$captures);
+  let results = (outs Bob_MaskFnType:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$captures), [{
+    build($_builder, $_state, MaskFnType::get($_builder.getContext()), captures);
+  }]>];
+  let hasCustomAssemblyFormat = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    // The body's leading block arguments before the captures: b, h, q_idx, kv_idx.
+    static constexpr unsigned kLeadingArgs = 4;
+  }];
+}
+
+def Bob_YieldOp : Bob_Op<"yield", [Pure, Terminator,
+                                   ParentOneOf<["ScoreModOp", "ScoreMaskOp"]>]> {
+  let summary = "End of a score modification's or mask's region: its values";
+  let description = [{
+    The modified score (bob.score_mod's body), the visibility (bob.score_mask's), or a
+    partial derivative's value or groups (bob.score_mod's other regions).
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, ::mlir::ValueRange()); }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 #endif // BOB_OPS_TD

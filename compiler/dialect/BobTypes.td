@@ -61,6 +61,22 @@ def Bob_ColVecType : Bob_Type<"ColVec", "colvec"> {
   let assemblyFormat = "`<` $size `>`";
 }
 
+def Bob_ScoreFnType : Bob_Type<"ScoreFn", "score_fn"> {
+  let summary = "A score modification defined by bob.score_mod (a handle on its regions)";
+  let description = [{
+    The value a kernel's tile ops will name to apply the modification, or one of its partial
+    derivatives, to a score tile. Defined only by `bob.score_mod`. Example: `!bob.score_fn`.
+  }];
+}
+
+def Bob_MaskFnType : Bob_Type<"MaskFn", "mask_fn"> {
+  let summary = "A mask defined by bob.score_mask (a handle on its region)";
+  let description = [{
+    The value a kernel's tile ops will name to hide pairs of a score tile. Defined only by
+    `bob.score_mask`. Example: `!bob.mask_fn`.
+  }];
+}
+
 def Bob_AnyVec : AnyTypeOf<[Bob_RowVecType, Bob_ColVecType]>;
 def Bob_RegValue : AnyTypeOf<[Bob_RegTileType, Bob_RowVecType, Bob_ColVecType]>;
 

@@ -18,4 +18,10 @@ namespace flashbob::bob {
 #define GEN_PASS_REGISTRATION
 #include "compiler/passes/Passes.h.inc"
 
+// bob-differentiate-score-mod on one op: replaces it by an op with the same captures and body
+// and its partial derivatives (DifferentiateScoreMod.cpp), which it returns; an op that already
+// has partials is returned as it is. For front ends that differentiate a modification before
+// they build the kernels that apply it.
+mlir::FailureOr<ScoreModOp> differentiateScoreMod(ScoreModOp op);
+
 } // namespace flashbob::bob

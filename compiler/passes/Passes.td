@@ -5,6 +5,23 @@
 
 include "mlir/Pass/PassBase.td"
 
+def BobDifferentiateScoreMod : Pass<"bob-differentiate-score-mod"> {
+  let summary = "Write the partial derivatives of each bob.score_mod as tagged regions";
+  let description = [{
+    Differentiates the body of every bob.score_mod nested in the operation in forward mode:
+    by the score, once and twice (F1 = f'(T) and F2 = f''(T), always written, constants where
+    f is T plus terms independent of T), and by each f32 capture, alone, after the score and
+    after each capture (df/dtheta, d(F1)/dtheta, d2f/dtheta dtheta', written only where they
+    are not identically zero). A partial by a memref capture yields one group per load of it
+    that contributes: the coefficient and the load's indices. The derivative regions use the
+    body's ops only (the set is closed under the rules), with structural zeros dropped, ones
+    multiplied away, constants folded, and dead and repeated ops removed; the body is kept as
+    written. An op that already has partials is left as it is. Not in the pipeline yet: no
+    kernel applies a modification (docs/architecture.md).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+}
+
 def BobPipelineLoads : Pass<"bob-pipeline-loads", "::flashbob::bob::KernelOp"> {
   let summary = "With stages = 2, load the next iteration's shared tiles while this one computes";
   let description = [{

@@ -1,5 +1,5 @@
 // Every verifier error of the bob dialect, with its message: bad specs, tile types, kernels and
-// each tile op (BobDialect.cpp).
+// each tile op (BobDialect.cpp); the score modifications' ops: score-mod-invalid.mlir.
 // RUN: flashbob-opt %s -split-input-file -verify-diagnostics
 
 // head_dim 0

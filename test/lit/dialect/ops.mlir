@@ -1,4 +1,5 @@
-// Round trip of every bob op, type and attribute: parse, print, parse again, print again.
+// Round trip of every bob op, type and attribute: parse, print, parse again, print again
+// (the score modifications' ops: score-mod.mlir).
 // The CHECK lines pin the printed (custom) form of each construct.
 // RUN: flashbob-opt %s | flashbob-opt | FileCheck %s
 // Generic form must round-trip too (no custom-syntax-only state).
