@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 import flashbob
 import flashbob.torch as fb
-from flashbob import _capi
+from flashbob import _capi, _checks
 
 
 def per_call(f, calls, rounds, warmup=50):
@@ -233,8 +233,7 @@ def layers_part(rounds):
         ("forward: SDPA, inputs requiring grad",
          lambda: F.scaled_dot_product_attention(qg, kg, vg)),
         ("argument checks (attention's)",
-         lambda: ([fb._check(t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"))],
-                  fb._check_shapes(q, k, v), fb._options.window((-1, -1)))),
+         lambda: (fb._check_operands(q, k, v, _checks.TORCH), fb._window((-1, -1), 1, 1))),
         ("may the kernels run directly? (_eager_ok of q, k, v)",
          lambda: _autograd._eager_ok(q, k, v)),
         ("the plan (cached C problem) lookup", lambda: _launch.plan(q, k, config)),
