@@ -5,7 +5,7 @@
 # JVP, BoB, the HVP step; 16 heads, d = 64 and 128, causal and not, N = 1K..32K), then, where ncu
 # is installed, Nsight Compute on each kernel at 16 heads x 16K (kernel-profile.sh, with the
 # wheel's CLI) and its table (bench/profile_table.py).
-# Here: scripts/build-wheel.sh. Device tool call (carry ["dist"], timeout_s 600):
+# Here: scripts/build-wheel.sh; then, with dist/ copied to the GPU machine, there (under 10 minutes):
 #   bash scripts/device/perf-table.sh [python -m flashbob.bench options, e.g. --quick]
 # Comes back under $OUT: perf-table.md (the table, with the machine and the command), perf-table.csv
 # (every cell), perf-table.png (when the interpreter has matplotlib), perf-table.log (progress),
