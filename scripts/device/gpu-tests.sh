@@ -2,7 +2,7 @@
 # GPU machine: every GPU test of the build, as CTest would run it there (the GPU machine has no
 # CTest). The list is .device/gpu-tests.txt, written by CMake (test/CMakeLists.txt,
 # flashbob_add_gpu_test) and packed by scripts/device/pack.sh: "<name> <program> [VAR=value ...]".
-# Each test's output goes to $OUT/<name>.log; one line per test here. Exit status 1 if any failed.
+# Each test's output goes to $OUT/<name>.log (default /tmp/flashbob-gpu-tests); one line per test here. Exit status 1 if any failed.
 #   bash scripts/device/run-gpu.sh bash scripts/device/gpu-tests.sh             # every test
 #   bash scripts/device/run-gpu.sh bash scripts/device/gpu-tests.sh gpu_forward_test python_torch
 # Environment passes through (e.g. `env FLASHBOB_ARCH=sm_90 bash scripts/device/gpu-tests.sh`).

@@ -5,7 +5,7 @@
 # the device, which library), runs test/python/test_jax_attention.py (which builds the XLA FFI
 # shim on first use) and the HVP benchmark bench/jax_hvp.py. Needs no LLVM and no .device: only
 # the wheel (scripts/build-wheel.sh here) and a Python with jax and jaxlib with CUDA.
-# Device tool call (carry ["dist"], timeout_s 600):
+# On the GPU machine, with dist/ copied along (about 10 minutes):
 #   bash scripts/device/jax-tests.sh
 # PYTHON: the interpreter with jax (default: the first of /opt/torch/.venv/bin/python3 and
 # python3 that imports it). BENCH: bench/jax_hvp.py's arguments (default: d 64 and 128, N 1K to

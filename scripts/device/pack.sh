@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares .device/ (git-ignored) for a run on the GPU machine, which has the CUDA driver and
 # toolkit but no LLVM/MLIR: our binaries plus the Debian packages of the shared libraries they
-# load (unpacked there by run-gpu.sh). Name `.device` in the device tool's `carry`.
+# load (unpacked there by run-gpu.sh). Copy `.device` along with the repository.
 # The binaries: flashbob, capi_smoke and those of the GPU test list CMake writes
 # (build/gpu-tests.txt, test/CMakeLists.txt), which goes along for scripts/device/gpu-tests.sh.
 #   scripts/device/pack.sh            # packs build/; FLASHBOB_BUILD_DIR=... for another tree
@@ -25,10 +25,10 @@ for exe in $(printf '%s\n' "${exes[@]}" | sort -u); do
     echo "pack.sh: $BUILD/bin/$exe is not built" >&2
   fi
 done
-# Not libflashbob.so: self-contained, it is 51 MB stripped, which beside the LLVM packages
-# below would not fit the 64 MiB a device call carries. The C API and Python tests run from the
-# wheel instead, in a call of their own (scripts/device/wheel-tests.sh, carry dist and
-# .device/bin/capi_smoke).
+# Not libflashbob.so: self-contained, it is 51 MB stripped, more than the LLVM packages
+# below together. The C API and Python tests run from the
+# wheel instead, in a run of their own (scripts/device/wheel-tests.sh, with dist/ and
+# .device/bin/capi_smoke copied along).
 rm -f "$OUT/lib/libflashbob.so"
 # libLLVM/libMLIR and the two libraries they need that Ubuntu's image lacks (docs/toolchain.md).
 if ! ls "$OUT/debs/"libllvm22_*.deb >/dev/null 2>&1; then

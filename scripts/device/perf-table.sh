@@ -14,7 +14,7 @@
 # (default 450): the benchmark's --time-limit, so that the call ends within its 10 minutes;
 # PERF_PROFILE_S (default 60; 0 leaves the profile out).
 set -uo pipefail
-: "${OUT:?OUT must name the output directory (the device tool sets it)}"
+: "${OUT:?OUT must name the output directory (its files are written there)}"
 PY=${PYTHON:-/opt/torch/.venv/bin/python3}
 source "$(dirname "${BASH_SOURCE[0]}")/install-wheel.sh" || exit 2
 export PYTHONUNBUFFERED=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (device tool), from the repository root, after scripts/device/pack.sh
-# was run here and `.device` carried. Unpacks the LLVM/MLIR libraries into /tmp/l (never into
+# Runs on the GPU machine, from the repository root, after scripts/device/pack.sh was run on
+# the build machine and `.device` copied along. Unpacks the LLVM/MLIR libraries into /tmp/l (never into
 # /), then runs the given command with them on the library path. Logs go to $OUT.
 #   bash scripts/device/run-gpu.sh .device/bin/gpu_forward_test
 set -uo pipefail

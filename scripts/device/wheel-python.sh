@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU machine: a Python tool (bench/*.py) with the wheel as a user installs it (install-wheel.sh)
 # and NCCL_NVLS_ENABLE=0, as the GPU machines require. Arguments: the script and its arguments.
-# Device tool call (carry ["dist"], from scripts/build-wheel.sh here):
+# On the GPU machine, with dist/ (scripts/build-wheel.sh) copied along:
 #   bash scripts/device/wheel-python.sh bench/ring_scaling.py --modes single,simulate --causal
 #   bash scripts/device/wheel-python.sh bench/hvp_step.py
 set -euo pipefail

@@ -4,7 +4,7 @@
 # only that directory on PYTHONPATH: imports it (which library, which version), runs the
 # README's grad-of-grad example and the pytest suite (test/python/run-pytest.sh). Needs no LLVM
 # and no .device: only the wheel (scripts/build-wheel.sh here).
-# Device tool call (carry ["dist"], timeout_s 600):
+# On the GPU machine, with dist/ copied along (about 10 minutes):
 #   bash scripts/device/wheel-tests.sh
 # PYTHON: the interpreter with torch (default /opt/torch/.venv/bin/python3); its pip installs the
 # wheel, or python3's where it has none. Pytest arguments pass through.
