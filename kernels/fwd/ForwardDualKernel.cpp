@@ -16,9 +16,9 @@
 // tQ K^T, Q tK^T) and three accumulations (P~ V, P~ tV, (P~ o G) V), two accumulators.
 //
 // With wgmma (sm_90a) the sweep is rotated as the forward's is (FlashAttention-3): the step at
-// key block j issues S(j) and G(j), then the three accumulations of block j - 1 (V and tV lag
-// K and tK by one block, KernelBuilder::sweepLagging), then runs the softmax of S(j) while they
-// are in flight, and only then waits for them to rescale. Both operands of the lagging products,
+// key block j issues S(j), G(j) and the three accumulations of block j - 1 (V and tV lag K and
+// tK by one block, KernelBuilder::sweepLagging), then runs the softmax of S(j) while they are
+// in flight, and only then waits for them to rescale. Both operands of the lagging products,
 // P~(j-1) and (P~ o G)(j-1), reach step j through shared tiles the step before stored them in,
 // or, with #bob.spec register_a, in registers (carried rounded to the input type). The extra
 // first step multiplies zero tiles; the extra last step scores the block past the sweep, which
@@ -96,12 +96,15 @@ void buildForwardDual(KernelBuilder &kb) {
                                       [&](Value col0, ValueRange carried) {
       auto in = tiles(kb, carried);
       Tile accO = in[0], accT = in[1], oldMax = in[2], oldSum = in[3], oldCg = in[4];
-      Tile scores = productT(kb, qs, ks); // S(j), K(j)
+      // S(j) and G(j) of K(j), tK(j), and the accumulations of block j - 1 (V, tV lag), all in
+      // flight. A product into another's result waits for it (bob-lower-tiles waits at a
+      // product's first reader), so each chain's second product comes after an independent one:
+      // Q tK^T waits for tQ K^T only, (P~ o G) V for P~ tV only, the others stay in flight.
+      Tile scores = productT(kb, qs, ks); // S(j) = Q K(j)^T
       Tile g = productT(kb, tQs, ks);     // tQ K(j)^T
-      g = productT(qs, tKs, g);           // + Q tK(j)^T
-      // The products of block j - 1, in flight: accO + P~ V, accT + P~ tV + (P~ o G) V.
-      Tile sumO = inRegisters ? accumulate(accO, in[5], vs) : accumulate(accO, previousP, vs);
       Tile sumT = inRegisters ? accumulate(accT, in[5], tVs) : accumulate(accT, previousP, tVs);
+      Tile sumO = inRegisters ? accumulate(accO, in[5], vs) : accumulate(accO, previousP, vs);
+      g = productT(qs, tKs, g);           // + Q tK(j)^T
       sumT = inRegisters ? accumulate(sumT, in[6], vs) : accumulate(sumT, previousGP, vs);
       SoftmaxStep step = softmaxStep(kb, scores, col0, oldMax, oldSum); // waits for S(j) only
       g = g * kb.scale();                 // G(j)
