@@ -72,7 +72,7 @@ const Row kTable[] = {
     // largest of the tiles tried whose every variant (causal, windows, GQA, packed, any scale,
     // fp16) ptxas compiled without spills. d <= 64: sm_90a 167-190 registers (232 a consumer
     // with the producer), sm_80 251-254 (64 x 32 spilled 16-24 bytes at 168 registers with a
-    // two-sided window). d = 128: sm_90a 241-251; sm_80 64 x 32 spills 24-52 bytes, 64 x 16
+    // two-sided window). d = 128: sm_90a 245-254; sm_80 64 x 32 spills 24-52 bytes, 64 x 16
     // takes 232-238 registers. d = 256: two accumulators of 64 x 256 are 256 floats a thread
     // over 4 warps; two column groups of 8 warps halve them (sm_90a 238-255 registers, sm_80
     // 254-255, one stage within its 163 KB).
