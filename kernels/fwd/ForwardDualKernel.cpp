@@ -1,6 +1,6 @@
 // The forward and its JVP in one sweep (fwd_dual), query-major: O, L and tO, the change of O
 // along tangents (tQ, tK, tV) of (q, k, v), without fwd_jvp's second sweep over the keys
-// (docs/bob-math.md, "The forward's JVP"). With G = s (tQ K^T + Q tK^T),
+// (docs/bob-math.md, "The forward and its JVP in one sweep"). With G = s (tQ K^T + Q tK^T),
 //   c = rowsum(G o P),   tO = P tV + (P o G) V - c o O,
 // and P = P~ / l, where P~ = exp2(S - m) is the forward's unnormalized probability at the row's
 // running max m and l = rowsum(P~): every term is P's, so the online softmax of the forward
@@ -18,7 +18,7 @@
 // With wgmma (sm_90a) the sweep is rotated as the forward's is (FlashAttention-3): the step at
 // key block j issues S(j), G(j) and the three accumulations of block j - 1 (V and tV lag K and
 // tK by one block, KernelBuilder::sweepLagging), then runs the softmax of S(j) while they are
-// in flight, and only then waits for them to rescale. Both operands of the lagging products,
+// in flight, and only then waits for them to rescale. The A operands of the lagging products,
 // P~(j-1) and (P~ o G)(j-1), reach step j through shared tiles the step before stored them in,
 // or, with #bob.spec register_a, in registers (carried rounded to the input type). The extra
 // first step multiplies zero tiles; the extra last step scores the block past the sweep, which

@@ -94,8 +94,8 @@ void runCase(const Case &c) {
   dout.download(outBits.data());
   dto.download(toBits.data());
   dlse.download(lse.data());
-  std::vector<double> gotO = test::fromHalf(outBits, c.bf16), gotTO = test::fromHalf(toBits, c.bf16),
-                      gotL(lse.begin(), lse.end());
+  std::vector<double> gotO = test::fromHalf(outBits, c.bf16),
+                      gotTO = test::fromHalf(toBits, c.bf16), gotL(lse.begin(), lse.end());
 
   // Oracle per head on the rounded inputs.
   oracle::Problem p = oracle::makeProblem(c.n, c.m, c.d, c.causal);
