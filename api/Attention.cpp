@@ -19,7 +19,8 @@ using Kind = bob::KernelKind;
 // and bob_q write D, BoB's c and b; bwd_kv and bob_kv read them).
 llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
   static constexpr Kind forward[] = {Kind::fwd}, backward[] = {Kind::bwd_q, Kind::bwd_kv},
-                        bob[] = {Kind::bob_q, Kind::bob_kv}, forwardJvp[] = {Kind::fwd_jvp};
+                        bob[] = {Kind::bob_q, Kind::bob_kv}, forwardJvp[] = {Kind::fwd_jvp},
+                        forwardDual[] = {Kind::fwd_dual};
   switch (op) {
   case AttentionOp::forward: return forward;
   case AttentionOp::backward: return backward;
@@ -27,6 +28,7 @@ llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
   case AttentionOp::forward_jvp: return forwardJvp;
   case AttentionOp::bob_pass1: return llvm::ArrayRef(bob).take_front();
   case AttentionOp::bob_pass2: return llvm::ArrayRef(bob).drop_front();
+  case AttentionOp::forward_dual: return forwardDual;
   }
   return {};
 }
@@ -133,13 +135,24 @@ llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, cons
   return run(p, AttentionOp::forward_jvp, b, stream);
 }
 
+llvm::Error attentionForwardDual(const AttentionProblem &p, const Tensor &q, const Tensor &k,
+                                 const Tensor &v, const Tensor &tQ, const Tensor &tK,
+                                 const Tensor &tV, const Tensor &o, RowVector lse,
+                                 const Tensor &tO, CUstream stream) {
+  jit::Bindings b;
+  b.bind(Operand::q, q).bind(Operand::k, k).bind(Operand::v, v);
+  b.bind(Operand::tQ, tQ).bind(Operand::tK, tK).bind(Operand::tV, tV);
+  b.bind(Operand::o, o).bind(Operand::lse, lse).bind(Operand::tO, tO);
+  return run(p, AttentionOp::forward_dual, b, stream);
+}
+
 llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<AttentionOp> ops) {
   std::vector<Kind> kinds;
   for (AttentionOp op : ops) {
     if (kernelsOf(op).empty())
       return support::makeInvalidArgument(
-          "op", "flashbob: op must be forward, backward, bob, forward_jvp, bob_pass1 or "
-                "bob_pass2");
+          "op", "flashbob: op must be forward, backward, bob, forward_jvp, bob_pass1, "
+                "bob_pass2 or forward_dual");
     llvm::append_range(kinds, kernelsOf(op));
   }
   return jit::precompile(p, kinds);

@@ -257,11 +257,11 @@ flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbo
     std::vector<flashbob::AttentionOp> list;
     for (int64_t i = 0; i < count; ++i) {
       const int value = enumValue(ops[i]);
-      if (value < FLASHBOB_OP_FORWARD || value > FLASHBOB_OP_BOB_PASS2)
+      if (value < FLASHBOB_OP_FORWARD || value > FLASHBOB_OP_FORWARD_DUAL)
         return badArgument(count == 1 ? std::string("op") : "ops[" + std::to_string(i) + "]",
                            "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
-                           "FLASHBOB_OP_BOB, FLASHBOB_OP_FORWARD_JVP, FLASHBOB_OP_BOB_PASS1 "
-                           "or FLASHBOB_OP_BOB_PASS2");
+                           "FLASHBOB_OP_BOB, FLASHBOB_OP_FORWARD_JVP, FLASHBOB_OP_BOB_PASS1, "
+                           "FLASHBOB_OP_BOB_PASS2 or FLASHBOB_OP_FORWARD_DUAL");
       list.push_back(static_cast<flashbob::AttentionOp>(value));
     }
     return flashbob::attentionPrecompile(prob, list);
@@ -284,6 +284,18 @@ flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor 
     return flashbob::attentionForwardJvp(prob, tensor(q), tensor(k), tensor(v), tensor(o),
                                          rows(lse), tensor(t_q), tensor(t_k), tensor(t_v),
                                          tensor(t_o), stream(s));
+  });
+}
+
+flashbob_status flashbob_forward_dual(const flashbob_problem *p, flashbob_tensor q,
+                                      flashbob_tensor k, flashbob_tensor v, flashbob_tensor t_q,
+                                      flashbob_tensor t_k, flashbob_tensor t_v,
+                                      flashbob_tensor o, float *lse, flashbob_tensor t_o,
+                                      void *s) {
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) {
+    return flashbob::attentionForwardDual(prob, tensor(q), tensor(k), tensor(v), tensor(t_q),
+                                          tensor(t_k), tensor(t_v), tensor(o), rows(lse),
+                                          tensor(t_o), stream(s));
   });
 }
 

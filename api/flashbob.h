@@ -102,7 +102,8 @@ typedef struct flashbob_problem {
                  combine over the ring: flashbob_forward's o and lse merge by log-sum-exp
                  (L = log sum exp L_t, O = sum exp(L_t - L) O_t); flashbob_backward's d_q, d_k,
                  d_v and flashbob_bob_pass2's g_k, g_v add up; BoB's first pass is
-                 flashbob_bob_pass1. The forward's JVP has no ring step. See the repository's
+                 flashbob_bob_pass1. The forward's JVP (flashbob_forward_jvp,
+                 flashbob_forward_dual) has no ring step. See the repository's
                  docs/context-parallel.md */
 } flashbob_problem;
 
@@ -195,6 +196,16 @@ flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor 
                                      const float *lse, flashbob_tensor t_q, flashbob_tensor t_k,
                                      flashbob_tensor t_v, flashbob_tensor t_o, void *stream);
 
+/* The forward and its JVP in one kernel: o and lse as flashbob_forward writes them, and t_o as
+ * flashbob_forward_jvp computes it along tangents t_q, t_k, t_v (t_q like q, t_k and t_v like
+ * k), in one sweep over the keys instead of the forward's and the JVP's two, and from O before
+ * it is rounded to the dtype. No ring step (ring_step is refused). */
+flashbob_status flashbob_forward_dual(const flashbob_problem *p, flashbob_tensor q,
+                                      flashbob_tensor k, flashbob_tensor v, flashbob_tensor t_q,
+                                      flashbob_tensor t_k, flashbob_tensor t_v,
+                                      flashbob_tensor o, float *lse, flashbob_tensor t_o,
+                                      void *stream);
+
 /* BoB as two ring steps (ring_step set), for context parallelism. Pass 1 on a (query shard, key
  * shard) pair writes the query shard's unfinished accumulators x1..x4 (float32 tensors shaped
  * like q) and, in workspace (3 x batch x heads x seq_q floats), D, c and beta; summed over every
@@ -223,6 +234,7 @@ typedef enum flashbob_op {
   FLASHBOB_OP_FORWARD_JVP = 3, /* flashbob_forward_jvp's kernel */
   FLASHBOB_OP_BOB_PASS1 = 4, /* flashbob_bob_pass1's kernel */
   FLASHBOB_OP_BOB_PASS2 = 5, /* flashbob_bob_pass2's kernel */
+  FLASHBOB_OP_FORWARD_DUAL = 6, /* flashbob_forward_dual's kernel */
 } flashbob_op;
 
 /* Compiles (or loads from the disk cache) the kernels `op` runs for problem `p` on the current

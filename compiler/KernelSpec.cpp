@@ -79,7 +79,8 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
   if (spec.partial && !bob::hasPartialForm(spec.kind))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "invalid kernel spec: the forward's JVP has no partial (ring "
-                                   "step) form");
+                                   "step) form (" + bob::stringifyKernelKind(spec.kind).str() +
+                                       ")");
   if (spec.causal && spec.windowRight >= 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "invalid kernel spec: a causal kernel's right window is 0 "

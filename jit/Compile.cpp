@@ -123,6 +123,8 @@ llvm::Expected<compiler::TileConfig> fitSharedMemory(const compiler::KernelSpec 
       swept /= 2;
     else if (own / 2 >= fragmentRows && own / 2 % fragmentRows == 0)
       own /= 2;
+    else if (t.warpCols > 1) // the same rows a warp, each warp with every column
+      t.warps /= t.warpCols, t.warpCols = 1;
     else if (t.warpCols == 1 && t.warps > 1 && own / 2 >= 16)
       own /= 2, t.warps /= 2;
     else

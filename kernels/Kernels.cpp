@@ -34,6 +34,9 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext 
   case bob::KernelKind::fwd_jvp:
     buildForwardJvp(kb);
     break;
+  case bob::KernelKind::fwd_dual:
+    buildForwardDual(kb);
+    break;
   }
   std::string diagnostics;
   {

@@ -31,5 +31,6 @@ void buildBackwardKeyValue(KernelBuilder &kb);
 void buildBobQuery(KernelBuilder &kb);         // bob/BobQueryKernel.cpp
 void buildBobKeyValue(KernelBuilder &kb);      // bob/BobKeyKernel.cpp
 void buildForwardJvp(KernelBuilder &kb);       // fwd/ForwardJvpKernel.cpp
+void buildForwardDual(KernelBuilder &kb);      // fwd/ForwardDualKernel.cpp
 
 } // namespace flashbob::kernels

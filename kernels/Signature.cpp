@@ -59,6 +59,8 @@ constexpr Param kBobKeyValue[] = {in(q),   in(k),   in(v),  in(dO), in(lse), in(
                                   out(gV), s,       sLog2e};
 constexpr Param kForwardJvp[] = {in(q),  in(k),  in(v),  in(o),   in(lse), in(tQ),
                                  in(tK), in(tV), out(tO), s,      sLog2e};
+constexpr Param kForwardDual[] = {in(q),  in(k),   in(v),  in(tQ), in(tK), in(tV),
+                                  out(o), out(lse), out(tO), s,     sLog2e};
 constexpr Param kBobQueryPartial[] = {in(q),   in(k),   in(v),   in(o),   in(dO), in(lse),
                                       in(uQ),  in(uK),  in(uV),  out(X1), out(X2), out(X3),
                                       out(X4), out(D),  out(c),  out(beta), s,    sLog2e};
@@ -73,7 +75,7 @@ template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
 static_assert(operandsFirst(kForward) && operandsFirst(kBackwardQuery) &&
               operandsFirst(kBackwardKeyValue) && operandsFirst(kBobQuery) &&
               operandsFirst(kBobKeyValue) && operandsFirst(kForwardJvp) &&
-              operandsFirst(kBobQueryPartial));
+              operandsFirst(kForwardDual) && operandsFirst(kBobQueryPartial));
 } // namespace
 
 const ScalarInfo &scalarInfo(Scalar scalar) {
@@ -116,6 +118,7 @@ llvm::ArrayRef<Param> denseSignature(bob::KernelKind kind, bool partial) {
   case bob::KernelKind::bob_q: return kBobQuery;
   case bob::KernelKind::bob_kv: return kBobKeyValue;
   case bob::KernelKind::fwd_jvp: return kForwardJvp;
+  case bob::KernelKind::fwd_dual: return kForwardDual;
   }
   llvm_unreachable("every kernel kind has a signature");
 }

@@ -95,6 +95,7 @@ struct Param {
 //   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | gQ, gdO, D, c, b | s, s log2(e)
 //   bob_kv  q, k, v, dO, lse, D, c, b, uQ, uK, uV | gK, gV | s, s log2(e)
 //   fwd_jvp q, k, v, o, lse, tQ, tK, tV | tO | s, s log2(e)
+//   fwd_dual q, k, v, tQ, tK, tV | o, lse, tO | s, s log2(e)
 // With `varlen` the tensors are packed (1, heads, total rows, head_dim), row vectors (1, heads,
 // total rows), and the two offsets locate each sequence's rows in them.
 // A `partial` kernel (KernelSpec::partial: one step of a context-parallel ring) writes its

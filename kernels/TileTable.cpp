@@ -15,7 +15,7 @@ struct Row {
 };
 
 // Register pressure decides these: query-major kinds keep block_m x d accumulators (fwd: 1,
-// bwd_q: 1, bob_q: 4) plus block_m x block_n score tiles; key-major kinds keep block_n x d ones
+// bwd_q: 1, bob_q: 4, fwd_jvp: 1, fwd_dual: 2) plus block_m x block_n score tiles; key-major kinds keep block_n x d ones
 // (bwd_kv: 2, bob_kv: 2). 4 warps of 16 rows each (one warpgroup: wgmma on sm_90a), or 8 warps
 // in two column groups (two warpgroups side by side, each with half the columns). Two stages:
 // the next block's tiles load while this one computes (bob-pipeline-loads). Rows marked "tuned"
@@ -68,6 +68,17 @@ const Row kTable[] = {
     {bob::KernelKind::fwd_jvp, 64, {64, 64, 4, 2}, {64, 32, 4, 2}},
     {bob::KernelKind::fwd_jvp, 128, {64, 64, 4, 2}, {64, 32, 4, 2}},
     {bob::KernelKind::fwd_jvp, 256, {64, 32, 4, 1}, {64, 16, 4, 1}},
+    // Not tuned yet: two accumulators (O, tO), four swept operands like fwd_jvp; each the
+    // largest of the tiles tried whose every variant (causal, windows, GQA, packed, any scale,
+    // fp16) ptxas compiled without spills. d <= 64: sm_90a 167-190 registers (232 a consumer
+    // with the producer), sm_80 251-254 (64 x 32 spilled 16-24 bytes at 168 registers with a
+    // two-sided window). d = 128: sm_90a 245-254; sm_80 64 x 32 spills 24-52 bytes, 64 x 16
+    // takes 232-238 registers. d = 256: two accumulators of 64 x 256 are 256 floats a thread
+    // over 4 warps; two column groups of 8 warps halve them (sm_90a 238-255 registers, sm_80
+    // 254-255, one stage within its 163 KB).
+    {bob::KernelKind::fwd_dual, 64, {64, 64, 4, 2, 1, true}, {64, 64, 4, 2}},
+    {bob::KernelKind::fwd_dual, 128, {64, 64, 4, 2}, {64, 16, 4, 2}},
+    {bob::KernelKind::fwd_dual, 256, {64, 32, 8, 2, 2}, {64, 32, 8, 1, 2}},
 };
 } // namespace
 
@@ -76,11 +87,18 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch) {
   for (const Row &row : kTable)
     if (row.kind == kind && headDim <= row.maxHeadDim) {
       // Column groups split head_dim into whole 16-column fragments per group (d = 80 or 112
-      // cannot be halved so): those head dims take the generic tiles, valid everywhere.
+      // cannot be halved so): those head dims take the generic tiles, and where those have
+      // column groups too (fwd_dual at d = 144, 176, 208, 240) the same rows a warp without
+      // them, valid everywhere.
       const TileConfig &tiles = hopper ? row.hopper : row.generic;
-      if (headDim % (16 * tiles.warpCols) != 0)
+      if (headDim % (16 * tiles.warpCols) == 0)
+        return tiles;
+      if (headDim % (16 * row.generic.warpCols) == 0)
         return row.generic;
-      return tiles;
+      TileConfig whole = row.generic;
+      whole.warps /= whole.warpCols;
+      whole.warpCols = 1;
+      return whole;
     }
   return {64, 64, 4, 2};
 }
@@ -148,6 +166,7 @@ int64_t accumulatorCount(bob::KernelKind kind) {
   case bob::KernelKind::bob_q: return 4;
   case bob::KernelKind::bob_kv: return 2;
   case bob::KernelKind::fwd_jvp: return 1;
+  case bob::KernelKind::fwd_dual: return 2;
   }
   llvm_unreachable("every kernel kind keeps accumulators");
 }

@@ -24,10 +24,10 @@ bob::Arch tableTarget(bob::Arch arch);
 int64_t tableSharedBudget(bob::Arch arch);
 
 // f32 values each thread keeps in its loop-carried accumulators: own rows x head_dim per
-// accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV), spread over
-// the block's threads. A thread has 255 registers: past one register file of accumulator state
-// a kernel lives in local memory, so buildKernel rejects it unless its warps already own the
-// fewest rows they can (16), i.e. no tile choice would fit.
+// accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV; fwd_jvp: tO;
+// fwd_dual: O, tO), spread over the block's threads. A thread has 255 registers: past one
+// register file of accumulator state a kernel lives in local memory, so buildKernel rejects it
+// unless its warps already own the fewest rows they can (16), i.e. no tile choice would fit.
 int64_t accumulatorFloatsPerThread(const compiler::KernelSpec &spec);
 inline constexpr int64_t kMaxAccumulatorFloatsPerThread = 256;
 // One clear line when `spec` keeps more than that, else success.

@@ -11,6 +11,7 @@ def Bob_KernelKind : I32EnumAttr<"KernelKind", "which attention kernel", [
     I32EnumAttrCase<"bob_q", 3>,      // BoB pass 1, query-major: gQ, gdO, c, b
     I32EnumAttrCase<"bob_kv", 4>,     // BoB pass 2, key-major: gK, gV
     I32EnumAttrCase<"fwd_jvp", 5>,    // the forward's JVP, query-major: tO
+    I32EnumAttrCase<"fwd_dual", 6>,   // the forward and its JVP in one sweep: O, L, tO
   ]> {
   let cppNamespace = "::flashbob::bob";
   let genSpecializedAttr = 0;

@@ -50,15 +50,17 @@ inline bool isKeyMajor(KernelKind kind) {
 
 // Kinds whose accumulators flush into reserves on long sweeps (KernelSpec::longSweep): the
 // backward's and BoB's. The forward's O is rescaled by the online softmax at every step, and
-// its JVP's with it: they keep plain accumulators.
+// its JVP's with it (fwd_jvp, fwd_dual): they keep plain accumulators.
 inline bool isLongSweepKind(KernelKind kind) {
   return kind == KernelKind::bwd_q || kind == KernelKind::bwd_kv || kind == KernelKind::bob_q ||
          kind == KernelKind::bob_kv;
 }
 
 // Kinds with a ring-step form (KernelSpec::partial, docs/context-parallel.md): all but the
-// forward's JVP, whose partials would merge only with the tangents of the partial L's, which it
-// does not write.
-inline bool hasPartialForm(KernelKind kind) { return kind != KernelKind::fwd_jvp; }
+// forward's JVP, alone or with the forward (fwd_dual), whose partials would merge only with the
+// tangents of the partial L's, which neither writes.
+inline bool hasPartialForm(KernelKind kind) {
+  return kind != KernelKind::fwd_jvp && kind != KernelKind::fwd_dual;
+}
 
 } // namespace flashbob::bob

@@ -236,7 +236,7 @@ Call decode(FuzzedDataProvider &in) {
     // itself undefined behaviour (UBSan flags the harness, not the library). A C caller may pass
     // any int; capi_smoke.c checks that one (9) is refused naming op.
     c.precompileOp = static_cast<flashbob_op>(
-        in.ConsumeIntegralInRange<int>(FLASHBOB_OP_FORWARD, FLASHBOB_OP_BOB_PASS2));
+        in.ConsumeIntegralInRange<int>(FLASHBOB_OP_FORWARD, FLASHBOB_OP_FORWARD_DUAL));
     decodeLast(in, c);
     return c;
   }
@@ -337,9 +337,9 @@ std::string undocumentedPass(const Call &c) {
   if (c.op == 4) {
     int op;
     std::memcpy(&op, &c.precompileOp, sizeof op);
-    if (op < FLASHBOB_OP_FORWARD || op > FLASHBOB_OP_BOB_PASS2)
+    if (op < FLASHBOB_OP_FORWARD || op > FLASHBOB_OP_FORWARD_DUAL)
       return "op " + std::to_string(op);
-    if (p.ring_step && op == FLASHBOB_OP_FORWARD_JVP)
+    if (p.ring_step && (op == FLASHBOB_OP_FORWARD_JVP || op == FLASHBOB_OP_FORWARD_DUAL))
       return "ring_step with the forward's JVP";
   }
   if (c.op == 2 && p.ring_step)

@@ -1,5 +1,7 @@
-// Forward, backward, BoB and the forward's JVP through the C++ API on the GPU, against the float64 oracle run on
-// the same bf16/fp16-rounded inputs. Outputs are poisoned with NaN first (every element must be
+// Forward, backward, BoB and the forward's JVP (alone, and with the forward in one kernel: O, L
+// and tO of attentionForwardDual, each against the same references as the forward's and the
+// JVP's) through the C++ API on the GPU, against the float64 oracle run on the same
+// bf16/fp16-rounded inputs. Outputs are poisoned with NaN first (every element must be
 // written); relative L2 error of every output within 5e-3 (bf16) / 1e-3 (fp16); BoB run twice
 // must give bit-identical results (no order-dependent atomics).
 #include "test/gpu/GpuTestUtil.h"
@@ -120,6 +122,7 @@ void runCase(const Case &c) {
   auto dQg = output(qs), dKg = output(ks), dVg = output(ks);
   auto gQ = output(qs), gK = output(ks), gV = output(ks), gdO = output(qs);
   auto tO = output(qs);
+  auto dualO = output(qs), dualL = rowsBuf(), dualTO = output(qs);
 
   auto T = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
     Tensor t = p.contiguous(b->get(), side.rows, side.heads);
@@ -141,6 +144,9 @@ void runCase(const Case &c) {
   // The forward's JVP along tangents (uQ, uK, uV).
   GPU_CHECK(attentionForwardJvp(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs),
                                 {dLse->get()}, T(duQ, qs), T(duK, ks), T(duV, ks), T(tO, qs)));
+  // The forward and its JVP in one kernel, along the same tangents, into outputs of its own.
+  GPU_CHECK(attentionForwardDual(p, T(dq, qs), T(dk, ks), T(dv, ks), T(duQ, qs), T(duK, ks),
+                                 T(duV, ks), T(dualO, qs), {dualL->get()}, T(dualTO, qs)));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
   auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
@@ -158,7 +164,9 @@ void runCase(const Case &c) {
   std::vector<double> gotO = fetch(dOut, qs), gotL = fetchRows(dLse), gotDQ = fetch(dQg, qs),
                       gotDK = fetch(dKg, ks), gotDV = fetch(dVg, ks), gotGQ = fetch(gQ, qs),
                       gotGK = fetch(gK, ks), gotGV = fetch(gV, ks), gotGdO = fetch(gdO, qs),
-                      gotC = fetchRows(dC), gotB = fetchRows(dB), gotTO = fetch(tO, qs);
+                      gotC = fetchRows(dC), gotB = fetchRows(dB), gotTO = fetch(tO, qs),
+                      gotDualO = fetch(dualO, qs), gotDualL = fetchRows(dualL),
+                      gotDualTO = fetch(dualTO, qs);
 
   // Determinism: a second BoB must be bit-identical.
   GPU_CHECK(attentionBob(p, in, out));
@@ -220,7 +228,9 @@ void runCase(const Case &c) {
       {"O", &gotO, &refO},     {"L", &gotL, &refL},       {"dQ", &gotDQ, &refDQ},
       {"dK", &gotDK, &refDK},  {"dV", &gotDV, &refDV},    {"gQ", &gotGQ, &refGQ},
       {"gK", &gotGK, &refGK},  {"gV", &gotGV, &refGV},    {"gdO", &gotGdO, &refGdO},
-      {"c", &gotC, &refC},     {"b", &gotB, &refB},       {"tO", &gotTO, &refTO}};
+      {"c", &gotC, &refC},     {"b", &gotB, &refB},       {"tO", &gotTO, &refTO},
+      {"dual O", &gotDualO, &refO}, {"dual L", &gotDualL, &refL},
+      {"dual tO", &gotDualTO, &refTO}};
   for (auto [name, got, ref] : outputs) {
     if (std::find(c.zeroOutputs.begin(), c.zeroOutputs.end(), name) != c.zeroOutputs.end()) {
       double err2 = 0;
@@ -349,6 +359,7 @@ void runVarlenCase(const VarlenCase &c) {
   auto dOut = output(qs), dLse = rowsBuf(), dD = rowsBuf(), dC = rowsBuf(), dB = rowsBuf();
   auto dQg = output(qs), dKg = output(ks), dVg = output(ks);
   auto gQ = output(qs), gK = output(ks), gV = output(ks), gdO = output(qs), tO = output(qs);
+  auto dualO = output(qs), dualL = rowsBuf(), dualTO = output(qs);
   auto T = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
     Tensor t = p.contiguous(b->get(), side.rows, side.heads);
     if (c.seqMajor) { // (total, heads, d): stride[0] unused
@@ -368,6 +379,8 @@ void runVarlenCase(const VarlenCase &c) {
   GPU_CHECK(attentionBob(p, in, out));
   GPU_CHECK(attentionForwardJvp(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs),
                                 {dLse->get()}, T(duQ, qs), T(duK, ks), T(duV, ks), T(tO, qs)));
+  GPU_CHECK(attentionForwardDual(p, T(dq, qs), T(dk, ks), T(dv, ks), T(duQ, qs), T(duK, ks),
+                                 T(duV, ks), T(dualO, qs), {dualL->get()}, T(dualTO, qs)));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
   auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
@@ -437,7 +450,10 @@ void runVarlenCase(const VarlenCase &c) {
                    {"dV", {fetch(dVg, ks), &bw.dV.data}}, {"gQ", {gotGQ, &bb.gQ.data}},
                    {"gK", {gotGK, &bb.gK.data}},          {"gV", {gotGV, &bb.gV.data}},
                    {"gdO", {fetch(gdO, qs), &bb.gdO.data}}, {"c", {fetchRows(dC), &bb.c.data}},
-                   {"b", {fetchRows(dB), &bb.b.data}},    {"tO", {fetch(tO, qs), &refTO}}};
+                   {"b", {fetchRows(dB), &bb.b.data}},    {"tO", {fetch(tO, qs), &refTO}},
+                   {"dual O", {fetch(dualO, qs), &f.O.data}},
+                   {"dual L", {fetchRows(dualL), &f.L.data}},
+                   {"dual tO", {fetch(dualTO, qs), &refTO}}};
   for (const auto &[name, pair] : outputs) {
     test::ErrorStats e = test::relativeError(pair.first, *pair.second);
     std::printf(" %s %.2e", name, e.relL2);

@@ -642,6 +642,57 @@ def test_forward_mode_jvp_and_forward_over_reverse_hvp():
     assert rel(hvp, rr.double()) <= 5e-3
 
 
+def test_forward_mode_runs_the_forward_and_its_jvp_in_one_kernel(monkeypatch):
+    """Under torch.func.jvp alone, and under eager forward-mode AD, the forward defers its kernel
+    to the forward-mode rule, which computes O, L and tO in one sweep (fwd_dual): O (the primal
+    output, written by that rule) and tO both against float64, and the separate kernels not run.
+    Nested transforms (vmap of jvp) keep the two kernels."""
+    from flashbob.torch import _launch
+    import torch.autograd.forward_ad as fwAD
+    calls = {"forward": 0, "forward_jvp": 0, "forward_dual": 0}
+    for name in calls:
+        def counted(*args, _name=name, _fn=getattr(_launch, name)):
+            calls[_name] += 1
+            return _fn(*args)
+        monkeypatch.setattr(_launch, name, counted)
+    q, k, v, w, tq, tk, tv = inputs(2, 96, 160, 64, torch.bfloat16, seed=53)
+    f64 = lambda q, k, v: reference_attention(q, k, v, causal=True)  # noqa: E731
+    o64, to64 = torch.func.jvp(f64, tuple(t.double() for t in (q, k, v)),
+                               tuple(t.double() for t in (tq, tk, tv)))
+
+    o, to = torch.func.jvp(lambda q, k, v: fb.attention(q, k, v, causal=True), (q, k, v),
+                           (tq, tk, tv))
+    assert calls == {"forward": 0, "forward_jvp": 0, "forward_dual": 1}, calls
+    assert rel(o, o64) <= 5e-3 and rel(to, to64) <= 5e-3, (rel(o, o64), rel(to, to64))
+
+    # A tangent on k alone (q and v closed over): still one kernel, the other tangents zero.
+    _, to_k = torch.func.jvp(lambda k: fb.attention(q, k, v, causal=True), (k,), (tk,))
+    _, to_k64 = torch.func.jvp(lambda k: f64(q.double(), k, v.double()), (k.double(),),
+                               (tk.double(),))
+    assert calls["forward_dual"] == 2 and rel(to_k, to_k64) <= 5e-3, rel(to_k, to_k64)
+
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(x, t) for x, t in ((q, tq), (k, tk), (v, tv))]
+        primal, tangent = fwAD.unpack_dual(fb.attention(*duals, causal=True))
+    assert calls["forward_dual"] == 3 and calls["forward"] == 0, calls
+    assert rel(primal, o64) <= 5e-3 and rel(tangent, to64) <= 5e-3
+
+    # The deferred forward's O also feeds a backward: grad through the primal output of jvp.
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o, to = torch.func.jvp(lambda q, k, v: fb.attention(q, k, v, causal=True), tuple(leaves),
+                           (tq, tk, tv))
+    dq, = torch.autograd.grad((o.float() * w.float()).sum(), leaves[0])
+    high = [t.double().requires_grad_() for t in (q, k, v)]
+    dq64, = torch.autograd.grad((f64(*high) * w.double()).sum(), high[0])
+    assert rel(dq, dq64) <= 5e-3, rel(dq, dq64)
+
+    before = dict(calls)
+    torch.func.vmap(lambda q, k, v, tq, tk, tv: torch.func.jvp(
+        lambda q, k, v: fb.attention(q, k, v, causal=True), (q, k, v), (tq, tk, tv)))(
+        *(t.unsqueeze(0) for t in (q, k, v, tq, tk, tv)))
+    assert calls["forward_dual"] == before["forward_dual"], calls
+
+
 def test_third_derivative_through_forward_mode_is_refused():
     q, k, v, w, tq, _, _ = inputs(1, 64, 64, 64, torch.bfloat16, seed=43)
     loss = lambda q: (fb.attention(q, k, v).float() * w.float()).sum()  # noqa: E731

@@ -96,6 +96,42 @@ TEST_CASE("API validation names the bad argument", "[api]") {
   CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, o, lse)) == "head_dim");
   CHECK(invalidArgumentOf(attentionForward(p, q, nullK, k, o, lse)) == "k");
   CHECK(invalidArgumentOf(attentionForward(p, q, k, k, o, RowVector{0})) == "lse");
+
+  // The forward with its JVP checks each of its nine operands by its own name: the inputs q, k,
+  // v and their tangents, the outputs o, lse and tO (each apart from the others).
+  struct DualArguments {
+    Tensor q, k, v, tQ, tK, tV, o;
+    RowVector lse;
+    Tensor tO;
+  };
+  const DualArguments dual{q, k, k, p.contiguous(base + (4 << 20), p.seqQ),
+                           p.contiguous(base + (5 << 20), p.seqK),
+                           p.contiguous(base + (5 << 20), p.seqK), o, lse,
+                           p.contiguous(base + (6 << 20), p.seqQ)};
+  auto forwardDual = [&](const DualArguments &a) {
+    return attentionForwardDual(p, a.q, a.k, a.v, a.tQ, a.tK, a.tV, a.o, a.lse, a.tO);
+  };
+  CHECK(invalidArgumentOf(forwardDual(dual)).rfind("not an InvalidArgument", 0) == 0);
+  const std::pair<const char *, Tensor DualArguments::*> dualTensors[] = {
+      {"q", &DualArguments::q},   {"k", &DualArguments::k},   {"v", &DualArguments::v},
+      {"tQ", &DualArguments::tQ}, {"tK", &DualArguments::tK}, {"tV", &DualArguments::tV},
+      {"o", &DualArguments::o},   {"tO", &DualArguments::tO}};
+  for (auto [name, member] : dualTensors) {
+    DualArguments missing = dual;
+    (missing.*member).data = 0;
+    CHECK(invalidArgumentOf(forwardDual(missing)) == name);
+    DualArguments misaligned = dual;
+    (misaligned.*member).data += 2;
+    CHECK(invalidArgumentOf(forwardDual(misaligned)) == name);
+  }
+  DualArguments noLse = dual;
+  noLse.lse = RowVector{0};
+  CHECK(invalidArgumentOf(forwardDual(noLse)) == "lse");
+  // A tangent's strides are its own: tK's row stride of 68 elements (rows not 16-byte aligned)
+  // is refused by its name.
+  DualArguments oddTangent = dual;
+  oddTangent.tK.stride[2] = 68;
+  CHECK_THAT(llvm::toString(forwardDual(oddTangent)), Catch::Contains("tK stride[2] = 68"));
 }
 
 // Sizes the kernels would compute wrongly are refused, not launched with a truncated grid or
@@ -215,6 +251,10 @@ TEST_CASE("ring steps: float32 outputs, BoB's passes apart, no JVP", "[api]") {
   // The forward's JVP has no ring-step form: named, at the call and at precompile.
   CHECK(invalidArgumentOf(attentionForwardJvp(p, q, k, k, q, rows, q, k, k, q)) == "ring_step");
   CHECK(invalidArgumentOf(attentionPrecompile(p, {AttentionOp::forward_jvp})) == "ring_step");
+  // Nor has the forward with its JVP.
+  CHECK(invalidArgumentOf(attentionForwardDual(p, q, k, k, q, k, k, f32Out, rows, q)) ==
+        "ring_step");
+  CHECK(invalidArgumentOf(attentionPrecompile(p, {AttentionOp::forward_dual})) == "ring_step");
 }
 
 // An output may not share memory with an input or another output; inputs may share memory.

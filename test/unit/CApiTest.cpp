@@ -189,13 +189,24 @@ TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
   CHECK(flashbob_forward_jvp(&ring, t, t, t, o, lse, t, t, t, x1, nullptr) ==
         FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: ring_step: fwd_jvp has no ring-step form"));
+  // The forward with its JVP: refused as a ring step, at the call and at precompile; on one GPU
+  // it reaches the driver.
+  CHECK(flashbob_forward_dual(&ring, t, t, t, t, t, t, o, lse, x1, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(),
+             Catch::StartsWith("flashbob: ring_step: fwd_dual has no ring-step form"));
+  CHECK(flashbob_precompile(&ring, FLASHBOB_OP_FORWARD_DUAL) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("ring_step"));
+  CHECK(flashbob_forward_dual(&p, t, t, t, t, t, t, o, lse, x1, nullptr) ==
+        FLASHBOB_ERROR_NO_DRIVER);
+  CHECK(flashbob_precompile(&p, FLASHBOB_OP_FORWARD_DUAL) == FLASHBOB_ERROR_NO_DRIVER);
   const flashbob_op passes[] = {FLASHBOB_OP_BOB_PASS1, FLASHBOB_OP_BOB_PASS2};
   CHECK(flashbob_precompile_ops(&ring, passes, 2) == FLASHBOB_ERROR_NO_DRIVER);
-  const int beyond = FLASHBOB_OP_BOB_PASS2 + 1;
+  const int beyond = FLASHBOB_OP_FORWARD_DUAL + 1;
   flashbob_op unknown;
   std::memcpy(&unknown, &beyond, sizeof unknown);
   CHECK(flashbob_precompile(&ring, unknown) == FLASHBOB_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(flashbob_last_error(), Catch::Contains("FLASHBOB_OP_BOB_PASS2"));
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("FLASHBOB_OP_FORWARD_DUAL"));
 }
 
 TEST_CASE("flashbob_problem's size: the layouts the library knows are read, others refused",
@@ -328,6 +339,15 @@ TEST_CASE("an output sharing memory with an input or another output is refused n
           "gQ overlaps b");
   // The forward's JVP: t_o on a tangent.
   refused(flashbob_forward_jvp(&p, q, k, v, o, lse, uQ, uK, uV, uK, nullptr), "tO overlaps tK");
+  // The forward with its JVP: its three outputs apart from the six inputs and each other.
+  CHECK(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, lse, gQ, nullptr) ==
+        FLASHBOB_ERROR_NO_DRIVER);
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, lse, uV, nullptr), "tO overlaps tV");
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, uQ, lse, gQ, nullptr), "o overlaps tQ");
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, lse, o, nullptr), "o overlaps tO");
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, static_cast<float *>(gQ.data), gQ,
+                                nullptr),
+          "lse overlaps tO");
 }
 
 TEST_CASE("overlap is judged by each argument's own extent: ring steps, packed batches, packed "

@@ -215,7 +215,8 @@ TEST_CASE("a bad argument is refused before the driver is loaded", "[fake]") {
   CHECK(loadedFake() == nullptr);
 }
 
-TEST_CASE("fwd, bwd and BoB launch their kernels with the spec's grid, block and shared memory",
+TEST_CASE("fwd, bwd, BoB and the forward with its JVP launch their kernels with the spec's grid, "
+          "block and shared memory",
           "[fake]") {
   useFakeDriver();
   const AttentionProblem p = problem();
@@ -244,6 +245,13 @@ TEST_CASE("fwd, bwd and BoB launch their kernels with the spec's grid, block and
   REQUIRE(bob.size() == 2);
   checkLaunch(bob[0], p, Kind::bob_q);
   checkLaunch(bob[1], p, Kind::bob_kv);
+
+  // The forward and its JVP in one kernel, along tangents dQ, dK, dV (as BoB's cotangents).
+  REQUIRE(messageOf(attentionForwardDual(p, q, k, v, dQ, dK, dV, o, lse,
+                                         p.contiguous(address(12), p.seqQ))) == "no error");
+  std::vector<fake_cuda_launch_record> dual = launches();
+  REQUIRE(dual.size() == 1);
+  checkLaunch(dual[0], p, Kind::fwd_dual);
 }
 
 TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value heads",

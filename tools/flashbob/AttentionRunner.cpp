@@ -14,10 +14,30 @@
 namespace flashbob::tool {
 using runtime::CudaDriver;
 
-const char *opName(Op op) { return op == Op::fwd ? "fwd" : op == Op::bwd ? "bwd" : "bob"; }
-double flopsPerPair(Op op) { return op == Op::fwd ? 4 : op == Op::bwd ? 10 : 36; }
+const char *opName(Op op) {
+  switch (op) {
+  case Op::fwd: return "fwd";
+  case Op::bwd: return "bwd";
+  case Op::bob: return "bob";
+  case Op::fwd_dual: return "fwd_dual";
+  }
+  return "?";
+}
+double flopsPerPair(Op op) {
+  switch (op) {
+  case Op::fwd: return 4;
+  case Op::bwd: return 10;
+  case Op::bob: return 36;
+  case Op::fwd_dual: return 12;
+  }
+  return 0;
+}
 
 namespace {
+// Whether `op` reads the forward's O and L, which timeOp then computes first (the forward ops
+// write them).
+bool readsForward(Op op) { return op == Op::bwd || op == Op::bob; }
+
 // (query, key) pairs one head computes: N M, with a causal mask N M / 2 (the convention of
 // published causal figures), with a sliding window those it lets through, counted row by row.
 double pairsPerHead(const AttentionProblem &p) {
@@ -55,7 +75,7 @@ llvm::Error printLaunchOverhead(CudaDriver &driver, const ProblemBuffers &buffer
                       "{3} kernel launch(es) each)\n",
                       opName(buffers.op),
                       std::chrono::duration<double, std::micro>(t1 - t0).count() / calls, calls,
-                      buffers.op == Op::fwd ? 1 : 2);
+                      readsForward(buffers.op) ? 2 : 1);
   return llvm::Error::success();
 }
 
@@ -65,7 +85,7 @@ llvm::Error timeOp(CudaDriver &driver, const ProblemBuffers &buffers, const RunO
   // The forward provides O and L for the backward ops; the first run also compiles (JIT) or
   // loads the kernels from the disk cache.
   auto firstStart = std::chrono::steady_clock::now();
-  if (opt.op != Op::fwd)
+  if (readsForward(opt.op))
     if (llvm::Error e = buffers.forward())
       return e;
   if (llvm::Error e = buffers.launch())

@@ -10,7 +10,7 @@ namespace flashbob::tool {
 namespace cl = llvm::cl;
 
 SpecOptions::SpecOptions(cl::SubCommand &sub)
-    : kernel("kernel", cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp"), cl::sub(sub),
+    : kernel("kernel", cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual"), cl::sub(sub),
              cl::cat(specCategory), cl::init("fwd")),
       headDim("head-dim", cl::desc("Head dimension d"), cl::sub(sub), cl::cat(specCategory),
               cl::init(64)),
@@ -73,7 +73,7 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   compiler::KernelSpec s;
   auto kind = compiler::parseKind(kernel);
   if (!kind)
-    return fail("--kernel: unknown kind '" + kernel + "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp)");
+    return fail("--kernel: unknown kind '" + kernel + "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual)");
   s.kind = *kind;
   auto type = compiler::parseDtype(dtype);
   if (!type)

@@ -213,6 +213,20 @@ def bob(p, q, k, v, o, lse, do, uq, uk, uv):
     return gq, gk, gv, gdo
 
 
+def forward_dual(p, q, k, v, tq, tk, tv, o, lse):
+    """O, L and the forward's JVP tO in one sweep over the keys (fwd_dual): O and L written into
+    `o` and `lse` (allocated by a forward that deferred its kernel to this call, with empty() and
+    rows() of the same q), tO returned."""
+    packed, values = p.packed, []
+    q, k, v, tq, tk, tv = _inputs(values, packed, q, k, v, tq, tk, tv)
+    to = empty(q, packed)
+    _outputs(values, o, to)
+    with on_device(q):
+        sq, sk, sv, stq, stk, stv, so, sto = _capi.tensor_structs(values, 8)
+        _capi.forward_dual(p.c, sq, sk, sv, stq, stk, stv, so, lse.data_ptr(), sto, stream(q))
+    return to
+
+
 def forward_jvp(p, q, k, v, o, lse, tq, tk, tv):
     """The forward's JVP: the change of O along tangents (tq, tk, tv) of (q, k, v), from the
     forward's O and L (one kernel: BoB's gdO at u = t, without the rest of BoB)."""
