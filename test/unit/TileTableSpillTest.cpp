@@ -3,7 +3,8 @@
 // bf16 and fp16), assembled by ptxas, must keep its state in registers: no spill stores or
 // loads. A kernel that spills runs its inner loop through local memory (the L1 at best), which
 // at the tensor cores' rate is never free. Registers and spill bytes are printed for every
-// kernel; the test fails naming each one that spills. CPU only.
+// kernel; the test fails naming each one that spills, but for the few listed in kKnownSpills
+// with the reason no tiles avoid it. CPU only.
 //
 // The specs are those jit::defaultSpec gives a plain problem (the default scale, no window,
 // groups or packing, a sweep shorter than a long one), so the flags are the launcher's; the
@@ -39,6 +40,25 @@ const bool kSettings = [] {
 // The head dims the table's rows cover, each row's own and one below it.
 const int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 
+// Kernels known to spill whatever their tiles, each with its reason (kernels/TileTable.cpp):
+// printed, not failed, and failed once they no longer spill (take them off this list then).
+struct KnownSpill {
+  bob::KernelKind kind;
+  int64_t headDim;
+  const char *why;
+};
+const KnownSpill kKnownSpills[] = {
+    {bob::KernelKind::bob_q, 256,
+     "four d = 256 accumulators are 128 floats a thread even in four column groups (sm_90a: "
+     "about 80 B of spills); sm_80's shared memory does not fit four groups"},
+};
+const KnownSpill *knownSpill(const compiler::KernelSpec &spec) {
+  for (const KnownSpill &known : kKnownSpills)
+    if (known.kind == spec.kind && known.headDim == spec.headDim)
+      return &known;
+  return nullptr;
+}
+
 std::vector<compiler::KernelSpec> tableSpecs(bob::KernelKind kind) {
   std::vector<compiler::KernelSpec> specs;
   for (int64_t d : kHeadDims)
@@ -72,14 +92,20 @@ void checkKind(bob::KernelKind kind) {
     compiler::Cubin report;
     report.log = artifacts->ptxasLog;
     compiler::parsePtxasReport(report);
+    const bool spills = report.spillStoreBytes + report.spillLoadBytes > 0;
+    const KnownSpill *known = knownSpill(spec);
     std::printf("%-60s regs %3d spill stores %5d B loads %5d B%s\n", spec.name().c_str(),
                 report.registers, report.spillStoreBytes, report.spillLoadBytes,
-                report.spillStoreBytes + report.spillLoadBytes > 0 ? "  SPILLS" : "");
+                spills ? (known ? "  SPILLS (known)" : "  SPILLS") : "");
     std::fflush(stdout);
-    if (report.spillStoreBytes + report.spillLoadBytes > 0)
+    if (known) {
+      INFO("known to spill (" << known->why << "), and no longer does: take it off kKnownSpills");
+      CHECK(spills);
+    } else if (spills) {
       spilling.push_back(spec.name() + " (" + std::to_string(report.registers) + " registers, " +
                          std::to_string(report.spillStoreBytes) + " B spill stores, " +
                          std::to_string(report.spillLoadBytes) + " B spill loads)");
+    }
     ++checked;
   }
   CHECK(checked == int(std::size(kHeadDims)) * 2 * 2 * 2);
