@@ -68,8 +68,12 @@ const Row kTable[] = {
     // sm_90a, against 6.6 KB for 64x32x4); sm_80 cannot fit four groups (whose key block must
     // be 64 rows: 172 KB), so it keeps 64x16x4 (tile_table_spill_test lists both as known).
     {bob::KernelKind::bob_q, 256, {32, 64, 8, 1, 4}, {64, 16, 4, 1}},
-    // tuned after the wgmma register fixes (commit c04ef95): 12.9 vs 13.6 ms (32x64x4).
-    {bob::KernelKind::bob_kv, 64, {64, 64, 4, 2}, {32, 64, 4, 2}},
+    // tuned after the wgmma register fixes (commit c04ef95): 12.9 vs 13.6 ms (32x64x4), 64x64x4
+    // spilling. With register-A products 64x64x4 still spills 116 B (255 registers): the four
+    // score tiles in flight (4 x 32 floats), the two accumulators (64) and the swept rows' L, D,
+    // c and b (4 x 16) are 256 registers before any address. 48 query rows a step make them
+    // 4 x 24, 64 and 4 x 12 (240 registers, 253 causal; not timed yet).
+    {bob::KernelKind::bob_kv, 64, {48, 64, 4, 2}, {32, 64, 4, 2}},
     // tuned: 25.7 ms vs 26.4 (32x128x8, the earlier winner: 31.8 vs 37.3 ms for 32x64x4 before
     // TMA, which sm_80 keeps: 32x128x8 needs 191 KB there).
     {bob::KernelKind::bob_kv, 128, {64, 64, 8, 2, 2}, {32, 64, 4, 2}},
