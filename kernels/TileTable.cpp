@@ -44,30 +44,49 @@ const Row kTable[] = {
     // tuned with row warpgroups: the bwd op 13.2 vs 14.4 ms (64x64x4 with producer); before:
     // 5.73 vs 7.19 ms (64x64x4 without producer), 6.62 vs 7.36 ms (64x32x4)
     {bob::KernelKind::bwd_q, 128, {128, 128, 8, 2, 1, true}, {64, 64, 4, 2}},
-    {bob::KernelKind::bwd_q, 256, {64, 32, 4, 2}, {64, 32, 4, 2}},
+    // 64 x 32 over 4 warps spilled (255 registers, 80 B on sm_90a, 72 on sm_80): the d = 256
+    // accumulator is 128 floats a thread there. Two column groups halve it (148 / 181
+    // registers); sm_90a keeps 64 key rows a step, sm_80's padded tiles fit 32.
+    {bob::KernelKind::bwd_q, 256, {64, 64, 8, 2, 2}, {64, 32, 8, 2, 2}},
     // tuned with a producer (2026-12-03, results/2026-12-03-h200-rotated-forward.md): 5.72 vs
     // 6.12 ms (64x64x4 without, the earlier winner: 6.07 vs 6.84 ms for 32x64x4).
     {bob::KernelKind::bwd_kv, 64, {64, 64, 4, 2, 1, true}, {32, 64, 4, 2}},
-    // tuned: 9.29 vs 11.90 ms (32x64x4)
-    {bob::KernelKind::bwd_kv, 128, {64, 64, 4, 2}, {64, 64, 4, 2}},
-    {bob::KernelKind::bwd_kv, 256, {32, 64, 4, 2}, {32, 64, 4, 2}},
+    // tuned: 9.29 vs 11.90 ms (32x64x4). sm_80 (mma.sync, no register-A staging) spilled at
+    // 64 x 64 (255 registers, 60 B; 12 B at d = 96): 32 query rows a step, 244 registers.
+    {bob::KernelKind::bwd_kv, 128, {64, 64, 4, 2}, {32, 64, 4, 2}},
+    // Two d = 256 accumulators over 4 warps are 256 floats a thread (2 KB of spills); two
+    // column groups make them 128 (184 / 236 registers).
+    {bob::KernelKind::bwd_kv, 256, {32, 64, 8, 2, 2}, {32, 64, 8, 2, 2}},
     {bob::KernelKind::bob_q, 64, {64, 32, 4, 2}, {64, 32, 4, 2}},
     // Two column groups: X1..X4 at d = 128 are 4 x 64 x 128 floats, 256 per thread over 4 warps
     // (spills), 128 over 8 warps in two groups of 64 columns. Tuned: 37.6 ms vs 81.2 (64x32x4)
-    // and 51.6 (64x32, two groups). On sm_80 the same tiles need 232 KB: 4 warps, spilling.
-    {bob::KernelKind::bob_q, 128, {64, 64, 8, 2, 2}, {64, 32, 4, 2}},
-    // Two stages need 233 KB at d = 256; sm_80 fits 64x16.
-    {bob::KernelKind::bob_q, 256, {64, 32, 4, 1}, {64, 16, 4, 1}},
-    // tuned after the wgmma register fixes (commit c04ef95): 12.9 vs 13.6 ms (32x64x4).
-    {bob::KernelKind::bob_kv, 64, {64, 64, 4, 2}, {32, 64, 4, 2}},
+    // and 51.6 (64x32, two groups). On sm_80 the same tiles need 232 KB: 32 key rows a step in
+    // two groups (242 registers; 64x32x4 spilled 13.5 KB a thread).
+    {bob::KernelKind::bob_q, 128, {64, 64, 8, 2, 2}, {64, 32, 8, 2, 2}},
+    // d = 256: four accumulators of 16 rows x 64 columns a warp are 128 floats a thread even in
+    // four column groups (the most there are), and the kernel still spills there (80 B on
+    // sm_90a, against 6.6 KB for 64x32x4); sm_80 cannot fit four groups (whose key block must
+    // be 64 rows: 172 KB), so it keeps 64x16x4 (tile_table_spill_test lists both as known).
+    {bob::KernelKind::bob_q, 256, {32, 64, 8, 1, 4}, {64, 16, 4, 1}},
+    // tuned after the wgmma register fixes (commit c04ef95): 12.9 vs 13.6 ms (32x64x4), 64x64x4
+    // spilling. With register-A products 64x64x4 still spills 116 B (255 registers): the four
+    // score tiles in flight (4 x 32 floats), the two accumulators (64) and the swept rows' L, D,
+    // c and b (4 x 16) are 256 registers before any address. 48 query rows a step make them
+    // 4 x 24, 64 and 4 x 12 (240 registers, 253 causal; not timed yet).
+    {bob::KernelKind::bob_kv, 64, {48, 64, 4, 2}, {32, 64, 4, 2}},
     // tuned: 25.7 ms vs 26.4 (32x128x8, the earlier winner: 31.8 vs 37.3 ms for 32x64x4 before
     // TMA, which sm_80 keeps: 32x128x8 needs 191 KB there).
     {bob::KernelKind::bob_kv, 128, {64, 64, 8, 2, 2}, {32, 64, 4, 2}},
-    {bob::KernelKind::bob_kv, 256, {32, 64, 4, 1}, {16, 64, 4, 1}},
+    // d = 256: two accumulators of 64 key rows over 4 warps are 256 floats a thread (2.2 KB of
+    // spills); four column groups make them 64 (224 registers on sm_90a with 32 key rows over 8
+    // warps, 219 on sm_80 with 16 over 4, which fits its shared memory).
+    {bob::KernelKind::bob_kv, 256, {64, 32, 8, 1, 4}, {64, 16, 4, 1, 4}},
     // Not tuned yet: one accumulator like fwd, four swept operands like bob_q's K, V, uK, uV.
     {bob::KernelKind::fwd_jvp, 64, {64, 64, 4, 2}, {64, 32, 4, 2}},
     {bob::KernelKind::fwd_jvp, 128, {64, 64, 4, 2}, {64, 32, 4, 2}},
-    {bob::KernelKind::fwd_jvp, 256, {64, 32, 4, 1}, {64, 16, 4, 1}},
+    // d = 256 spilled over 4 warps (255 registers, 132 B); two column groups: 160 registers on
+    // sm_90a, 198 on sm_80 (one stage there: two need 208 KB).
+    {bob::KernelKind::fwd_jvp, 256, {64, 32, 8, 2, 2}, {64, 32, 8, 1, 2}},
     // Not tuned yet: two accumulators (O, tO), four swept operands like fwd_jvp; each the
     // largest of the tiles tried whose every variant (causal, windows, GQA, packed, any scale,
     // fp16) ptxas compiled without spills. d <= 64: sm_90a 167-190 registers (232 a consumer
@@ -87,18 +106,18 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch) {
   for (const Row &row : kTable)
     if (row.kind == kind && headDim <= row.maxHeadDim) {
       // Column groups split head_dim into whole 16-column fragments per group (d = 80 or 112
-      // cannot be halved so): those head dims take the generic tiles, and where those have
-      // column groups too (fwd_dual at d = 144, 176, 208, 240) the same rows a warp without
-      // them, valid everywhere.
-      const TileConfig &tiles = hopper ? row.hopper : row.generic;
+      // cannot be halved so): those head dims take the generic tiles, and where these have
+      // column groups too, as many fewer as it takes (the warps with them: each warp keeps its
+      // rows), which is valid everywhere.
+      TileConfig tiles = hopper ? row.hopper : row.generic;
       if (headDim % (16 * tiles.warpCols) == 0)
         return tiles;
-      if (headDim % (16 * row.generic.warpCols) == 0)
-        return row.generic;
-      TileConfig whole = row.generic;
-      whole.warps /= whole.warpCols;
-      whole.warpCols = 1;
-      return whole;
+      tiles = row.generic;
+      while (headDim % (16 * tiles.warpCols) != 0) {
+        tiles.warpCols /= 2;
+        tiles.warps /= 2;
+      }
+      return tiles;
     }
   return {64, 64, 4, 2};
 }
