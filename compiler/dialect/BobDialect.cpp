@@ -206,8 +206,8 @@ static bool isTensorCoreInput(Type t) { return t.isBF16() || t.isF16(); }
 
 LogicalResult SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
                                      int64_t cols, Type elementType) {
-  if (!isTensorCoreInput(elementType))
-    return emitError() << "shared tiles hold bf16 or f16, not " << elementType;
+  if (!isTensorCoreInput(elementType) && !elementType.isF32())
+    return emitError() << "shared tiles hold bf16, f16 or f32, not " << elementType;
   if (rows <= 0 || rows % 16 != 0 || cols <= 0 || cols % 16 != 0)
     return emitError() << "shared tile " << rows << "x" << cols
                        << " must have rows and cols that are positive multiples of 16";
@@ -479,6 +479,9 @@ LogicalResult MmaOp::verify() {
     aElem = r.getElementType();
   }
   auto b = getB().getType();
+  if (!isTensorCoreInput(aElem) || !isTensorCoreInput(b.getElementType()))
+    return emitOpError("multiplies bf16/f16 tiles, got ") << aElem << " and "
+                                                          << b.getElementType();
   int64_t bRows = getTransposeB() ? b.getCols() : b.getRows();
   int64_t bCols = getTransposeB() ? b.getRows() : b.getCols();
   if (aElem != b.getElementType())
@@ -591,3 +594,44 @@ LogicalResult ReduceOp::verify() {
                                       << tile.getRows();
   return verifyRowsSplit(*this, tile);
 }
+
+//===-- Bulk reductions and semaphores ------------------------------------------------------===//
+
+// They run on the bulk writer warp with sm_90 instructions (cp.reduce.async.bulk, the async
+// proxy's fence).
+static LogicalResult verifyBulkTarget(Operation *op) {
+  SpecAttr spec = getEnclosingSpec(op);
+  if (!spec)
+    return op->emitOpError("must be inside a bob.kernel (needs its spec)");
+  if (!hasHopperFeatures(spec))
+    return op->emitOpError("needs arch sm_90a (bulk reductions, the async proxy), not ")
+           << stringifyArch(spec.getArch());
+  return success();
+}
+
+// A counter array: (batch, heads, index) i32.
+static LogicalResult verifySemaphores(Operation *op, Type memrefType) {
+  auto type = cast<MemRefType>(memrefType);
+  if (type.getRank() != 3 || !type.getElementType().isInteger(32))
+    return op->emitOpError("semaphores must be a rank-3 i32 memref (batch, heads, index), got ")
+           << type;
+  return verifyBulkTarget(op);
+}
+
+LogicalResult BulkReduceAddOp::verify() {
+  SharedTileType src = getSrc().getType();
+  if (!src.getElementType().isF32())
+    return emitOpError("adds f32 tiles, got ") << src;
+  auto dst = cast<MemRefType>(getDst().getType());
+  if (!dst.getElementType().isF32())
+    return emitOpError("adds into an f32 tensor, got ") << dst;
+  if (failed(verifyTileTensor(*this, dst, src.getCols(), "destination")))
+    return failure();
+  return verifyBulkTarget(*this);
+}
+
+LogicalResult BulkWaitOp::verify() { return verifyBulkTarget(*this); }
+
+LogicalResult SemaphoreWaitOp::verify() { return verifySemaphores(*this, getSem().getType()); }
+
+LogicalResult SemaphoreSignalOp::verify() { return verifySemaphores(*this, getSem().getType()); }
