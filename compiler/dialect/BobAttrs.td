@@ -11,6 +11,10 @@ def Bob_KernelKind : I32EnumAttr<"KernelKind", "which attention kernel", [
     I32EnumAttrCase<"bob_q", 3>,      // BoB pass 1, query-major: gQ, gdO, c, b
     I32EnumAttrCase<"bob_kv", 4>,     // BoB pass 2, key-major: gK, gV
     I32EnumAttrCase<"fwd_jvp", 5>,    // the forward's JVP, query-major: tO
+    // The fused first backward (sm_90a): bwd_dot, then bwd_fused, then bwd_dq.
+    I32EnumAttrCase<"bwd_dot", 6>,    // query-major: D = rowsum(dO o O)
+    I32EnumAttrCase<"bwd_fused", 7>,  // key-major: dK, dV, and dQ's parts added into an f32 sum
+    I32EnumAttrCase<"bwd_dq", 8>,     // query-major: dQ = s (the f32 sum), in the input type
   ]> {
   let cppNamespace = "::flashbob::bob";
   let genSpecializedAttr = 0;

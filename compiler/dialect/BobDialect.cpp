@@ -175,6 +175,16 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
   if (producer && warpCols != 1)
     return emitError() << "producer with warp_cols " << warpCols
                        << " is unsupported (only warp_cols 1)";
+  // The fused backward adds dQ's parts by bulk reductions (sm_90a), and each key block's
+  // part (block_m query rows) is one wgmma accumulator: one 16-row fragment per warp.
+  if (isFusedBackwardKind(kind) && !hasHopperFeatures(arch))
+    return emitError() << stringifyKernelKind(kind) << " needs arch sm_90a (the fused backward), not "
+                       << stringifyArch(arch);
+  if (kind == KernelKind::bwd_fused && (warpCols != 1 || blockM != 16 * warps))
+    return emitError() << "bwd_fused needs block_m = 16 * warps = " << 16 * warps
+                       << " and warp_cols 1 (dQ's part of a block: one 16-row fragment per "
+                          "warp), got block_m "
+                       << blockM << ", warp_cols " << warpCols;
   // Register-A products are wgmma's (sm_90a); elsewhere a register A operand is mma.sync's
   // anyway, so the flag would only rename the kernel.
   if (registerA && !hasHopperFeatures(arch))
