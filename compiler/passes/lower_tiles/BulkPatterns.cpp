@@ -52,17 +52,34 @@ Writer writer(Emitter &e, Operation *op) {
   return w;
 }
 
-// The byte address of element [i0, i1, i2, (0)] of a global memref, as an i64.
+// The byte address of element [i0, i1, i2, (0)] of a global memref, as an i64 computed in
+// 64 bits whatever width the pipeline lowers `index` arithmetic at: from the memref's LLVM
+// descriptor (aligned pointer, offset, strides: i64), which the conversion inside the gpu.func
+// gives the memref (the cast pairs up with the one it makes there, and
+// reconcile-unrealized-casts removes both), and the indices widened to i64 first. A pointer
+// taken through `index` (memref.extract_aligned_pointer_as_index) would keep only its low 32
+// bits where index arithmetic is 32-bit.
 Value globalAddress(Emitter &e, Value memref, ArrayRef<Value> indices) {
   auto type = cast<MemRefType>(memref.getType());
-  auto meta = memref::ExtractStridedMetadataOp::create(e.b, memref);
-  Value element = meta.getOffset();
-  for (auto [i, index] : llvm::enumerate(indices))
-    element = e.add(element, e.mul(index, meta.getStrides()[i]));
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(e.b, memref);
+  MLIRContext *ctx = e.b.getContext();
+  Type i64 = e.b.getI64Type();
+  auto array = LLVM::LLVMArrayType::get(i64, type.getRank());
+  auto descriptorType = LLVM::LLVMStructType::getLiteral(
+      ctx, {LLVM::LLVMPointerType::get(ctx), LLVM::LLVMPointerType::get(ctx), i64, array, array});
+  Value descriptor = UnrealizedConversionCastOp::create(e.b, descriptorType, memref).getResult(0);
+  auto field = [&](ArrayRef<int64_t> position) -> Value {
+    return LLVM::ExtractValueOp::create(e.b, descriptor, position);
+  };
+  Value element = field({2}); // the offset
+  for (auto [i, index] : llvm::enumerate(indices)) {
+    Value wide = arith::IndexCastUIOp::create(e.b, i64, index);
+    element = arith::AddIOp::create(
+        e.b, element, arith::MulIOp::create(e.b, wide, field({4, static_cast<int64_t>(i)})));
+  }
+  Value base = LLVM::PtrToIntOp::create(e.b, i64, field({1}));
   const int64_t bytes = type.getElementTypeBitWidth() / 8;
-  Value address = e.add(base, e.mul(element, e.index(bytes)));
-  return arith::IndexCastOp::create(e.b, e.b.getI64Type(), address);
+  return arith::AddIOp::create(
+      e.b, base, arith::MulIOp::create(e.b, element, arith::ConstantIntOp::create(e.b, bytes, 64)));
 }
 
 struct BulkReduceAddLowering : TilePattern<BulkReduceAddOp> {

@@ -2,12 +2,13 @@
 // consumer warp: warp 3 of 4). An f32 shared tile keeps padded rows on sm_90a (64 + 4 floats,
 // 272 bytes); a bulk reduction starts, from lane l, one cp.reduce.async.bulk of 256 bytes (a
 // row) for rows l and l + 32 when they lie before the bound, at the row's global address
-// (offset + b s0 + h s1 + row s2 floats from the aligned pointer) and its shared address
+// (offset + b s0 + h s1 + row s2 floats from the aligned pointer, all i64 from the memref's LLVM
+// descriptor: 64 bits whatever width index arithmetic is lowered at) and its shared address
 // (the tile's + r * 272, truncated to 32 bits), then commits; the wait is the bulk group's;
 // the semaphore wait polls on lane 0 with an acquire load at GPU scope, then the warp meets
 // and fences the async proxy; the signal meets the warp and adds 1 from lane 0 with
 // red.release.gpu.
-// RUN: flashbob-opt %s -split-input-file --pass-pipeline='builtin.module(bob.kernel(bob-allocate-shared),bob-lower-kernel,gpu.module(bob-lower-tiles))' | FileCheck %s --implicit-check-not=unrealized_conversion_cast
+// RUN: flashbob-opt %s -split-input-file --pass-pipeline='builtin.module(bob.kernel(bob-allocate-shared),bob-lower-kernel,gpu.module(bob-lower-tiles))' | FileCheck %s
 
 // CHECK-LABEL: gpu.func @dq_sums(
 // CHECK-SAME: %[[DQ:[^:]+]]: memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>, %[[SEM:[^:]+]]: memref<?x?x?xi32>
@@ -23,7 +24,7 @@
 // CHECK: %[[L0:.+]] = arith.cmpi eq, %[[LANE]], %c0
 // CHECK: scf.if %[[W]] {
 // CHECK:   scf.if %[[L0]] {
-// CHECK:     memref.extract_strided_metadata %[[SEM]]
+// CHECK:     builtin.unrealized_conversion_cast %[[SEM]] : memref<?x?x?xi32> to !llvm.struct<(ptr, ptr, i64, array<3 x i64>, array<3 x i64>)>
 // CHECK:     %[[PTR:.+]] = llvm.inttoptr %{{.+}} : i64 to !llvm.ptr<1>
 // CHECK:     %[[TURN:.+]] = arith.index_cast %{{.+}} : index to i32
 // CHECK:     scf.while : () -> () {
@@ -40,11 +41,15 @@
 // CHECK:   %[[ROW0:.+]] = arith.addi %{{.+}}, %[[LANE2]] : index
 // CHECK:   %[[IN0:.+]] = arith.cmpi ult, %[[ROW0]], %{{.+}} : index
 // CHECK:   scf.if %[[IN0]] {
-// CHECK:     %[[META:.+]], %{{.+}}, %{{.+}}:4, %[[STRIDES:.+]]:4 = memref.extract_strided_metadata %[[DQ]]
-// CHECK:     arith.muli %[[ROW0]], %[[STRIDES]]#2 : index
-// CHECK:     memref.extract_aligned_pointer_as_index %[[DQ]]
-// CHECK:     arith.muli %{{.+}}, %c4{{.*}} : index
-// CHECK:     %[[DST:.+]] = arith.index_cast %{{.+}} : index to i64
+// CHECK:     %[[DESC:.+]] = builtin.unrealized_conversion_cast %[[DQ]] : memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>> to !llvm.struct<(ptr, ptr, i64, array<4 x i64>, array<4 x i64>)>
+// CHECK:     %[[OFFSET:.+]] = llvm.extractvalue %[[DESC]][2]
+// CHECK:     %[[WIDE:.+]] = arith.index_castui %[[ROW0]] : index to i64
+// CHECK:     %[[S2:.+]] = llvm.extractvalue %[[DESC]][4, 2]
+// CHECK:     arith.muli %[[WIDE]], %[[S2]] : i64
+// CHECK:     %[[ALIGNED:.+]] = llvm.extractvalue %[[DESC]][1]
+// CHECK:     %[[BASE:.+]] = llvm.ptrtoint %[[ALIGNED]] : !llvm.ptr to i64
+// CHECK:     %[[BYTES:.+]] = arith.muli %{{.+}}, %c4_i64 : i64
+// CHECK:     %[[DST:.+]] = arith.addi %[[BASE]], %[[BYTES]] : i64
 // CHECK:     arith.muli %[[LANE2]], %c272 : index
 // CHECK:     %[[SRC:.+]] = arith.trunci %{{.+}} : i64 to i32
 // CHECK:     llvm.inline_asm has_side_effects "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], 256;", "l,r" %[[DST]], %[[SRC]] : (i64, i32) -> ()
