@@ -1,7 +1,7 @@
 // The fused backward's kernels (bwd_dot, bwd_fused, bwd_dq; kernels/bwd/FusedBackwardKernels.cpp)
 // through ptxas, in the forms the backward can run them in (jit/FusedBackward.h: sm_90a,
 // head_dim <= 128, with a mask, a window, grouped heads, a packed batch, a long sweep,
-// register-A products): each assembles without wgmma waits of ptxas's own, bwd_fused makes its
+// register-A products, a producer warpgroup): each assembles without wgmma waits of ptxas's own, bwd_fused makes its
 // five products per pair (S^T, dP^T, dV, dK, dQ's part) and adds dQ's part in its turn (an
 // acquire poll, the bulk reductions, their complete wait, a release increment), and the
 // generic targets refuse the kinds. Prints each kernel's registers and spills. CPU only.
@@ -68,6 +68,7 @@ TEST_CASE("the fused backward's bwd_fused adds dQ's part in its turn and assembl
     int64_t windowLeft = -1, windowRight = -1;
     bool grouped = false, varlen = false, longSweep = false, registerA = false;
     bob::ElemType dtype = bob::ElemType::bf16;
+    bool producer = false;
   };
   const Variant variants[] = {
       {64},
@@ -79,6 +80,8 @@ TEST_CASE("the fused backward's bwd_fused adds dQ's part in its turn and assembl
       {64, true, -1, -1, false, false, /*longSweep=*/true},
       {64, false, -1, -1, false, false, false, /*registerA=*/true},
       {128, true, -1, -1, false, false, false, /*registerA=*/true},
+      // FLASHBOB_PRODUCER=1 gives it a producer warpgroup (the writer warp stays a consumer).
+      {64, true, -1, -1, false, false, false, false, bob::ElemType::bf16, /*producer=*/true},
   };
   for (const Variant &v : variants) {
     compiler::KernelSpec spec = specFor(bob::KernelKind::bwd_fused, v.headDim);
@@ -90,6 +93,7 @@ TEST_CASE("the fused backward's bwd_fused adds dQ's part in its turn and assembl
     spec.longSweep = v.longSweep;
     spec.registerA = v.registerA;
     spec.dtype = v.dtype;
+    spec.tiles.producer = v.producer;
     INFO(spec.name());
     compiler::KernelArtifacts a = compiled(spec);
     const std::string &ptx = a.ptx;
