@@ -68,7 +68,8 @@ llvm::Error launchFusedBackward(const AttentionProblem &p, Bindings bindings, CU
       break;
   }
   // Freed on the stream after the kernels that use it, whether they were launched or not.
-  llvm::Error freed = driver.check(driver.api().cuMemFreeAsync(workspace, stream), "cuMemFreeAsync");
+  llvm::Error freed =
+      driver.check(driver.api().cuMemFreeAsync(workspace, stream), "cuMemFreeAsync");
   if (launched) {
     llvm::consumeError(std::move(freed));
     return launched;

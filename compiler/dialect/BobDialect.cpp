@@ -178,8 +178,8 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
   // The fused backward adds dQ's parts by bulk reductions (sm_90a), and each key block's
   // part (block_m query rows) is one wgmma accumulator: one 16-row fragment per warp.
   if (isFusedBackwardKind(kind) && !hasHopperFeatures(arch))
-    return emitError() << stringifyKernelKind(kind) << " needs arch sm_90a (the fused backward), not "
-                       << stringifyArch(arch);
+    return emitError() << stringifyKernelKind(kind)
+                       << " needs arch sm_90a (the fused backward), not " << stringifyArch(arch);
   if (kind == KernelKind::bwd_fused && (warpCols != 1 || blockM != 16 * warps))
     return emitError() << "bwd_fused needs block_m = 16 * warps = " << 16 * warps
                        << " and warp_cols 1 (dQ's part of a block: one 16-row fragment per "

@@ -1,10 +1,11 @@
 // The fused backward's kernels (bwd_dot, bwd_fused, bwd_dq; kernels/bwd/FusedBackwardKernels.cpp)
 // through ptxas, in the forms the backward can run them in (jit/FusedBackward.h: sm_90a,
 // head_dim <= 128, with a mask, a window, grouped heads, a packed batch, a long sweep,
-// register-A products, a producer warpgroup): each assembles without wgmma waits of ptxas's own, bwd_fused makes its
-// five products per pair (S^T, dP^T, dV, dK, dQ's part) and adds dQ's part in its turn (an
-// acquire poll, the bulk reductions, their complete wait, a release increment), and the
-// generic targets refuse the kinds. Prints each kernel's registers and spills. CPU only.
+// register-A products, a producer warpgroup): each assembles without wgmma waits of ptxas's
+// own, bwd_fused makes its five products per pair (S^T, dP^T, dV, dK, dQ's part) and adds
+// dQ's part in its turn (an acquire poll, the bulk reductions, their complete wait, a release
+// increment), and the generic targets refuse the kinds. Prints each kernel's registers and
+// spills. CPU only.
 #include "compiler/KernelSpec.h"
 #include "jit/Compile.h"
 #include "jit/FusedBackward.h"
@@ -113,7 +114,9 @@ TEST_CASE("the fused backward's bwd_fused adds dQ's part in its turn and assembl
     CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd") !=
           std::string::npos);
     CHECK(occurrences(ptx, "cp.async.bulk.commit_group;") >= 1);
-    CHECK(occurrences(ptx, "cp.async.bulk.wait_group \t0;") + occurrences(ptx, "cp.async.bulk.wait_group 0;") >= 1);
+    CHECK(occurrences(ptx, "cp.async.bulk.wait_group \t0;") +
+              occurrences(ptx, "cp.async.bulk.wait_group 0;") >=
+          1);
     CHECK(occurrences(ptx, "red.release.gpu.global.add.s32") >= 1);
     // The only f32 tile in shared memory is dQ's staged part: padded rows, d + 4 floats.
     CHECK(a.sharedBytes >= bm * (d + 4) * 4);

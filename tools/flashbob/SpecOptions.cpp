@@ -75,7 +75,8 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   compiler::KernelSpec s;
   auto kind = compiler::parseKind(kernel);
   if (!kind)
-    return fail("--kernel: unknown kind '" + kernel + "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, bwd-dot, bwd-fused, bwd-dq)");
+    return fail("--kernel: unknown kind '" + kernel +
+                "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, bwd-dot, bwd-fused, bwd-dq)");
   s.kind = *kind;
   auto type = compiler::parseDtype(dtype);
   if (!type)
