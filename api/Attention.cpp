@@ -1,5 +1,7 @@
 #include "api/Attention.h"
 
+#include "jit/FusedBackward.h"
+#include "jit/KernelCache.h"
 #include "jit/Launch.h"
 #include "jit/Validate.h"
 #include "support/Errors.h"
@@ -33,6 +35,17 @@ llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
   return {};
 }
 
+// Whether `op` on `p` runs the fused backward (jit/FusedBackward.h) on the current context's GPU
+// instead of bwd_q and bwd_kv; it takes the same operands.
+llvm::Expected<bool> runsFused(const AttentionProblem &p, AttentionOp op) {
+  if (op != AttentionOp::backward || !jit::fusedBackwardEnabled())
+    return false; // no GPU asked
+  auto cache = jit::KernelCache::get();
+  if (!cache)
+    return cache.takeError();
+  return jit::runsFusedBackward(p, (*cache)->arch());
+}
+
 // Checks every operand of every kernel of the operation, then launches the kernels in order on
 // one stream.
 llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings bindings,
@@ -57,6 +70,14 @@ llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings binding
     return e;
   if (llvm::Error e = jit::validateOffsets(p, bindings, stream))
     return e;
+  auto fused = runsFused(p, op);
+  if (!fused)
+    return fused.takeError();
+  if (*fused) {
+    if (llvm::Error e = jit::prepareKernels(p, jit::fusedBackwardKinds()))
+      return e;
+    return jit::launchFusedBackward(p, std::move(bindings), stream);
+  }
   // The operation's kernels compiled together on a first call (two cost the slower one).
   if (llvm::Error e = jit::prepareKernels(p, kinds))
     return e;
@@ -153,7 +174,10 @@ llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<Attent
       return support::makeInvalidArgument(
           "op", "flashbob: op must be forward, backward, bob, forward_jvp, bob_pass1, "
                 "bob_pass2 or forward_dual");
-    llvm::append_range(kinds, kernelsOf(op));
+    auto fused = runsFused(p, op);
+    if (!fused)
+      return fused.takeError();
+    llvm::append_range(kinds, *fused ? jit::fusedBackwardKinds() : kernelsOf(op));
   }
   return jit::precompile(p, kinds);
 }

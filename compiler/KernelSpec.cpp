@@ -77,10 +77,14 @@ llvm::Error validate(const KernelSpec &spec, mlir::MLIRContext *ctx) {
                                    "have long sweeps (their accumulators flush), not " +
                                        bob::stringifyKernelKind(spec.kind).str());
   if (spec.partial && !bob::hasPartialForm(spec.kind))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "invalid kernel spec: the forward's JVP has no partial (ring "
-                                   "step) form (" + bob::stringifyKernelKind(spec.kind).str() +
-                                       ")");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        !bob::isFusedBackwardKind(spec.kind)
+            ? "invalid kernel spec: the forward's JVP has no partial (ring step) form (" +
+                  bob::stringifyKernelKind(spec.kind).str() + ")"
+            : "invalid kernel spec: " + bob::stringifyKernelKind(spec.kind).str() +
+                  " has no partial (ring step) form (a ring step's backward runs bwd_q and "
+                  "bwd_kv)");
   if (spec.causal && spec.windowRight >= 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "invalid kernel spec: a causal kernel's right window is 0 "

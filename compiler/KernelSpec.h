@@ -77,7 +77,8 @@ struct KernelSpec {
   // (query shard, key shard) pair given the global L (and D, c, b), and writes its tensor
   // outputs in f32, partial sums to be added (or, the forward's O, merged by log-sum-exp) over
   // the ring's steps; bob_q writes its accumulators X1..X4 and row sums c, beta unfinished
-  // (kernels/Signature.h). The forward's JVP (fwd_jvp, fwd_dual) has no partial form.
+  // (kernels/Signature.h). The forward's JVP (fwd_jvp, fwd_dual) and the fused backward's kinds
+  // have no partial form.
   bool partial = false;
   // sm_90a: products whose A operand is a converted register tile (P, dS, ...) in wgmma's
   // accumulator layout read it from registers instead of a scratch shared tile (#bob.spec

@@ -58,6 +58,15 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   static const std::optional<bool> longSweep = support::knobs::longSweep();
   s.longSweep = bob::isLongSweepKind(kind) &&
                 longSweep.value_or(sweptRows(p, kind) >= kernels::kLongSweepRows);
+  // Kinds without key rows (the fused backward's bwd_dot and bwd_dq) depend on neither the
+  // mask nor the grouping, and bwd_dot on no scalar: one kernel serves every such problem.
+  if (!kernels::readsKeys(kind)) {
+    s.causal = false;
+    s.windowLeft = s.windowRight = -1;
+    s.grouped = false;
+  }
+  if (!kernels::takesScalars(kind))
+    s.scaleArgument = false;
   // FLASHBOB_REGISTER_A=1: register-A products on sm_90a (KernelSpec::registerA); a field of
   // the spec, so its kernels have their own names and cache entries. Read once, like the others.
   static const bool registerA = support::knobs::registerA();
@@ -83,7 +92,13 @@ void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindi
     case kernels::Layout::offsets:
       args.addMemRef(t.data, {p.batch + 1}, {1});
       break;
-    case kernels::Layout::tensor: {
+    case kernels::Layout::counters: { // one per kCounterRows rows of each sequence
+      const int64_t blocks = (p.longestQ() + kernels::kCounterRows - 1) / kernels::kCounterRows;
+      args.addMemRef(t.data, {p.batch, p.heads, blocks}, {p.heads * blocks, blocks, 1});
+      break;
+    }
+    case kernels::Layout::tensor:
+    case kernels::Layout::sums: {
       const int64_t heads = query ? p.heads : p.keyValueHeads();
       args.addMemRef(t.data,
                      {p.tensorBatch(), heads, rows, p.headDim},
@@ -120,11 +135,14 @@ runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProbl
 }
 
 llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
-                   CUstream stream) {
+                   CUstream stream, const std::function<llvm::Error()> &beforeEach) {
   auto cache = KernelCache::get();
   if (!cache)
     return cache.takeError();
-  auto run = [&](const CachedKernel &k) {
+  auto run = [&](const CachedKernel &k) -> llvm::Error {
+    if (beforeEach)
+      if (llvm::Error e = beforeEach())
+        return e;
     runtime::KernelArgs args;
     pack(kind, p, bindings, args);
     return runtime::launch((*cache)->driver(), *k.loaded, gridFor(k.spec, p), args, stream);

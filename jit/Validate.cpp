@@ -113,6 +113,23 @@ llvm::Error validateOffsetsMemory(const AttentionProblem &p, const Tensor &c,
   return llvm::Error::success();
 }
 
+// A counter array is contiguous (batch, heads, ceil(longest query sequence / kCounterRows))
+// int32, as pack() describes it.
+int64_t counterCount(const AttentionProblem &p) {
+  const int64_t blocks = (p.longestQ() + kernels::kCounterRows - 1) / kernels::kCounterRows;
+  return p.batch * p.heads * blocks;
+}
+
+llvm::Error validateCounters(const AttentionProblem &p, const Tensor &c, llvm::StringRef name) {
+  if (!c.data)
+    return invalid(name, name + " is a null pointer");
+  if (c.data % 4 != 0)
+    return invalid(name, name + " is not 4-byte aligned");
+  if (!span(c.data, {counterCount(p)}, {1}, 4))
+    return outOfRange(name);
+  return llvm::Error::success();
+}
+
 // A packed batch's bound on its sequences' lengths: at least 1 (the grid covers it), at most
 // the side's total rows.
 llvm::Error validateLongest(llvm::StringRef name, int64_t longest, llvm::StringRef totalName,
@@ -132,7 +149,10 @@ Footprint footprint(const AttentionProblem &p, const Tensor &t, kernels::Layout 
     return Footprint::contiguous(t.data, uint64_t(p.tensorBatch() * p.heads * rows) * 4);
   case kernels::Layout::offsets:
     return Footprint::contiguous(t.data, uint64_t(p.batch + 1) * 4);
+  case kernels::Layout::counters:
+    return Footprint::contiguous(t.data, uint64_t(counterCount(p)) * 4);
   case kernels::Layout::tensor:
+  case kernels::Layout::sums:
     break;
   }
   Footprint f;
@@ -303,12 +323,17 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       const int64_t rows = query ? p.seqQ : p.seqK;
       const Tensor &t = bindings[param.operand];
       const int64_t heads = query ? p.heads : p.keyValueHeads();
-      const int64_t elementBytes = kernels::isFloat32Tensor(param, p.ringStep) ? 4 : 2;
+      const int64_t elementBytes =
+          kernels::isFloat32Tensor(param, p.ringStep) || info.layout == kernels::Layout::sums
+              ? 4
+              : 2;
       llvm::Error e = llvm::Error::success();
       switch (info.layout) {
       case kernels::Layout::rows: e = validateRows(p, t, info.name, rows); break;
       case kernels::Layout::offsets: e = validateOffsetsMemory(p, t, info.name); break;
+      case kernels::Layout::counters: e = validateCounters(p, t, info.name); break;
       case kernels::Layout::tensor:
+      case kernels::Layout::sums:
         e = validateTensor(p, t, info.name, heads, rows, elementBytes);
         break;
       }

@@ -18,8 +18,10 @@ constexpr Operand q = Operand::q, k = Operand::k, v = Operand::v, o = Operand::o
                   gK = Operand::gK, gV = Operand::gV, gdO = Operand::gdO, tQ = Operand::tQ,
                   tK = Operand::tK, tV = Operand::tV, tO = Operand::tO,
                   cuQ = Operand::cuSeqlensQ, cuK = Operand::cuSeqlensK, X1 = Operand::X1,
-                  X2 = Operand::X2, X3 = Operand::X3, X4 = Operand::X4, beta = Operand::beta;
-constexpr Layout T = Layout::tensor, R = Layout::rows, C = Layout::offsets;
+                  X2 = Operand::X2, X3 = Operand::X3, X4 = Operand::X4, beta = Operand::beta,
+                  dQaccum = Operand::dQaccum, dQsem = Operand::dQsemaphores;
+constexpr Layout T = Layout::tensor, R = Layout::rows, C = Layout::offsets, S = Layout::sums,
+                 N = Layout::counters;
 constexpr Side Q = Side::query, K = Side::key;
 
 constexpr OperandInfo kOperands[] = {
@@ -32,6 +34,7 @@ constexpr OperandInfo kOperands[] = {
     {cuQ, "cu_seqlens_q", C, Q}, {cuK, "cu_seqlens_k", C, K},
     {X1, "X1", T, Q},   {X2, "X2", T, Q},   {X3, "X3", T, Q},   {X4, "X4", T, Q},
     {beta, "beta", R, Q},
+    {dQaccum, "dQ_accum", S, Q}, {dQsem, "dQ_semaphores", N, Q},
 };
 static_assert(std::size(kOperands) == kOperandCount);
 
@@ -65,6 +68,12 @@ constexpr Param kBobQueryPartial[] = {in(q),   in(k),   in(v),   in(o),   in(dO)
                                       in(uQ),  in(uK),  in(uV),  out(X1), out(X2), out(X3),
                                       out(X4), out(D),  out(c),  out(beta), s,    sLog2e};
 
+constexpr Param kBackwardDot[] = {in(o), in(dO), out(D)};
+constexpr Param kBackwardFused[] = {in(q),   in(k),   in(v),       in(dO),        in(lse),
+                                    in(D),   out(dK), out(dV),     out(dQaccum), out(dQsem),
+                                    s,       sLog2e};
+constexpr Param kBackwardDQ[] = {in(dQaccum), out(dQ), s};
+
 // Every operand before every scalar (signature's promise).
 template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
   for (size_t i = 1; i < N; ++i)
@@ -75,7 +84,9 @@ template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
 static_assert(operandsFirst(kForward) && operandsFirst(kBackwardQuery) &&
               operandsFirst(kBackwardKeyValue) && operandsFirst(kBobQuery) &&
               operandsFirst(kBobKeyValue) && operandsFirst(kForwardJvp) &&
-              operandsFirst(kForwardDual) && operandsFirst(kBobQueryPartial));
+              operandsFirst(kForwardDual) && operandsFirst(kBobQueryPartial) &&
+              operandsFirst(kBackwardDot) && operandsFirst(kBackwardFused) &&
+              operandsFirst(kBackwardDQ));
 } // namespace
 
 const ScalarInfo &scalarInfo(Scalar scalar) {
@@ -119,19 +130,29 @@ llvm::ArrayRef<Param> denseSignature(bob::KernelKind kind, bool partial) {
   case bob::KernelKind::bob_kv: return kBobKeyValue;
   case bob::KernelKind::fwd_jvp: return kForwardJvp;
   case bob::KernelKind::fwd_dual: return kForwardDual;
+  case bob::KernelKind::bwd_dot: return kBackwardDot;
+  case bob::KernelKind::bwd_fused: return kBackwardFused;
+  case bob::KernelKind::bwd_dq: return kBackwardDQ;
   }
   llvm_unreachable("every kernel kind has a signature");
 }
 
-// The dense signature with the two offsets between its operands and its scalars.
+// The dense signature with the two offsets between its operands and its scalars (last, for a
+// kind without scalars).
 std::vector<Param> withOffsets(llvm::ArrayRef<Param> dense) {
   std::vector<Param> params;
+  bool added = false;
   for (const Param &p : dense) {
-    if (p.isScalar && (params.empty() || !params.back().isScalar)) {
+    if (p.isScalar && !added) {
       params.push_back(in(cuQ));
       params.push_back(in(cuK));
+      added = true;
     }
     params.push_back(p);
+  }
+  if (!added) {
+    params.push_back(in(cuQ));
+    params.push_back(in(cuK));
   }
   return params;
 }
@@ -148,6 +169,16 @@ llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen, bool partial)
     return all;
   }();
   return varlenSignatures[(partial ? kinds : 0) + static_cast<size_t>(kind)];
+}
+
+bool readsKeys(bob::KernelKind kind) {
+  return llvm::any_of(signature(kind, /*varlen=*/false), [](const Param &p) {
+    return !p.isScalar && operandInfo(p.operand).side == Side::key;
+  });
+}
+
+bool takesScalars(bob::KernelKind kind) {
+  return llvm::any_of(signature(kind, /*varlen=*/false), [](const Param &p) { return p.isScalar; });
 }
 
 size_t operandCount(bob::KernelKind kind, bool varlen, bool partial) {

@@ -98,6 +98,17 @@ const Row kTable[] = {
     {bob::KernelKind::fwd_dual, 64, {64, 64, 4, 2, 1, true}, {64, 64, 4, 2}},
     {bob::KernelKind::fwd_dual, 128, {64, 64, 4, 2}, {64, 16, 4, 2}},
     {bob::KernelKind::fwd_dual, 256, {64, 32, 8, 2, 2}, {64, 32, 8, 1, 2}},
+    // The fused backward (sm_90a only; the generic column is never compiled: its kinds refuse
+    // other targets). Not tuned yet. bwd_fused keeps bwd_kv's sm_90a tiles but the producer
+    // (block_m = 16 * warps: dQ's part of a pair is one wgmma accumulator), and its shared
+    // memory adds dS^T and the f32 staging of dQ's part: 82 KB at d = 64 (two blocks per SM),
+    // 146 KB at d = 128. bwd_dot and bwd_dq load one tile pair, or one tile, per block: no
+    // sweep, one stage.
+    {bob::KernelKind::bwd_fused, 64, {64, 64, 4, 2}, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_fused, 128, {64, 64, 4, 2}, {64, 64, 4, 2}},
+    {bob::KernelKind::bwd_fused, 256, {64, 64, 4, 1}, {64, 64, 4, 1}},
+    {bob::KernelKind::bwd_dot, 256, {64, 64, 4, 1}, {64, 64, 4, 1}},
+    {bob::KernelKind::bwd_dq, 256, {64, 64, 4, 1}, {64, 64, 4, 1}},
 };
 } // namespace
 
@@ -134,6 +145,9 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim, bo
   const bool keyMajor = bob::isKeyMajor(kind);
   TileConfig base = defaultTiles(kind, headDim, arch);
   std::vector<TileConfig> out = {base};
+  // Without a sweep block_n means nothing: other tiles would be the same kernel.
+  if (kind == bob::KernelKind::bwd_dot || kind == bob::KernelKind::bwd_dq)
+    return out;
   auto add = [&](TileConfig t) {
     for (const TileConfig &o : out)
       if (o.blockM == t.blockM && o.blockN == t.blockN && o.warps == t.warps &&
@@ -186,6 +200,9 @@ int64_t accumulatorCount(bob::KernelKind kind) {
   case bob::KernelKind::bob_kv: return 2;
   case bob::KernelKind::fwd_jvp: return 1;
   case bob::KernelKind::fwd_dual: return 2;
+  case bob::KernelKind::bwd_dot: return 2; // O and dO
+  case bob::KernelKind::bwd_fused: return 3; // dK, dV, and dQ's part of a pair
+  case bob::KernelKind::bwd_dq: return 1;
   }
   llvm_unreachable("every kernel kind keeps accumulators");
 }

@@ -70,6 +70,10 @@ const KnobInfo kKnobs[] = {
      "1 (default): sm_90a products whose A operand is a register tile (P, dS, ...) read it from "
      "registers (wgmma register-A) where its layout allows (kernels named _rega); 0 stages every "
      "such operand through shared memory instead (the A/B of docs/performance.md)."},
+    {Knob::FusedBackward, "FLASHBOB_FUSED_BACKWARD", KnobType::Bool, "0",
+     "1: on sm_90a (head_dim <= 128, not a ring step) the backward runs fused: bwd_dot, one "
+     "key-major bwd_fused that adds dQ into an f32 sum in a fixed order, bwd_dq, with a "
+     "workspace the library allocates on the stream; off by default until verified on the GPU."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

@@ -12,6 +12,10 @@ def Bob_KernelKind : I32EnumAttr<"KernelKind", "which attention kernel", [
     I32EnumAttrCase<"bob_kv", 4>,     // BoB pass 2, key-major: gK, gV
     I32EnumAttrCase<"fwd_jvp", 5>,    // the forward's JVP, query-major: tO
     I32EnumAttrCase<"fwd_dual", 6>,   // the forward and its JVP in one sweep: O, L, tO
+    // The fused first backward (sm_90a): bwd_dot, then bwd_fused, then bwd_dq.
+    I32EnumAttrCase<"bwd_dot", 7>,    // query-major: D = rowsum(dO o O)
+    I32EnumAttrCase<"bwd_fused", 8>,  // key-major: dK, dV, and dQ's parts added into an f32 sum
+    I32EnumAttrCase<"bwd_dq", 9>,     // query-major: dQ = s (the f32 sum), in the input type
   ]> {
   let cppNamespace = "::flashbob::bob";
   let genSpecializedAttr = 0;

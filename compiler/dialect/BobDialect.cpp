@@ -175,6 +175,16 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
   if (producer && warpCols != 1)
     return emitError() << "producer with warp_cols " << warpCols
                        << " is unsupported (only warp_cols 1)";
+  // The fused backward adds dQ's parts by bulk reductions (sm_90a), and each key block's
+  // part (block_m query rows) is one wgmma accumulator: one 16-row fragment per warp.
+  if (isFusedBackwardKind(kind) && !hasHopperFeatures(arch))
+    return emitError() << stringifyKernelKind(kind)
+                       << " needs arch sm_90a (the fused backward), not " << stringifyArch(arch);
+  if (kind == KernelKind::bwd_fused && (warpCols != 1 || blockM != 16 * warps))
+    return emitError() << "bwd_fused needs block_m = 16 * warps = " << 16 * warps
+                       << " and warp_cols 1 (dQ's part of a block: one 16-row fragment per "
+                          "warp), got block_m "
+                       << blockM << ", warp_cols " << warpCols;
   // Register-A products are wgmma's (sm_90a); elsewhere a register A operand is mma.sync's
   // anyway, so the flag would only rename the kernel.
   if (registerA && !hasHopperFeatures(arch))
@@ -206,8 +216,8 @@ static bool isTensorCoreInput(Type t) { return t.isBF16() || t.isF16(); }
 
 LogicalResult SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
                                      int64_t cols, Type elementType) {
-  if (!isTensorCoreInput(elementType))
-    return emitError() << "shared tiles hold bf16 or f16, not " << elementType;
+  if (!isTensorCoreInput(elementType) && !elementType.isF32())
+    return emitError() << "shared tiles hold bf16, f16 or f32, not " << elementType;
   if (rows <= 0 || rows % 16 != 0 || cols <= 0 || cols % 16 != 0)
     return emitError() << "shared tile " << rows << "x" << cols
                        << " must have rows and cols that are positive multiples of 16";
@@ -479,6 +489,9 @@ LogicalResult MmaOp::verify() {
     aElem = r.getElementType();
   }
   auto b = getB().getType();
+  if (!isTensorCoreInput(aElem) || !isTensorCoreInput(b.getElementType()))
+    return emitOpError("multiplies bf16/f16 tiles, got ") << aElem << " and "
+                                                          << b.getElementType();
   int64_t bRows = getTransposeB() ? b.getCols() : b.getRows();
   int64_t bCols = getTransposeB() ? b.getRows() : b.getCols();
   if (aElem != b.getElementType())
@@ -591,3 +604,44 @@ LogicalResult ReduceOp::verify() {
                                       << tile.getRows();
   return verifyRowsSplit(*this, tile);
 }
+
+//===-- Bulk reductions and semaphores ------------------------------------------------------===//
+
+// They run on the bulk writer warp with sm_90 instructions (cp.reduce.async.bulk, the async
+// proxy's fence).
+static LogicalResult verifyBulkTarget(Operation *op) {
+  SpecAttr spec = getEnclosingSpec(op);
+  if (!spec)
+    return op->emitOpError("must be inside a bob.kernel (needs its spec)");
+  if (!hasHopperFeatures(spec))
+    return op->emitOpError("needs arch sm_90a (bulk reductions, the async proxy), not ")
+           << stringifyArch(spec.getArch());
+  return success();
+}
+
+// A counter array: (batch, heads, index) i32.
+static LogicalResult verifySemaphores(Operation *op, Type memrefType) {
+  auto type = cast<MemRefType>(memrefType);
+  if (type.getRank() != 3 || !type.getElementType().isInteger(32))
+    return op->emitOpError("semaphores must be a rank-3 i32 memref (batch, heads, index), got ")
+           << type;
+  return verifyBulkTarget(op);
+}
+
+LogicalResult BulkReduceAddOp::verify() {
+  SharedTileType src = getSrc().getType();
+  if (!src.getElementType().isF32())
+    return emitOpError("adds f32 tiles, got ") << src;
+  auto dst = cast<MemRefType>(getDst().getType());
+  if (!dst.getElementType().isF32())
+    return emitOpError("adds into an f32 tensor, got ") << dst;
+  if (failed(verifyTileTensor(*this, dst, src.getCols(), "destination")))
+    return failure();
+  return verifyBulkTarget(*this);
+}
+
+LogicalResult BulkWaitOp::verify() { return verifyBulkTarget(*this); }
+
+LogicalResult SemaphoreWaitOp::verify() { return verifySemaphores(*this, getSem().getType()); }
+
+LogicalResult SemaphoreSignalOp::verify() { return verifySemaphores(*this, getSem().getType()); }

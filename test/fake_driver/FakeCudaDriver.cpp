@@ -359,6 +359,20 @@ CUresult fake_cuMemFree(CUdeviceptr pointer) {
   std::free(reinterpret_cast<void *>(pointer));
   return CUDA_SUCCESS;
 }
+// Stream-ordered: the fake runs every stream operation at once.
+CUresult fake_cuMemAllocAsync(CUdeviceptr *pointer, size_t bytes, CUstream) {
+  ENTER("cuMemAllocAsync");
+  void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemFreeAsync(CUdeviceptr pointer, CUstream) {
+  ENTER("cuMemFreeAsync");
+  std::free(reinterpret_cast<void *>(pointer));
+  return CUDA_SUCCESS;
+}
 CUresult fake_cuMemGetInfo(size_t *free, size_t *total) {
   ENTER("cuMemGetInfo");
   *free = size_t(140) << 30;
@@ -392,6 +406,13 @@ CUresult fake_cuMemsetD8(CUdeviceptr to, unsigned char value, size_t count) {
 }
 CUresult fake_cuMemsetD32(CUdeviceptr to, unsigned int value, size_t count) {
   ENTER("cuMemsetD32");
+  auto *p = reinterpret_cast<unsigned int *>(to);
+  for (size_t i = 0; i < count; ++i)
+    p[i] = value;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemsetD32Async(CUdeviceptr to, unsigned int value, size_t count, CUstream) {
+  ENTER("cuMemsetD32Async");
   auto *p = reinterpret_cast<unsigned int *>(to);
   for (size_t i = 0; i < count; ++i)
     p[i] = value;

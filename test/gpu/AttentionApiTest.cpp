@@ -168,12 +168,19 @@ void runCase(const Case &c) {
                       gotDualO = fetch(dualO, qs), gotDualL = fetchRows(dualL),
                       gotDualTO = fetch(dualTO, qs);
 
-  // Determinism: a second BoB must be bit-identical.
+  // Determinism: a second BoB must be bit-identical, and a second backward (with
+  // FLASHBOB_FUSED_BACKWARD: dQ summed over the key blocks in their fixed order).
   GPU_CHECK(attentionBob(p, in, out));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
   CHECK(fetch(gQ, qs) == gotGQ);
   CHECK(fetch(gK, ks) == gotGK);
   CHECK(fetch(gV, ks) == gotGV);
+  GPU_CHECK(attentionBackward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs),
+                              {dLse->get()}, T(dQg, qs), T(dKg, ks), T(dVg, ks), {dD->get()}));
+  REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(fetch(dQg, qs) == gotDQ);
+  CHECK(fetch(dKg, ks) == gotDK);
+  CHECK(fetch(dVg, ks) == gotDV);
 
   // The oracle per query head (b, h), with key/value head h / group; the key side's gradients
   // summed over each group (in query-head order, as the kernels visit them).
@@ -399,11 +406,17 @@ void runVarlenCase(const VarlenCase &c) {
     return std::vector<double>(f.begin(), f.end());
   };
   std::vector<double> gotGQ = fetch(gQ, qs), gotGK = fetch(gK, ks), gotGV = fetch(gV, ks);
+  std::vector<double> gotDQ = fetch(dQg, qs), gotDK = fetch(dKg, ks), gotDV = fetch(dVg, ks);
   GPU_CHECK(attentionBob(p, in, out)); // determinism: bit-identical again
+  GPU_CHECK(attentionBackward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs),
+                              {dLse->get()}, T(dQg, qs), T(dKg, ks), T(dVg, ks), {dD->get()}));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
   CHECK(fetch(gQ, qs) == gotGQ);
   CHECK(fetch(gK, ks) == gotGK);
   CHECK(fetch(gV, ks) == gotGV);
+  CHECK(fetch(dQg, qs) == gotDQ);
+  CHECK(fetch(dKg, ks) == gotDK);
+  CHECK(fetch(dVg, ks) == gotDV);
 
   oracle::Problem head = oracle::makeProblem(1, 1, c.d, c.causal);
   head.windowLeft = c.windowLeft;

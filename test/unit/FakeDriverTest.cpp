@@ -158,8 +158,10 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
     } else {
       switch (kernels::operandInfo(param.operand).layout) { // 3 + 2 x rank words
       case kernels::Layout::offsets: expected += 5; break;
-      case kernels::Layout::rows: expected += 9; break;
-      case kernels::Layout::tensor: expected += 11; break;
+      case kernels::Layout::rows:
+      case kernels::Layout::counters: expected += 9; break;
+      case kernels::Layout::tensor:
+      case kernels::Layout::sums: expected += 11; break;
       }
     }
   }

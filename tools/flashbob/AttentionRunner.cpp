@@ -148,7 +148,8 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
   os << llvm::formatv("first call (JIT compile or disk cache, then run): {0:F1} ms\n",
                       report.firstMs);
   os << llvm::formatv("device memory: tensors {0:F3} GiB, O(N) workspace (L, D, c, b) {1:F2} MiB, "
-                      "in use after the run {2:F3} GiB (nothing N x M; kernels allocate nothing)\n",
+                      "in use after the run {2:F3} GiB (nothing N x M; the kernels allocate "
+                      "nothing, the fused backward N x d floats for the call)\n",
                       report.tensorBytes / (1ull << 30), report.workspaceBytes / (1 << 20),
                       report.deviceUsedBytes / (1ull << 30));
 }

@@ -61,7 +61,8 @@ struct RunReport {
   double tensorBytes = 0;     // inputs + outputs (N x d and M x d tensors)
   double workspaceBytes = 0;  // L, D, c, b: O(N)
   double deviceUsedBytes = 0; // device memory in use at the end, over the baseline (peak: the
-                              // kernels allocate nothing themselves)
+                              // kernels allocate nothing themselves; FLASHBOB_FUSED_BACKWARD's
+                              // workspace lives only during each backward call)
   bool checked = false, passed = true;
   double checkBound = 0;               // relative L2 bound of the check
   int64_t checkedRows = 0;             // query rows of head (0, 0) compared

@@ -10,8 +10,10 @@ namespace flashbob::tool {
 namespace cl = llvm::cl;
 
 SpecOptions::SpecOptions(cl::SubCommand &sub)
-    : kernel("kernel", cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual"), cl::sub(sub),
-             cl::cat(specCategory), cl::init("fwd")),
+    : kernel("kernel",
+             cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual; the "
+                      "fused backward's (sm_90a) bwd-dot, bwd-fused, bwd-dq"),
+             cl::sub(sub), cl::cat(specCategory), cl::init("fwd")),
       headDim("head-dim", cl::desc("Head dimension d"), cl::sub(sub), cl::cat(specCategory),
               cl::init(64)),
       blockM("block-m", cl::desc("Query rows per tile"), cl::sub(sub), cl::cat(specCategory),
@@ -73,7 +75,9 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   compiler::KernelSpec s;
   auto kind = compiler::parseKind(kernel);
   if (!kind)
-    return fail("--kernel: unknown kind '" + kernel + "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual)");
+    return fail("--kernel: unknown kind '" + kernel +
+                "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual, bwd-dot, bwd-fused, "
+                "bwd-dq)");
   s.kind = *kind;
   auto type = compiler::parseDtype(dtype);
   if (!type)

@@ -128,6 +128,14 @@ bool inOrAfterLoop(Block *block, Block::iterator point) {
 }
 } // namespace
 
+LLVM::InlineAsmOp Emitter::inlinePtx(Type resultType, ValueRange operands, StringRef ptx,
+                                     StringRef constraints) {
+  return LLVM::InlineAsmOp::create(b, resultType, operands, ptx, constraints,
+                                   /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
 ThreadCoords Emitter::coords(const TileTypeConverter *conv) {
   ThreadCoords c;
   c.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
