@@ -1,5 +1,6 @@
 #include "api/Attention.h"
 
+#include "jit/HeadDims.h"
 #include "jit/Launch.h"
 #include "jit/Validate.h"
 #include "support/Errors.h"
@@ -55,16 +56,26 @@ llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings binding
     return e;
   if (llvm::Error e = jit::validateOffsets(p, bindings, stream))
     return e;
-  // The operation's kernels compiled together on a first call (two cost the slower one).
-  if (llvm::Error e = jit::prepareKernels(p, kinds))
+  // A head dim the kernels take only through zero-padded copies (jit/HeadDims.h): they run on
+  // the padded problem, between the copies.
+  const bool copied = jit::headDimPadding(p) == jit::HeadDimPadding::copy;
+  const AttentionProblem &kernelProblem = copied ? jit::paddedProblem(p) : p;
+  // The operation's kernels compiled together on a first call (two cost the slower one), before
+  // any memory is allocated for the copies.
+  if (llvm::Error e = jit::prepareKernels(kernelProblem, kinds))
     return e;
-  size_t step = 0;
-  for (Kind kind : kinds) {
-    support::KernelStep scope(++step, kinds.size()); // compilations say "(1/2)"
-    if (llvm::Error e = jit::launch(kind, p, bindings, stream))
-      return e;
-  }
-  return llvm::Error::success();
+  auto launchAll = [&](const AttentionProblem &problem, const jit::Bindings &b) -> llvm::Error {
+    size_t step = 0;
+    for (Kind kind : kinds) {
+      support::KernelStep scope(++step, kinds.size()); // compilations say "(1/2)"
+      if (llvm::Error e = jit::launch(kind, problem, b, stream))
+        return e;
+    }
+    return llvm::Error::success();
+  };
+  if (copied)
+    return jit::runOnPaddedCopies(p, kinds, bindings, stream, launchAll);
+  return launchAll(p, bindings);
 }
 // BoB's inputs, as every BoB kernel takes them (a kernel's signature picks the ones it reads).
 jit::Bindings bind(const BobInputs &in) {

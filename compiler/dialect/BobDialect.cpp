@@ -128,10 +128,11 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
                                int64_t stages, ElemType, bool, Arch arch,
                                int64_t warpCols, bool producer, bool registerA) {
-  if (!isSupportedHeadDim(headDim))
+  if (!isKernelHeadDim(headDim))
     return emitError() << "head_dim " << headDim << " is unsupported: it must be a multiple of "
-                       << kHeadDimMultiple << " in [" << kHeadDimMultiple << ", " << kMaxHeadDim
-                       << "]";
+                       << kTileHeadDimMultiple << " in [" << kTileHeadDimMultiple << ", "
+                       << kMaxHeadDim << "] (the tiles' width; other head dims run zero-padded "
+                       << "to the next multiple)";
   if (blockM <= 0 || blockM % 16 != 0)
     return emitError() << "block_m " << blockM << " must be a positive multiple of 16";
   if (blockN <= 0 || blockN % 16 != 0)
