@@ -63,11 +63,12 @@ typedef struct flashbob_problem {
   int64_t seq_k;    /* M, keys */
   int64_t head_dim; /* d: 8 to 256 (flashbob_limit). The kernels' tiles are a multiple of 16
                        wide: another d runs at the next multiple of 16 with zero columns past
-                       d, exact in every output. A multiple of 8 is padded inside the kernels
-                       (tensors as for a multiple of 16); any other d is copied into
-                       zero-padded device memory the call allocates on the stream (about
-                       the size of the operation's tensors, freed on the stream when it ends)
-                       and its outputs copied back */
+                       d, exact in every output, the default scale still 1/sqrt(d). A multiple
+                       of 8 is padded inside the kernels, on the tensors as they are; any other
+                       d is copied into zero-padded device memory the call allocates on the
+                       stream (cuMemAllocAsync: the call's tensors at the padded width, freed
+                       on the stream when it ends) and the outputs' first d columns copied
+                       back: stream operations only, so graph capture works */
   flashbob_dtype dtype;
   int causal;       /* non-zero: causal mask, bottom-right aligned when M != N */
   double scale;     /* softmax scale; 0 means 1/sqrt(head_dim). The default runs kernels

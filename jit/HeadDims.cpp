@@ -5,6 +5,7 @@
 #include "kernels/Signature.h"
 #include "runtime/launch/RowCopy.h"
 #include "support/Errors.h"
+#include "support/Knobs.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -18,6 +19,10 @@ using kernels::Operand;
 HeadDimPadding headDimPadding(const AttentionProblem &p) {
   if (bob::isKernelHeadDim(p.headDim))
     return HeadDimPadding::none;
+  // Read once (support/Knobs.h): this is on every launch's path.
+  static const bool inKernel = support::knobs::padInKernel();
+  if (inKernel && bob::isKernelTensorDim(p.headDim, bob::kernelHeadDim(p.headDim)))
+    return HeadDimPadding::inKernel;
   return HeadDimPadding::copy;
 }
 

@@ -70,6 +70,11 @@ const KnobInfo kKnobs[] = {
      "1 (default): sm_90a products whose A operand is a register tile (P, dS, ...) read it from "
      "registers (wgmma register-A) where its layout allows (kernels named _rega); 0 stages every "
      "such operand through shared memory instead (the A/B of docs/performance.md)."},
+    {Knob::PadInKernel, "FLASHBOB_PAD_IN_KERNEL", KnobType::Bool, "1",
+     "1 (default): a head dim that is a multiple of 8 but not of 16 runs kernels 8 columns wider "
+     "than their tensors, which read the extra columns as zeros (kernels named _t<d>); 0 copies "
+     "those tensors into zero-padded memory around the kernels instead, as any other head dim "
+     "that is no multiple of 16 (the A/B of docs/performance.md, \"Head dims\")."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

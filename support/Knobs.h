@@ -38,6 +38,7 @@ enum class Knob {
   CheckOffsets,
   LongSweep,
   RegisterA,
+  PadInKernel,
   Library,
   PtxSnapshotDir,
   OracleReport,
@@ -107,6 +108,7 @@ inline std::string cublas() { return getString(Knob::Cublas); }
 inline bool checkOffsets() { return getBool(Knob::CheckOffsets); }
 inline std::optional<bool> longSweep() { return getTriState(Knob::LongSweep); }
 inline bool registerA() { return getBool(Knob::RegisterA); }
+inline bool padInKernel() { return getBool(Knob::PadInKernel); }
 } // namespace knobs
 
 } // namespace flashbob::support

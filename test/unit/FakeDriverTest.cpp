@@ -1425,9 +1425,21 @@ TEST_CASE("head dims: what 40, 72 and 100 launch, and invalid ones launch nothin
     for (size_t i = 0; i < all.size(); ++i) {
       INFO(all[i].entry);
       checkLaunch(all[i], p, kinds[i]);
-      CHECK(std::string(all[i].entry).find(width) != std::string::npos);
+      const std::string entry = all[i].entry;
+      CHECK(entry.find(width) != std::string::npos);
       // The default scale 1/sqrt(d): compiled in only where the kernel knows d.
-      CHECK((std::string(all[i].entry).find("_scalearg_") != std::string::npos) == copied);
+      CHECK((entry.find("_scalearg_") != std::string::npos) == copied);
+      CHECK((entry.find("_t" + std::to_string(d) + "_") != std::string::npos) == !copied);
+      // Padded in the kernel: the caller's tensors, d wide, are its memrefs and its tensor
+      // maps' width (TMA reads the columns past d as zeros and clips its stores there).
+      if (copied)
+        continue;
+      for (const auto &[operand, m] : memrefsOf(all[i], kinds[i], p))
+        if (kernels::operandInfo(operand).layout == kernels::Layout::tensor)
+          CHECK(m.sizes[3] == d);
+      REQUIRE(all[i].tensorMaps > 0);
+      for (unsigned j = 0; j < all[i].tensorMaps && j < 16; ++j)
+        CHECK(all[i].maps[j].cols == uint64_t(d));
     }
   }
   // Nothing launched, allocated or copied for a head dim the library does not take.
