@@ -1,6 +1,7 @@
 #include "api/Attention.h"
 
 #include "jit/FusedBackward.h"
+#include "jit/HeadDims.h"
 #include "jit/KernelCache.h"
 #include "jit/Launch.h"
 #include "jit/Validate.h"
@@ -70,6 +71,8 @@ llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings binding
     return e;
   if (llvm::Error e = jit::validateOffsets(p, bindings, stream))
     return e;
+  // The fused backward takes only head dims that need no padding (jit::runsFusedBackward):
+  // the others keep bwd_q and bwd_kv, padded below.
   auto fused = runsFused(p, op);
   if (!fused)
     return fused.takeError();
@@ -78,16 +81,26 @@ llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings binding
       return e;
     return jit::launchFusedBackward(p, std::move(bindings), stream);
   }
-  // The operation's kernels compiled together on a first call (two cost the slower one).
-  if (llvm::Error e = jit::prepareKernels(p, kinds))
+  // A head dim the kernels take only through zero-padded copies (jit/HeadDims.h): they run on
+  // the padded problem, between the copies.
+  const bool copied = jit::headDimPadding(p) == jit::HeadDimPadding::copy;
+  const AttentionProblem &kernelProblem = copied ? jit::paddedProblem(p) : p;
+  // The operation's kernels compiled together on a first call (two cost the slower one), before
+  // any memory is allocated for the copies.
+  if (llvm::Error e = jit::prepareKernels(kernelProblem, kinds))
     return e;
-  size_t step = 0;
-  for (Kind kind : kinds) {
-    support::KernelStep scope(++step, kinds.size()); // compilations say "(1/2)"
-    if (llvm::Error e = jit::launch(kind, p, bindings, stream))
-      return e;
-  }
-  return llvm::Error::success();
+  auto launchAll = [&](const AttentionProblem &problem, const jit::Bindings &b) -> llvm::Error {
+    size_t step = 0;
+    for (Kind kind : kinds) {
+      support::KernelStep scope(++step, kinds.size()); // compilations say "(1/2)"
+      if (llvm::Error e = jit::launch(kind, problem, b, stream))
+        return e;
+    }
+    return llvm::Error::success();
+  };
+  if (copied)
+    return jit::runOnPaddedCopies(p, kinds, bindings, stream, launchAll);
+  return launchAll(p, bindings);
 }
 // BoB's inputs, as every BoB kernel takes them (a kernel's signature picks the ones it reads).
 jit::Bindings bind(const BobInputs &in) {

@@ -202,8 +202,9 @@ const char *flashbob_last_error(void) { return lastError.c_str(); }
 
 int64_t flashbob_limit(flashbob_limit_kind kind) {
   switch (enumValue(kind)) {
-  case FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE: return flashbob::bob::kHeadDimMultiple;
+  case FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE: return 1; // every d in [min, max]: isSupportedHeadDim
   case FLASHBOB_LIMIT_HEAD_DIM_MAX: return flashbob::bob::kMaxHeadDim;
+  case FLASHBOB_LIMIT_HEAD_DIM_MIN: return flashbob::bob::kMinHeadDim;
   case FLASHBOB_LIMIT_SEQUENCE_MAX: return flashbob::jit::kMaxSequence;
   case FLASHBOB_LIMIT_BATCH_HEADS_MAX: return flashbob::jit::kMaxGridY;
   }

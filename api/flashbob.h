@@ -8,8 +8,9 @@
  * Nothing is launched when an argument is invalid.
  *
  * Layouts: tensors are (batch, heads, seq, head_dim) in the problem's dtype with strides in
- * elements (head_dim stride 1); row vectors (lse, D, c, b) are contiguous (batch, heads, seq)
- * float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
+ * elements (head_dim stride 1), 16-byte aligned: the address and every stride a multiple of
+ * 16 bytes (for a head_dim that is no multiple of 8, which the call copies: only aligned to
+ * their element); row vectors (lse, D, c, b) are contiguous (batch, heads, seq) float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
  * current device's primary context, the one CUDA runtimes and frameworks use.
  *
  * Aliasing: no output may share memory with an input or with another output (kernels would read
@@ -60,7 +61,14 @@ typedef struct flashbob_problem {
   int64_t batch, heads;
   int64_t seq_q;    /* N, queries */
   int64_t seq_k;    /* M, keys */
-  int64_t head_dim; /* d: a multiple of 16 up to 256 (flashbob_limit) */
+  int64_t head_dim; /* d: 8 to 256 (flashbob_limit). The kernels' tiles are a multiple of 16
+                       wide: another d runs at the next multiple of 16 with zero columns past
+                       d, exact in every output, the default scale still 1/sqrt(d). A multiple
+                       of 8 is padded inside the kernels, on the tensors as they are; any other
+                       d is copied into zero-padded device memory the call allocates on the
+                       stream (cuMemAllocAsync: the call's tensors at the padded width, freed
+                       on the stream when it ends) and the outputs' first d columns copied
+                       back: stream operations only, so graph capture works */
   flashbob_dtype dtype;
   int causal;       /* non-zero: causal mask, bottom-right aligned when M != N */
   double scale;     /* softmax scale; 0 means 1/sqrt(head_dim). The default runs kernels
@@ -252,10 +260,11 @@ flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbo
  * arguments before any call (when a framework traces a program, with no GPU) instead of
  * restating them; flashbob_check_problem applies them. */
 typedef enum flashbob_limit_kind {
-  FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE = 0, /* head_dim is a positive multiple of this ... */
-  FLASHBOB_LIMIT_HEAD_DIM_MAX = 1,      /* ... and at most this */
+  FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE = 0, /* head_dim is a multiple of this (1: any) ... */
+  FLASHBOB_LIMIT_HEAD_DIM_MAX = 1,      /* ... at most this ... */
   FLASHBOB_LIMIT_SEQUENCE_MAX = 2,      /* seq_q and seq_k (a packed batch's totals) at most */
   FLASHBOB_LIMIT_BATCH_HEADS_MAX = 3,   /* batch * heads at most (one grid row each) */
+  FLASHBOB_LIMIT_HEAD_DIM_MIN = 4,      /* ... and head_dim at least this */
 } flashbob_limit_kind;
 
 /* The value of limit `kind`; -1 for a kind this library does not know (a newer header's). */

@@ -33,7 +33,13 @@ struct TileConfig {
 
 struct KernelSpec {
   bob::KernelKind kind = bob::KernelKind::fwd;
-  int64_t headDim = 64;
+  int64_t headDim = 64; // the tiles' width (a multiple of 16)
+  // The global tensors' width when narrower than the tiles (#bob.spec tensor_dim; 0: headDim):
+  // a problem whose d is a multiple of 8 but not of 16 runs at tile width d + 8 on its own
+  // tensors, the columns past d read as zeros and never written (jit/HeadDims.h). The default
+  // scale compiled in is then 1/sqrt(tensorDim).
+  int64_t tensorDim = 0;
+  int64_t tensorWidth() const { return tensorDim ? tensorDim : headDim; }
   TileConfig tiles;
   bob::ElemType dtype = bob::ElemType::bf16;
   bool causal = false;
@@ -86,9 +92,9 @@ struct KernelSpec {
   bool registerA = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_part", "_rega", "_wl<left>" and
-  // "_wr<right>" after the dtype when set): the kernel's symbol, the in-memory cache's key and
-  // part of the disk cache's.
+  // TileConfig::name; "_t<tensorDim>", "_scalearg", "_gqa", "_varlen", "_long", "_part", "_rega",
+  // "_wl<left>" and "_wr<right>" after the dtype when set): the kernel's symbol, the in-memory
+  // cache's key and part of the disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
   bool operator==(const KernelSpec &o) const;

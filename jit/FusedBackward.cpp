@@ -1,6 +1,7 @@
 #include "jit/FusedBackward.h"
 
 #include "compiler/dialect/Target.h"
+#include "jit/HeadDims.h"
 #include "jit/KernelCache.h"
 #include "jit/Launch.h"
 #include "kernels/Signature.h"
@@ -26,7 +27,8 @@ bool fusedBackwardEnabled() {
 }
 
 bool runsFusedBackward(const AttentionProblem &p, bob::Arch arch) {
-  return fusedBackwardEnabled() && arch == bob::Arch::sm_90a && p.headDim <= 128 && !p.ringStep;
+  return fusedBackwardEnabled() && arch == bob::Arch::sm_90a && p.headDim <= 128 &&
+         !p.ringStep && headDimPadding(p) == HeadDimPadding::none;
 }
 
 namespace {

@@ -22,8 +22,11 @@ bool fusedBackwardEnabled();
 // Whether the backward of `p` runs fused on a GPU whose target is `arch`: FLASHBOB_FUSED_BACKWARD
 // on (read once), sm_90a (bulk reductions, wgmma), head_dim <= 128 (at 256 the sm_90a tiles of
 // the two kernels keep a smaller query block than dQ's part needs, and dK, dV and dQ's part
-// would not stay in registers), and not a ring step (whose dQ is a float32 partial of bwd_q's
-// ring-step form). Otherwise bwd_q and bwd_kv run, as on every other target.
+// would not stay in registers), not a ring step (whose dQ is a float32 partial of bwd_q's
+// ring-step form), and a head dim that needs no padding (a multiple of 16, jit/HeadDims.h: the
+// fused kernels read no tensor_dim narrower than their tiles, and the workspace's dQ sum is
+// head_dim wide). Otherwise bwd_q and bwd_kv run, as on every other target, padded in the
+// kernel or through copies as any other operation's kernels.
 bool runsFusedBackward(const AttentionProblem &p, bob::Arch arch);
 
 // The bytes of the workspace the fused backward takes for `p`: dQaccum, (batch, heads, N,

@@ -3,6 +3,7 @@
 #include "jit/Validate.h"
 
 #include "compiler/dialect/Target.h"
+#include "jit/HeadDims.h"
 #include "jit/KernelCache.h"
 #include "jit/Tuning.h"
 #include "kernels/Kernels.h"
@@ -34,8 +35,13 @@ static int64_t sweptRows(const AttentionProblem &p, bob::KernelKind kind) {
 compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind, bob::Arch arch) {
   compiler::KernelSpec s;
   s.kind = kind;
-  s.headDim = p.headDim;
-  s.tiles = kernels::defaultTiles(kind, p.headDim, arch);
+  // The tiles' width: d, or the next multiple of 16 (jit/HeadDims.h), with the tensors d wide
+  // where the kernel pads them itself (a padded-copy call's kernels run on paddedProblem(p),
+  // whose d is a tile width already).
+  s.headDim = bob::kernelHeadDim(p.headDim);
+  if (headDimPadding(p) == HeadDimPadding::inKernel)
+    s.tensorDim = p.headDim;
+  s.tiles = kernels::defaultTiles(kind, s.headDim, arch);
   // FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
   // kernel without column groups, whatever the tile table says: for A/B timing and the GPU
   // tests of the producer path. Read once (support/Knobs.h): this is on every launch's path.
@@ -49,7 +55,9 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.windowLeft = p.windowLeft;
   s.windowRight = s.causal ? -1 : p.windowRight;
   s.arch = arch;
-  s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
+  // Compiled in, the default scale is 1/sqrt of the spec's tensor width: a padded-copy call's
+  // 1/sqrt(d) is not the padded width's, so its kernels take it as an argument.
+  s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), s.tensorWidth());
   s.grouped = p.grouped();
   s.varlen = p.varlen;
   s.partial = p.ringStep;

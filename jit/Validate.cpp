@@ -2,6 +2,7 @@
 #include "jit/Validate.h"
 
 #include "compiler/dialect/Target.h"
+#include "jit/HeadDims.h"
 #include "jit/Overlap.h"
 #include "kernels/Kernels.h"
 #include "runtime/driver/CudaDriver.h"
@@ -63,23 +64,31 @@ llvm::Error outOfRange(llvm::StringRef name) {
                               "overflow 64-bit byte offsets or wrap past the end of memory");
 }
 
-// The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
-// `elementBytes`: 2 for the problem's dtype, 4 for a ring step's float32 outputs.
+// The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned. A head
+// dim the call copies into zero-padded memory (jit/HeadDims.h) needs only aligned elements: the
+// kernels read the copies. `elementBytes`: 2 for the problem's dtype, 4 for a ring step's
+// float32 outputs.
 llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name,
                            int64_t heads, int64_t rows, int64_t elementBytes) {
-  const int64_t perRow = 16 / elementBytes; // elements in 16 bytes
+  const bool copied = headDimPadding(p) == HeadDimPadding::copy;
+  const int64_t alignment = copied ? elementBytes : 16;
+  const int64_t perRow = alignment / elementBytes; // elements in `alignment` bytes
   if (!t.data)
     return invalid(name, name + " is a null pointer");
   if (t.stride[3] != 1)
     return invalid(name, name + " must have unit stride along head_dim, got " + llvm::Twine(t.stride[3]));
-  if (t.data % 16 != 0)
-    return invalid(name, name + " is not 16-byte aligned");
-  for (int i = p.varlen ? 1 : 0; i < 3; ++i) // a packed batch's stride[0] is never used
+  if (t.data % alignment != 0)
+    return invalid(name, name + " is not " + llvm::Twine(alignment) + "-byte aligned");
+  for (int i = p.varlen ? 1 : 0; i < 3; ++i) { // a packed batch's stride[0] is never used
+    if (copied && t.stride[i] <= 0)
+      return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be positive", name, i,
+                                         t.stride[i]));
     if (t.stride[i] <= 0 || t.stride[i] % perRow != 0)
       return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be a positive multiple of {3} "
                                    "elements (16-byte aligned rows{4})",
                                    name, i, t.stride[i], perRow,
                                    elementBytes == 4 ? " of float32" : ""));
+  }
   if (t.stride[2] < p.headDim)
     return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
                                  t.stride[2], p.headDim));
@@ -258,8 +267,8 @@ llvm::Error validateProblem(const AttentionProblem &p) {
                                 llvm::Twine(kMaxSequence) +
                                 " (2^31 - 256: the kernels index rows with 32-bit integers)");
   if (!bob::isSupportedHeadDim(p.headDim))
-    return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) + " is unsupported (a multiple of " +
-                                   llvm::Twine(bob::kHeadDimMultiple) + " up to " +
+    return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) + " is unsupported (" +
+                                   llvm::Twine(bob::kMinHeadDim) + " to " +
                                    llvm::Twine(bob::kMaxHeadDim) + ")");
   // One block row per (batch, head): grid y. Multiplied without overflow, since a product that
   // wraps could land under the limit and launch a wrong grid.

@@ -74,6 +74,11 @@ const KnobInfo kKnobs[] = {
      "1: on sm_90a (head_dim <= 128, not a ring step) the backward runs fused: bwd_dot, one "
      "key-major bwd_fused that adds dQ into an f32 sum in a fixed order, bwd_dq, with a "
      "workspace the library allocates on the stream; off by default until verified on the GPU."},
+    {Knob::PadInKernel, "FLASHBOB_PAD_IN_KERNEL", KnobType::Bool, "1",
+     "1 (default): a head dim that is a multiple of 8 but not of 16 runs kernels 8 columns wider "
+     "than their tensors, which read the extra columns as zeros (kernels named _t<d>); 0 copies "
+     "those tensors into zero-padded memory around the kernels instead, as any other head dim "
+     "that is no multiple of 16 (the A/B of docs/performance.md, \"Head dims\")."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

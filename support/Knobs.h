@@ -39,6 +39,7 @@ enum class Knob {
   LongSweep,
   RegisterA,
   FusedBackward,
+  PadInKernel,
   Library,
   PtxSnapshotDir,
   OracleReport,
@@ -109,6 +110,7 @@ inline bool checkOffsets() { return getBool(Knob::CheckOffsets); }
 inline std::optional<bool> longSweep() { return getTriState(Knob::LongSweep); }
 inline bool registerA() { return getBool(Knob::RegisterA); }
 inline bool fusedBackward() { return getBool(Knob::FusedBackward); }
+inline bool padInKernel() { return getBool(Knob::PadInKernel); }
 } // namespace knobs
 
 } // namespace flashbob::support

@@ -38,7 +38,8 @@ Type KernelBuilder::typeOf(const Param &param) {
   }
   // A partial kernel's outputs are f32: the ring sums them over its steps unrounded.
   Type element = isFloat32Tensor(param, spec.partial) ? Type(b.getF32Type()) : elementType();
-  return MemRefType::get({dyn, dyn, dyn, spec.headDim}, element, layout);
+  // As wide as the tiles, or narrower (#bob.spec tensor_dim: the columns past it read as zeros).
+  return MemRefType::get({dyn, dyn, dyn, spec.tensorWidth()}, element, layout);
 }
 
 void KernelBuilder::beginKernel() {
@@ -59,7 +60,7 @@ void KernelBuilder::beginKernel() {
       scalars_[static_cast<size_t>(p.scalar)] = value;
     else // specialized for the default scale: its values as constants, the argument unread
       scalars_[static_cast<size_t>(p.scalar)] = arith::ConstantOp::create(
-          b, b.getF32FloatAttr(scalarValue(p.scalar, defaultScale(spec.headDim))));
+          b, b.getF32FloatAttr(scalarValue(p.scalar, defaultScale(spec.tensorWidth()))));
   }
 
   // N and M from the first (batch, heads, seq, head_dim) operand of each side: q and k for

@@ -134,7 +134,9 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     q: (batch, seq_q, heads, head_dim); k, v: (batch, seq_k, heads_kv, head_dim), bfloat16 or
     float16, heads_kv a divisor of heads (grouped-query attention, 1 for multi-query): query head
     h attends with key/value head h // (heads // heads_kv), and the gradients of k and v sum over
-    each group inside the kernels. head_dim: a multiple of 16 up to 256.
+    each group inside the kernels. head_dim: 8 to 256 (one that is no multiple of 16 runs
+    zero-padded to the next multiple, exactly; one that is no multiple of 8 is copied into
+    padded memory inside the call).
 
     window_size: (left, right), flash-attn's sliding window: query i sees key j only if
     i + seq_k - seq_q - left <= j <= i + seq_k - seq_q + right; -1 leaves a side unbounded, and

@@ -54,6 +54,9 @@ namespace flashbob::runtime {
   X(cuMemsetD8, 3020)                                                                             \
   X(cuMemsetD32, 3020)                                                                            \
   X(cuMemsetD32Async, 3020)                                                                       \
+  X(cuMemcpy2DAsync, 3020)                                                                        \
+  X(cuMemcpy3DAsync, 3020)                                                                        \
+  X(cuMemsetD2D8Async, 3020)                                                                      \
   X(cuStreamCreate, 2000)                                                                         \
   X(cuStreamDestroy, 4000)                                                                        \
   X(cuStreamSynchronize, 2000)                                                                    \

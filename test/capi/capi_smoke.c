@@ -257,9 +257,9 @@ int main(void) {
   EXPECT(flashbob_forward(&p, t, null_t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "null k");
   EXPECT(strstr(flashbob_last_error(), "k is a null pointer") != NULL, "%s", flashbob_last_error());
   flashbob_problem bad = p;
-  bad.head_dim = 100;
+  bad.head_dim = 257;
   EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "head_dim");
-  EXPECT(strstr(flashbob_last_error(), "head_dim 100") != NULL, "%s", flashbob_last_error());
+  EXPECT(strstr(flashbob_last_error(), "head_dim 257") != NULL, "%s", flashbob_last_error());
   bad = p;
   bad.dtype = (flashbob_dtype)7;
   EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "dtype");

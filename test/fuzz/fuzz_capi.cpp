@@ -15,9 +15,10 @@
 //    COMPILE or CUDA (nothing was compiled or called);
 //  - on failure flashbob_last_error() is one non-empty line;
 //  - a call that got past validation (NO_DRIVER) obeys what flashbob.h documents: a problem,
-//    dtype BF16 or FP16, positive sizes, head_dim a multiple of 16 up to 256, every tensor
-//    non-null and 16-byte aligned with stride[3] = 1, strides positive multiples of 8 (of 4 for
-//    a ring step's float32 outputs), row vectors non-null and 4-byte aligned; BoB whole is no
+//    dtype BF16 or FP16, positive sizes, head_dim 8 to 256, every tensor non-null with
+//    stride[3] = 1 and positive strides, 16-byte aligned with strides multiples of 8 (of 4 for
+//    a ring step's float32 outputs) unless head_dim is no multiple of 8 (copied into padded
+//    memory: aligned to its element), row vectors non-null and 4-byte aligned; BoB whole is no
 //    ring step and its pass 1 alone is one; p->size one of the layouts' (with the one before
 //    ring_step, ring_step read as 0); no output tensor at another tensor's address.
 // With FLASHBOB_FUZZ_STRICT=1 it also checks the limits on the scale and the sizes (scale NaN or
@@ -308,7 +309,7 @@ std::string undocumentedPass(const Call &c) {
     return "dtype " + std::to_string(dtype);
   if (p.batch <= 0 || p.heads <= 0 || p.seq_q <= 0 || p.seq_k <= 0)
     return "a size that is not positive";
-  if (p.head_dim <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256)
+  if (p.head_dim < 8 || p.head_dim > 256)
     return "head_dim " + std::to_string(p.head_dim);
   if (p.scale < 0)
     return "a negative scale";
@@ -349,12 +350,15 @@ std::string undocumentedPass(const Call &c) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     const flashbob_tensor &t = c.tensors[i];
     const std::string name = "tensor " + std::to_string(i);
-    if (!t.data || reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
-      return name + " null or not 16-byte aligned";
+    // Rows 16-byte aligned: 8 elements of bf16/fp16, 4 of a ring step's float32 outputs; a
+    // head_dim copied into padded memory (no multiple of 8) needs aligned elements only.
+    const int64_t elementBytes = p.ring_step && i >= kFirstOutput[c.op] ? 4 : 2;
+    const int64_t alignment = p.head_dim % 8 != 0 ? elementBytes : 16;
+    if (!t.data || reinterpret_cast<uintptr_t>(t.data) % alignment != 0)
+      return name + " null or not " + std::to_string(alignment) + "-byte aligned";
     if (t.stride[3] != 1)
       return name + " with stride[3] = " + std::to_string(t.stride[3]);
-    // Rows 16-byte aligned: 8 elements of bf16/fp16, 4 of a ring step's float32 outputs.
-    const int64_t perRow = p.ring_step && i >= kFirstOutput[c.op] ? 4 : 8;
+    const int64_t perRow = alignment / elementBytes;
     for (int k = p.varlen ? 1 : 0; k < 3; ++k) // a packed batch's stride[0] is never read
       if (t.stride[k] <= 0 || t.stride[k] % perRow != 0)
         return name + " with stride[" + std::to_string(k) + "] = " + std::to_string(t.stride[k]);

@@ -187,8 +187,8 @@ def test_validation_names_the_argument():
         fbj.attention(q[0], q, q)
     with pytest.raises(ValueError, match="k and v must have the same shape"):
         fbj.attention(q, q, q[:, :32])
-    with pytest.raises(ValueError, match="head_dim 40"):
-        x = jnp.zeros((1, 64, 1, 40), jnp.bfloat16)
+    with pytest.raises(ValueError, match=r"head_dim 4 is unsupported \(8 to 256\)"):
+        x = jnp.zeros((1, 64, 1, 4), jnp.bfloat16)
         fbj.attention(x, x, x)
     with pytest.raises(ValueError, match="scale must be positive"):
         fbj.attention(q, q, q, scale=-1.0)

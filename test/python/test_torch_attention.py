@@ -70,6 +70,41 @@ def test_first_and_second_derivatives(dtype, h, n, m, d, causal):
         assert math.isfinite(err) and err <= TOL[dtype], f"{name}: {err:.2e}"
 
 
+PADDED_HEAD_DIMS = [8, 40, 72, 100, 120]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", PADDED_HEAD_DIMS)
+def test_head_dims_that_are_no_multiple_of_16(dtype, d):
+    """d = 8, 40, 72, 120 run kernels 8 columns wider than their tensors, d = 100 runs the
+    d = 112 kernels on zero-padded copies: forward, first derivatives, grad of grad (BoB) and
+    torch.func.jvp (forward mode) against float64 autograd at d, whose scale is 1/sqrt(d); grouped
+    heads and a causal mask with N != M, then a (batch, seq, heads, d) layout read in place."""
+    h, h_kv, n, m = 4, 2, 150, 190
+    t = inputs(h, n, m, d, dtype, seed=d, h_kv=h_kv)
+    low, high = both(t)
+    got = second_order(fb.attention, *low, True)
+    ref = second_order(reference_attention, *high, True)
+    names = ["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"]
+    errors = {name: rel(a, b) for name, a, b in zip(names, got, ref)}
+    q, k, v, _, tq, tk, tv = t
+    _, to = torch.func.jvp(lambda q, k, v: fb.attention(q, k, v, causal=True), (q, k, v),
+                           (tq, tk, tv))
+    _, to64 = torch.func.jvp(lambda q, k, v: reference_attention(q, k, v, causal=True),
+                             tuple(x.double() for x in (q, k, v)),
+                             tuple(x.double() for x in (tq, tk, tv)))
+    errors["tO"] = rel(to, to64)
+    # (batch, seq, heads, d) storage passed as its .transpose(1, 2) views.
+    views = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in t]
+    o = fb.attention(*views[:3])
+    errors["O (b,s,h,d)"] = rel(o, reference_attention(*(x.double() for x in t[:3])))
+    print(dtype, "d", d, {k: f"{v:.2e}" for k, v in errors.items()})
+    for name, err in errors.items():
+        assert math.isfinite(err) and err <= TOL[dtype], f"{name}: {err:.2e}"
+    for name, a, b in zip(names, got, ref):
+        assert a.shape == b.shape, name
+
+
 GQA_CASES = [  # (heads, heads_kv, N, M, d, causal)
     (6, 2, 96, 160, 64, True),    # groups of 3
     (4, 1, 200, 136, 128, False),  # multi-query
@@ -253,8 +288,8 @@ def test_validation_names_the_argument():
         fb.attention(q, q.cpu(), q)
     with pytest.raises(ValueError, match=r"k and v must have the same shape"):
         fb.attention(q, q, q[:, :, :32])
-    with pytest.raises(ValueError, match="head_dim 40"):
-        x = torch.randn(1, 1, 64, 40, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"head_dim 4 is unsupported \(8 to 256\)"):
+        x = torch.randn(1, 1, 64, 4, device="cuda", dtype=torch.bfloat16)
         fb.attention(x, x, x)
     with pytest.raises(ValueError, match="scale must be positive"):
         fb.attention(q, q, q, scale=-1.0)
@@ -701,11 +736,12 @@ def test_third_derivative_through_forward_mode_is_refused():
         torch.func.jvp(torch.func.grad(hvp_of), (q,), (tq,))
 
 
-@pytest.mark.parametrize("n,d", [(176, 64), (112, 32)])
+@pytest.mark.parametrize("n,d", [(176, 64), (112, 32), (144, 100)])
 def test_cuda_graph_capture_of_a_new_shape_replays_like_eager(n, d):
     """A grad-of-grad step (forward, backward with create_graph, BoB) captured in a CUDA graph at
     a shape never run before: N = 176 (kernels compiled by earlier tests, new tensors and tensor
-    maps) and d = 32 (kernels compiled during the capture). Nothing in a call may synchronize or
+    maps), d = 32 (kernels compiled during the capture) and d = 100 (zero-padded copies: their
+    stream-ordered allocation, memset and copies are captured too). Nothing in a call may synchronize or
     copy to the device (capture would fail and leave the process's CUDA state broken). The
     replay must equal eager, also after new values are copied into the captured inputs."""
     g = torch.Generator(device="cuda").manual_seed(n + d)

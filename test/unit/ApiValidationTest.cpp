@@ -15,6 +15,8 @@ std::string forwardError(const AttentionProblem &p, Tensor q, Tensor k, Tensor v
   return e ? llvm::toString(std::move(e)) : std::string("no error");
 }
 
+std::string messageOf(llvm::Error e) { return e ? llvm::toString(std::move(e)) : "no error"; }
+
 // The argument an InvalidArgumentError names, or what the error was instead.
 std::string invalidArgumentOf(llvm::Error e) {
   std::string argument = "no error";
@@ -41,8 +43,8 @@ TEST_CASE("API validation names the bad argument", "[api]") {
   bad.seqQ = 0;
   CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("seq_q (N) must be positive"));
   bad = p;
-  bad.headDim = 100;
-  CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("head_dim 100"));
+  bad.headDim = 257;
+  CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("head_dim 257"));
   bad = p;
   bad.batch = -1;
   CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("batch must be positive"));
@@ -92,7 +94,7 @@ TEST_CASE("API validation names the bad argument", "[api]") {
 
   // The class says "invalid argument" (the C API's status, the CLI's exit code) and which one.
   bad = p;
-  bad.headDim = 100;
+  bad.headDim = 7;
   CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, o, lse)) == "head_dim");
   CHECK(invalidArgumentOf(attentionForward(p, q, nullK, k, o, lse)) == "k");
   CHECK(invalidArgumentOf(attentionForward(p, q, k, k, o, RowVector{0})) == "lse");
@@ -132,6 +134,57 @@ TEST_CASE("API validation names the bad argument", "[api]") {
   DualArguments oddTangent = dual;
   oddTangent.tK.stride[2] = 68;
   CHECK_THAT(llvm::toString(forwardDual(oddTangent)), Catch::Contains("tK stride[2] = 68"));
+}
+
+// Every head dim from 8 to 256 is taken (one that is no multiple of 16 runs at the next one,
+// zero-padded: jit/HeadDims.h); 0, 7 and 257 are refused naming head_dim, with the range. A
+// head dim copied into padded memory (no multiple of 8) takes tensors aligned only to their
+// element; the others keep the kernels' 16-byte rows.
+TEST_CASE("head dims: every d from 8 to 256, each path's alignment", "[api]") {
+  const CUdeviceptr base = 0x10000; // never dereferenced: validation fails first or the driver
+  const std::string accepted = "not an InvalidArgumentError: no CUDA driver found";
+  auto forward = [&](const AttentionProblem &p, int64_t rowStride, CUdeviceptr offset) {
+    auto tensor = [&](CUdeviceptr at, int64_t rows) {
+      Tensor t = p.contiguous(at + offset, rows);
+      t.stride[2] = rowStride;
+      t.stride[1] = rowStride * rows;
+      t.stride[0] = t.stride[1] * p.heads;
+      return t;
+    };
+    return attentionForward(p, tensor(base, p.seqQ), tensor(base + (1 << 20), p.seqK),
+                            tensor(base + (2 << 20), p.seqK), tensor(base + (3 << 20), p.seqQ),
+                            RowVector{base + (4 << 20)});
+  };
+  AttentionProblem p{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/64};
+  for (int64_t d = 8; d <= 256; ++d) {
+    p.headDim = d;
+    INFO("d = " << d);
+    // Contiguous rows: d elements apart (16-byte aligned only for multiples of 8).
+    CHECK_THAT(invalidArgumentOf(forward(p, d, 0)), Catch::StartsWith(accepted));
+  }
+  for (int64_t d : {0, 7, 257, -16}) {
+    p.headDim = d;
+    INFO("d = " << d);
+    CHECK(invalidArgumentOf(forward(p, 264, 0)) == "head_dim");
+    CHECK_THAT(messageOf(forward(p, 264, 0)),
+               Catch::Contains("head_dim " + std::to_string(d) + " is unsupported (8 to 256)"));
+  }
+  // d = 100: copied, so an element-aligned start and odd row strides are fine ...
+  p.headDim = 100;
+  CHECK_THAT(invalidArgumentOf(forward(p, 101, 2)), Catch::StartsWith(accepted));
+  CHECK_THAT(messageOf(forward(p, 101, 1)), Catch::Contains("q is not 2-byte aligned"));
+  CHECK_THAT(messageOf(forward(p, 99, 0)), Catch::Contains("q rows overlap: stride[2] = 99 < "
+                                                           "head_dim 100"));
+  // ... while d = 72 (padded inside the kernels) and 64 are read by the kernels in 16-byte
+  // pieces.
+  for (int64_t d : {72, 64}) {
+    p.headDim = d;
+    INFO("d = " << d);
+    CHECK_THAT(messageOf(forward(p, d, 2)), Catch::Contains("q is not 16-byte aligned"));
+    CHECK_THAT(messageOf(forward(p, d + 4, 0)),
+               Catch::Contains("stride[2] = " + std::to_string(d + 4) +
+                               " must be a positive multiple of 8 elements"));
+  }
 }
 
 // Sizes the kernels would compute wrongly are refused, not launched with a truncated grid or

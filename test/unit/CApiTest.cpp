@@ -456,24 +456,27 @@ TEST_CASE("flashbob_check_problem applies the limits flashbob_limit states, need
   // Without a driver: the check is the one every call makes before anything else.
   support::setOverride(support::Knob::CudaDriver, "/nonexistent/libcuda.so.1");
   const int64_t multiple = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE);
+  const int64_t minHeadDim = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MIN);
   const int64_t maxHeadDim = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MAX);
   const int64_t maxSequence = flashbob_limit(FLASHBOB_LIMIT_SEQUENCE_MAX);
   const int64_t maxBatchHeads = flashbob_limit(FLASHBOB_LIMIT_BATCH_HEADS_MAX);
   CHECK(flashbob_limit(static_cast<flashbob_limit_kind>(99)) == -1);
-  REQUIRE(multiple > 0);
-  REQUIRE(maxHeadDim >= multiple);
+  // Every head dim from 8 to 256 (no multiple of 16 runs zero-padded to the next one).
+  CHECK(multiple == 1);
+  CHECK(minHeadDim == 8);
+  CHECK(maxHeadDim == 256);
   auto check = [](const flashbob_problem &p) {
     const flashbob_status s = flashbob_check_problem(&p);
     return std::pair<flashbob_status, std::string>(s, s == FLASHBOB_OK ? "" : flashbob_last_error());
   };
   flashbob_problem p = smallProblem();
   CHECK(check(p).first == FLASHBOB_OK);
-  // head_dim: every multiple up to the maximum, nothing else.
-  for (int64_t d : {multiple, maxHeadDim}) {
+  // head_dim: every value from the minimum to the maximum, nothing else.
+  for (int64_t d = minHeadDim; d <= maxHeadDim; d += multiple) {
     p.head_dim = d;
     CHECK(check(p).first == FLASHBOB_OK);
   }
-  for (int64_t d : {int64_t(0), multiple / 2, multiple + 1, maxHeadDim + multiple}) {
+  for (int64_t d : {int64_t(0), minHeadDim - 1, maxHeadDim + 1, int64_t(-8)}) {
     p.head_dim = d;
     auto [status, message] = check(p);
     CHECK(status == FLASHBOB_ERROR_INVALID_ARGUMENT);

@@ -177,6 +177,11 @@ TEST_CASE("the backward runs fused only where it can", "[jit][fused-backward]") 
   CHECK(jit::runsFusedBackward(p, bob::Arch::sm_90a));
   p.headDim = 256;
   CHECK(!jit::runsFusedBackward(p, bob::Arch::sm_90a));
+  // Head dims that need padding (in the kernel or through copies) keep bwd_q and bwd_kv.
+  for (int64_t padded : {8, 40, 72, 100, 120}) {
+    p.headDim = padded;
+    CHECK(!jit::runsFusedBackward(p, bob::Arch::sm_90a));
+  }
   p.headDim = 64;
   p.ringStep = true;
   CHECK(!jit::runsFusedBackward(p, bob::Arch::sm_90a));

@@ -87,7 +87,14 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 20);
+  CHECK(names.size() == 21);
+  {
+    // Head dims that are a multiple of 8 pad inside the kernels unless told to copy.
+    ScopedOverride unset(Knob::PadInKernel, "");
+    CHECK(knobs::padInKernel());
+    ScopedOverride off(Knob::PadInKernel, "0");
+    CHECK(!knobs::padInKernel());
+  }
   {
     // Register-A products are on unless turned off.
     ScopedOverride unset(Knob::RegisterA, "");

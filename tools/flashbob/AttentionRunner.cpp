@@ -2,6 +2,8 @@
 #include "tools/flashbob/OracleCheck.h"
 #include "tools/flashbob/ProblemBuffers.h"
 
+#include "compiler/dialect/Target.h"
+#include "jit/HeadDims.h"
 #include "runtime/driver/CudaDriver.h"
 #include "runtime/launch/EventTimer.h"
 #include "runtime/launch/Kernel.h"
@@ -152,6 +154,19 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
                       "nothing, the fused backward N x d floats for the call)\n",
                       report.tensorBytes / (1ull << 30), report.workspaceBytes / (1 << 20),
                       report.deviceUsedBytes / (1ull << 30));
+  switch (jit::headDimPadding(p)) {
+  case jit::HeadDimPadding::none: break;
+  case jit::HeadDimPadding::inKernel:
+    os << llvm::formatv("head_dim {0}: kernels of tile width {1}, which read the columns past {0} "
+                        "as zeros\n",
+                        p.headDim, bob::kernelHeadDim(p.headDim));
+    break;
+  case jit::HeadDimPadding::copy:
+    os << llvm::formatv("head_dim {0}: each call copies its tensors into zero-padded memory "
+                        "{1} wide around the kernels (allocated and freed on the stream)\n",
+                        p.headDim, bob::kernelHeadDim(p.headDim));
+    break;
+  }
 }
 } // namespace
 

@@ -93,7 +93,9 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     over each group inside the kernels, K and V never repeated. Tensors laid out (batch, seq,
     heads, head_dim), as flash-attn takes them, are passed as their .transpose(1, 2) views: the
     kernels read those strides directly, no copy, and O (like each gradient) comes back in its
-    input's memory order when that input is dense, as SDPA's does.
+    input's memory order when that input is dense, as SDPA's does. head_dim: 8 to 256; one that
+    is no multiple of 16 runs zero-padded to the next multiple, exactly (the kernels pad a
+    multiple of 8 themselves; any other head_dim is copied into padded memory inside the call).
 
     window_size: (left, right), flash-attn's sliding window: query i sees key j only if
     i + seq_k - seq_q - left <= j <= i + seq_k - seq_q + right; -1 leaves a side unbounded, and

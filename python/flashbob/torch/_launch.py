@@ -83,18 +83,22 @@ def plan(q, k, config):
     return p
 
 
-def _readable_layout(s, address, packed):
-    """Whether strides `s` and address are a layout the kernels read: unit stride along
-    head_dim, rows 16-byte aligned, no stride 0 (broadcast views), a 16-byte aligned start. A
-    packed batch's stride[0] is never read (its one batch)."""
+def _readable_layout(s, address, packed, head_dim):
+    """Whether strides `s` and address are a layout the C API takes: unit stride along
+    head_dim, no stride 0 (broadcast views), and rows 16-byte aligned with a 16-byte aligned
+    start, which the kernels read in place. A head_dim that is no multiple of 8 the library
+    copies into zero-padded memory itself (api/flashbob.h): any positive strides then. A packed
+    batch's stride[0] is never read (its one batch)."""
+    if head_dim % 8:
+        return s[3] == 1 and s[2] > 0 and s[1] > 0 and (packed or s[0] > 0)
     return (s[3] == 1 and s[2] > 0 and s[2] % 8 == 0 and s[1] > 0 and s[1] % 8 == 0
             and (packed or (s[0] > 0 and s[0] % 8 == 0)) and address % 16 == 0)
 
 
 def readable(t, packed=False):
-    """`t` as the kernels read it: itself, or a contiguous copy (a view at an element offset is
+    """`t` as the C API takes it: itself, or a contiguous copy (a view at an element offset is
     copied too: its contiguous() would be itself)."""
-    if _readable_layout(t.stride(), t.data_ptr(), packed):
+    if _readable_layout(t.stride(), t.data_ptr(), packed, t.shape[3]):
         return t
     return t.clone(memory_format=torch.contiguous_format)
 
@@ -105,7 +109,7 @@ def _inputs(values, packed, *tensors):
     ready = []
     for t in tensors:
         s, address = t.stride(), t.data_ptr()
-        if not _readable_layout(s, address, packed):
+        if not _readable_layout(s, address, packed, t.shape[3]):
             t = t.clone(memory_format=torch.contiguous_format)
             s, address = t.stride(), t.data_ptr()
         ready.append(t)

@@ -3,7 +3,7 @@
 // RUN: flashbob-opt %s -split-input-file -verify-diagnostics
 
 // head_dim 0
-// expected-error @+1 {{head_dim 0 is unsupported: it must be a multiple of 16 in [16, 256]}}
+// expected-error @+1 {{head_dim 0 is unsupported: it must be a multiple of 16 in [16, 256] (the tiles' width; other head dims run zero-padded to the next multiple)}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
@@ -11,7 +11,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m =
 // -----
 
 // head_dim not a multiple of 16
-// expected-error @+1 {{head_dim 100 is unsupported: it must be a multiple of 16 in [16, 256]}}
+// expected-error @+1 {{head_dim 100 is unsupported: it must be a multiple of 16 in [16, 256] (the tiles' width; other head dims run zero-padded to the next multiple)}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
@@ -19,7 +19,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m
 // -----
 
 // head_dim above 256
-// expected-error @+1 {{head_dim 272 is unsupported: it must be a multiple of 16 in [16, 256]}}
+// expected-error @+1 {{head_dim 272 is unsupported: it must be a multiple of 16 in [16, 256] (the tiles' width; other head dims run zero-padded to the next multiple)}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 272, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
