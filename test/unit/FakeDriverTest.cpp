@@ -1103,7 +1103,9 @@ std::map<kernels::Operand, LaunchedMemRef> memrefsOf(const fake_cuda_launch_reco
     size_t rank = 4;
     switch (kernels::operandInfo(param.operand).layout) {
     case kernels::Layout::tensor: rank = 4; break;
+    case kernels::Layout::sums: rank = 4; break;     // the fused backward's dQaccum
     case kernels::Layout::rows: rank = 3; break;
+    case kernels::Layout::counters: rank = 3; break; // its dQsemaphores
     case kernels::Layout::offsets: rank = 1; break;
     }
     REQUIRE(w + 3 + 2 * rank <= r.wordCount);
