@@ -65,7 +65,9 @@ static_assert(kTensorMapRecordOffset + sizeof(fake_cuda_tensor_map) <= kTensorMa
 
 std::mutex mutex;
 std::vector<fake_cuda_launch_record> launches;
-std::map<std::string, int> calls; // entry point -> calls since the last reset
+// Entry point -> calls since the last reset. Never destroyed: a process's kernel cache (a static
+// of the library) unloads its modules at exit, possibly after this library's globals are gone.
+std::map<std::string, int> &calls = *new std::map<std::string, int>();
 // Memory freed with cuMemFreeAsync, kept until the next reset so that a test can read what a
 // call's stream-ordered scratch memory held when its kernels were launched.
 std::vector<void *> freedAsync;
