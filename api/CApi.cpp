@@ -90,7 +90,8 @@ template <typename Enum> int enumValue(const Enum &e) {
 // The sizes of the flashbob_problem layouts this library reads (flashbob.h: each earlier layout
 // is this one cut before a field appended since), oldest first.
 constexpr uint32_t kProblemSizes[] = {
-    offsetof(flashbob_problem, ring_step), // before ring_step
+    offsetof(flashbob_problem, ring_step),  // before ring_step
+    offsetof(flashbob_problem, head_dim_v), // before head_dim_v
     sizeof(flashbob_problem),
 };
 static_assert(offsetof(flashbob_problem, size) == 0, "size comes first in every layout");
@@ -142,6 +143,7 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *calle
   out.seqQ = p->seq_q;
   out.seqK = p->seq_k;
   out.headDim = p->head_dim;
+  out.headDimV = p->head_dim_v;
   out.dtype = dtype == FLASHBOB_BF16 ? flashbob::DType::bf16 : flashbob::DType::fp16;
   out.causal = p->causal != 0;
   if (p->scale > 0)

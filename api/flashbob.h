@@ -8,9 +8,10 @@
  * Nothing is launched when an argument is invalid.
  *
  * Layouts: tensors are (batch, heads, seq, head_dim) in the problem's dtype with strides in
- * elements (head_dim stride 1), 16-byte aligned: the address and every stride a multiple of
- * 16 bytes (for a head_dim that is no multiple of 8, which the call copies: only aligned to
- * their element); row vectors (lse, D, c, b) are contiguous (batch, heads, seq) float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
+ * elements (head_dim stride 1; v and its kin head_dim_v wide where that is set), 16-byte
+ * aligned: the address and every stride a multiple of 16 bytes (for a head_dim that is no
+ * multiple of 8 or a head_dim_v that differs, which the call copies: only aligned to their
+ * element); row vectors (lse, D, c, b) are contiguous (batch, heads, seq) float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
  * current device's primary context, the one CUDA runtimes and frameworks use.
  *
  * Aliasing: no output may share memory with an input or with another output (kernels would read
@@ -113,6 +114,13 @@ typedef struct flashbob_problem {
                  flashbob_bob_pass1. The forward's JVP (flashbob_forward_jvp,
                  flashbob_forward_dual) has no ring step. See the repository's
                  docs/context-parallel.md */
+  int64_t head_dim_v; /* the values' head dim, when it differs from q's and k's (head_dim), as
+                 in multi-head latent attention (q and k 192 wide, v 128): v, o, dO and the
+                 tensors shaped like them (d_v, u_v, g_v, g_d_o, t_v, t_o) have rows this wide.
+                 0 means head_dim; else 8 to 256 like head_dim. The default scale stays
+                 1/sqrt(head_dim). A different width runs on zero-padded copies as a head_dim
+                 that is no multiple of 8 does (see head_dim): both sides at the wider one's
+                 kernel width. Not with ring_step */
 } flashbob_problem;
 
 /* A problem with `size` set and every other field zero (its default), for C and C++ callers:

@@ -17,6 +17,8 @@ namespace flashbob::jit {
 using kernels::Operand;
 
 HeadDimPadding headDimPadding(const AttentionProblem &p) {
+  if (p.valueDim() != p.headDim)
+    return HeadDimPadding::copy;
   if (bob::isKernelHeadDim(p.headDim))
     return HeadDimPadding::none;
   // Read once (support/Knobs.h): this is on every launch's path.
@@ -29,7 +31,8 @@ HeadDimPadding headDimPadding(const AttentionProblem &p) {
 AttentionProblem paddedProblem(const AttentionProblem &p) {
   AttentionProblem padded = p;
   padded.scale = p.effectiveScale(); // before the head dim changes: 1/sqrt(d) by default
-  padded.headDim = bob::kernelHeadDim(p.headDim);
+  padded.headDim = bob::kernelHeadDim(std::max(p.headDim, p.valueDim()));
+  padded.headDimV = 0;
   return padded;
 }
 
@@ -40,6 +43,7 @@ struct PaddedTensor {
   Operand operand;
   bool output = false;
   int64_t extents[3] = {0, 0, 0}; // (batch, heads, rows) as the kernels index them
+  int64_t width = 0;              // the caller's head dim of it (d, or d_v for v's kin)
   int64_t elementBytes = 2;
   Tensor caller;  // the caller's memory
   Tensor padded;  // its stand-in: strides in elements; data an offset until allocated
@@ -82,7 +86,8 @@ int64_t paddedBytes(const PaddedTensor &t, int64_t width) {
 bool sameMemory(const PaddedTensor &a, const PaddedTensor &b) {
   return a.caller.data == b.caller.data && std::equal(a.caller.stride, a.caller.stride + 4,
                                                       b.caller.stride) &&
-         std::equal(a.extents, a.extents + 3, b.extents) && a.elementBytes == b.elementBytes;
+         std::equal(a.extents, a.extents + 3, b.extents) && a.width == b.width &&
+         a.elementBytes == b.elementBytes;
 }
 
 } // namespace
@@ -92,7 +97,7 @@ llvm::Error runOnPaddedCopies(
     CUstream stream,
     llvm::function_ref<llvm::Error(const AttentionProblem &, const Bindings &)> launch) {
   const AttentionProblem padded = paddedProblem(p);
-  const int64_t width = padded.headDim, d = p.headDim;
+  const int64_t width = padded.headDim;
 
   // The tensor operands, in signature order; an output of any kernel of the call is an output
   // (copied back), every other one an input (copied in).
@@ -117,16 +122,25 @@ llvm::Error runOnPaddedCopies(
       t.extents[0] = p.tensorBatch();
       t.extents[1] = query ? p.heads : p.keyValueHeads();
       t.extents[2] = query ? p.seqQ : p.seqK;
+      t.width = p.width(info.width);
       t.elementBytes = kernels::isFloat32Tensor(param, p.ringStep) ? 4 : 2;
       t.caller = bindings[param.operand];
       layOut(p, t, width);
       tensors.push_back(t);
     }
-  // Inputs first, back to back: every input row is `width` elements of 2 bytes apart from the
-  // next, so one 2D memset zeroes the padding columns of all of them. Then the outputs.
-  std::stable_partition(tensors.begin(), tensors.end(),
-                        [](const PaddedTensor &t) { return !t.output; });
-  uint64_t bytes = 0, inputRows = 0;
+  // Inputs first, back to back, by their caller's width: every input row is `width` elements of
+  // 2 bytes apart from the next, so one 2D memset per width zeroes the padding columns of all
+  // the inputs of that width. Then the outputs.
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const PaddedTensor &a, const PaddedTensor &b) {
+                     return std::make_pair(a.output, a.width) < std::make_pair(b.output, b.width);
+                   });
+  struct ZeroRun {
+    uint64_t offset = 0, rows = 0;
+    int64_t width = 0; // the callers' columns, whose padding past them is zeroed
+  };
+  llvm::SmallVector<ZeroRun, 2> zeroRuns;
+  uint64_t bytes = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     PaddedTensor &t = tensors[i];
     if (!t.output)
@@ -137,10 +151,13 @@ llvm::Error runOnPaddedCopies(
       t.padded = tensors[size_t(t.sameAs)].padded;
       continue;
     }
-    if (t.output)
+    if (t.output) {
       bytes = (bytes + 255) / 256 * 256;
-    else
-      inputRows += uint64_t(t.extents[0] * t.extents[1] * t.extents[2]);
+    } else if (t.width < width) {
+      if (zeroRuns.empty() || zeroRuns.back().width != t.width)
+        zeroRuns.push_back({bytes, 0, t.width});
+      zeroRuns.back().rows += uint64_t(t.extents[0] * t.extents[1] * t.extents[2]);
+    }
     t.padded.data = CUdeviceptr(bytes);
     bytes += uint64_t(paddedBytes(t, width));
   }
@@ -165,7 +182,10 @@ llvm::Error runOnPaddedCopies(
     FLASHBOB_CU(driver, cuStreamIsCapturing(stream, &capture));
     if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
       return support::makeInvalidArgument(
-          "head_dim", "flashbob: head_dim " + llvm::Twine(d) +
+          "head_dim", "flashbob: head_dim " + llvm::Twine(p.headDim) +
+                          (p.valueDim() != p.headDim
+                               ? " (head_dim_v " + std::to_string(p.valueDim()) + ")"
+                               : std::string()) +
                           " is copied into zero-padded memory, which this device (without "
                           "memory pools) cannot allocate while the stream is captured into a "
                           "CUDA graph");
@@ -175,16 +195,17 @@ llvm::Error runOnPaddedCopies(
   auto work = [&]() -> llvm::Error {
     for (PaddedTensor &t : tensors)
       t.padded.data += base;
-    if (inputRows)
-      FLASHBOB_CU(driver, cuMemsetD2D8Async(base + CUdeviceptr(d * 2), size_t(width * 2), 0,
-                                            size_t((width - d) * 2), size_t(inputRows), stream));
+    for (const ZeroRun &run : zeroRuns)
+      FLASHBOB_CU(driver, cuMemsetD2D8Async(base + CUdeviceptr(run.offset + run.width * 2),
+                                            size_t(width * 2), 0, size_t((width - run.width) * 2),
+                                            size_t(run.rows), stream));
     Bindings stand = bindings;
     for (const PaddedTensor &t : tensors) {
       stand.bind(t.operand, t.padded);
       if (t.output || t.sameAs >= 0)
         continue;
       if (llvm::Error e = runtime::copyRows(driver, t.extents, rowsOf(p, t, t.caller),
-                                            rowsOf(padded, t, t.padded), d * t.elementBytes,
+                                            rowsOf(padded, t, t.padded), t.width * t.elementBytes,
                                             maxPitch, stream))
         return e;
     }
@@ -193,7 +214,7 @@ llvm::Error runOnPaddedCopies(
     for (const PaddedTensor &t : tensors)
       if (t.output)
         if (llvm::Error e = runtime::copyRows(driver, t.extents, rowsOf(padded, t, t.padded),
-                                              rowsOf(p, t, t.caller), d * t.elementBytes,
+                                              rowsOf(p, t, t.caller), t.width * t.elementBytes,
                                               maxPitch, stream))
           return e;
     return llvm::Error::success();

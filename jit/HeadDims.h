@@ -26,20 +26,26 @@ enum class HeadDimPadding {
 };
 
 // How problem `p`'s head dim is padded: none for a multiple of 16, inKernel for another
-// multiple of 8 (unless FLASHBOB_PAD_IN_KERNEL=0), copy otherwise.
+// multiple of 8 (unless FLASHBOB_PAD_IN_KERNEL=0), copy otherwise, and copy whenever the
+// values' head dim differs from the scores' (the kernels take one width: q and k, or v and its
+// kin, run zero-padded to the wider one; zero columns of q and k add nothing to the scores,
+// zero columns of v give zero columns of O, and no output column the caller gets depends on
+// them).
 HeadDimPadding headDimPadding(const AttentionProblem &p);
 
-// The problem a padded-copy call's kernels run: p at head dim kernelHeadDim(d), with p's
-// effective scale (1/sqrt(d) by default, never the padded width's) passed explicitly.
+// The problem a padded-copy call's kernels run: p at head dim kernelHeadDim(max(d, d_v)) for
+// every tensor, with p's effective scale (1/sqrt(d) by default, never the padded width's)
+// passed explicitly.
 AttentionProblem paddedProblem(const AttentionProblem &p);
 
 // The padded-copy path of an operation's call (after jit::validate and validateOffsets): every
-// tensor operand that `kinds` take is given zero-padded device memory kernelHeadDim(d) wide
+// tensor operand that `kinds` take is given zero-padded device memory as wide as the padded
+// problem's head dim
 // (one stream-ordered allocation, cuMemAllocAsync, freed on the stream after the last copy;
 // a device without memory pools allocates with cuMemAlloc and waits for the stream before
 // freeing). Inputs are copied in (their padding columns zeroed), `launch` runs the kernels on
 // paddedProblem(p) with those tensors bound instead (row vectors and offsets unchanged), and
-// each output's first d columns are copied back to the caller's tensor. Inputs bound to the
+// each output's first columns (d, or d_v for v's kin) are copied back to the caller's tensor. Inputs bound to the
 // same memory share one copy. Every copy is a stream operation: under CUDA graph capture the
 // call is captured whole (a device without memory pools refuses capture).
 llvm::Error runOnPaddedCopies(

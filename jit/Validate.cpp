@@ -67,9 +67,11 @@ llvm::Error outOfRange(llvm::StringRef name) {
 // The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned. A head
 // dim the call copies into zero-padded memory (jit/HeadDims.h) needs only aligned elements: the
 // kernels read the copies. `elementBytes`: 2 for the problem's dtype, 4 for a ring step's
-// float32 outputs.
+// float32 outputs. `width`: its rows' elements (the problem's head dim of the tensor's kind).
 llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name,
-                           int64_t heads, int64_t rows, int64_t elementBytes) {
+                           int64_t heads, int64_t rows, int64_t width, int64_t elementBytes) {
+  const llvm::StringRef widthName =
+      width == p.headDim ? llvm::StringRef("head_dim") : llvm::StringRef("head_dim_v");
   const bool copied = headDimPadding(p) == HeadDimPadding::copy;
   const int64_t alignment = copied ? elementBytes : 16;
   const int64_t perRow = alignment / elementBytes; // elements in `alignment` bytes
@@ -89,10 +91,10 @@ llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::Str
                                    name, i, t.stride[i], perRow,
                                    elementBytes == 4 ? " of float32" : ""));
   }
-  if (t.stride[2] < p.headDim)
-    return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
-                                 t.stride[2], p.headDim));
-  if (!span(t.data, {p.tensorBatch(), heads, rows, p.headDim},
+  if (t.stride[2] < width)
+    return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < {2} {3}", name,
+                                       t.stride[2], widthName, width));
+  if (!span(t.data, {p.tensorBatch(), heads, rows, width},
             {batchStride(p, t, heads, rows), t.stride[1], t.stride[2], 1}, elementBytes))
     return outOfRange(name);
   return llvm::Error::success();
@@ -152,7 +154,7 @@ llvm::Error validateLongest(llvm::StringRef name, int64_t longest, llvm::StringR
 
 // The bytes of an operand validate() accepted (its extent fits the address space).
 Footprint footprint(const AttentionProblem &p, const Tensor &t, kernels::Layout layout,
-                    int64_t heads, int64_t rows, int64_t elementBytes) {
+                    int64_t heads, int64_t rows, int64_t width, int64_t elementBytes) {
   switch (layout) {
   case kernels::Layout::rows:
     return Footprint::contiguous(t.data, uint64_t(p.tensorBatch() * p.heads * rows) * 4);
@@ -166,12 +168,12 @@ Footprint footprint(const AttentionProblem &p, const Tensor &t, kernels::Layout 
   }
   Footprint f;
   f.start = t.data;
-  f.rowBytes = uint64_t(p.headDim * elementBytes);
+  f.rowBytes = uint64_t(width * elementBytes);
   f.sizes = {p.tensorBatch(), heads, rows};
   const int64_t strides[3] = {batchStride(p, t, heads, rows), t.stride[1], t.stride[2]};
   for (size_t i = 0; i < 3; ++i) // wraps only for an unused dimension of size 1
     f.strideBytes[i] = uint64_t(strides[i]) * uint64_t(elementBytes);
-  f.extentBytes = span(t.data, {f.sizes[0], f.sizes[1], f.sizes[2], p.headDim},
+  f.extentBytes = span(t.data, {f.sizes[0], f.sizes[1], f.sizes[2], width},
                        {strides[0], strides[1], strides[2], 1}, elementBytes)
                       .value_or(0);
   return f;
@@ -270,6 +272,16 @@ llvm::Error validateProblem(const AttentionProblem &p) {
     return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) + " is unsupported (" +
                                    llvm::Twine(bob::kMinHeadDim) + " to " +
                                    llvm::Twine(bob::kMaxHeadDim) + ")");
+  if (p.headDimV != 0 && !bob::isSupportedHeadDim(p.headDimV))
+    return invalid("head_dim_v", "head_dim_v " + llvm::Twine(p.headDimV) +
+                                     " is unsupported (0 for head_dim, or " +
+                                     llvm::Twine(bob::kMinHeadDim) + " to " +
+                                     llvm::Twine(bob::kMaxHeadDim) + ")");
+  // A ring step's partials (X1..X4 and the rest) are combined by callers at one width.
+  if (p.ringStep && p.valueDim() != p.headDim)
+    return invalid("head_dim_v", "head_dim_v = " + llvm::Twine(p.headDimV) +
+                                     " differs from head_dim = " + llvm::Twine(p.headDim) +
+                                     ": ring steps take one head dim for q, k and v");
   // One block row per (batch, head): grid y. Multiplied without overflow, since a product that
   // wraps could land under the limit and launch a wrong grid.
   int64_t rowsOfBlocks = 0;
@@ -332,6 +344,7 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       const int64_t rows = query ? p.seqQ : p.seqK;
       const Tensor &t = bindings[param.operand];
       const int64_t heads = query ? p.heads : p.keyValueHeads();
+      const int64_t width = p.width(info.width);
       const int64_t elementBytes =
           kernels::isFloat32Tensor(param, p.ringStep) || info.layout == kernels::Layout::sums
               ? 4
@@ -343,12 +356,12 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       case kernels::Layout::counters: e = validateCounters(p, t, info.name); break;
       case kernels::Layout::tensor:
       case kernels::Layout::sums:
-        e = validateTensor(p, t, info.name, heads, rows, elementBytes);
+        e = validateTensor(p, t, info.name, heads, rows, width, elementBytes);
         break;
       }
       if (e)
         return e;
-      bytes[i] = footprint(p, t, info.layout, heads, rows, elementBytes);
+      bytes[i] = footprint(p, t, info.layout, heads, rows, width, elementBytes);
     }
   }
   return validateNoOverlap(operands, bytes, written);

@@ -23,18 +23,22 @@ constexpr Operand q = Operand::q, k = Operand::k, v = Operand::v, o = Operand::o
 constexpr Layout T = Layout::tensor, R = Layout::rows, C = Layout::offsets, S = Layout::sums,
                  N = Layout::counters;
 constexpr Side Q = Side::query, K = Side::key;
+// X1..X3 are sums of tiles times K or uK, X4 of tiles times V or uV (docs/bob-math.md).
+constexpr Width W = Width::scores, V = Width::values;
 
 constexpr OperandInfo kOperands[] = {
-    {q, "q", T, Q},     {k, "k", T, K},     {v, "v", T, K},     {o, "o", T, Q},
-    {dO, "dO", T, Q},   {lse, "lse", R, Q}, {dQ, "dQ", T, Q},   {dK, "dK", T, K},
-    {dV, "dV", T, K},   {D, "D", R, Q},     {c, "c", R, Q},     {b, "b", R, Q},
-    {uQ, "uQ", T, Q},   {uK, "uK", T, K},   {uV, "uV", T, K},   {gQ, "gQ", T, Q},
-    {gK, "gK", T, K},   {gV, "gV", T, K},   {gdO, "gdO", T, Q}, {tQ, "tQ", T, Q},
-    {tK, "tK", T, K},   {tV, "tV", T, K},   {tO, "tO", T, Q},
-    {cuQ, "cu_seqlens_q", C, Q}, {cuK, "cu_seqlens_k", C, K},
-    {X1, "X1", T, Q},   {X2, "X2", T, Q},   {X3, "X3", T, Q},   {X4, "X4", T, Q},
-    {beta, "beta", R, Q},
-    {dQaccum, "dQ_accum", S, Q}, {dQsem, "dQ_semaphores", N, Q},
+    {q, "q", T, Q, W},      {k, "k", T, K, W},      {v, "v", T, K, V},
+    {o, "o", T, Q, V},      {dO, "dO", T, Q, V},    {lse, "lse", R, Q, W},
+    {dQ, "dQ", T, Q, W},    {dK, "dK", T, K, W},    {dV, "dV", T, K, V},
+    {D, "D", R, Q, W},      {c, "c", R, Q, W},      {b, "b", R, Q, W},
+    {uQ, "uQ", T, Q, W},    {uK, "uK", T, K, W},    {uV, "uV", T, K, V},
+    {gQ, "gQ", T, Q, W},    {gK, "gK", T, K, W},    {gV, "gV", T, K, V},
+    {gdO, "gdO", T, Q, V},  {tQ, "tQ", T, Q, W},    {tK, "tK", T, K, W},
+    {tV, "tV", T, K, V},    {tO, "tO", T, Q, V},
+    {cuQ, "cu_seqlens_q", C, Q, W}, {cuK, "cu_seqlens_k", C, K, W},
+    {X1, "X1", T, Q, W},    {X2, "X2", T, Q, W},    {X3, "X3", T, Q, W},
+    {X4, "X4", T, Q, V},    {beta, "beta", R, Q, W},
+    {dQaccum, "dQ_accum", S, Q, W}, {dQsem, "dQ_semaphores", N, Q, W},
 };
 static_assert(std::size(kOperands) == kOperandCount);
 

@@ -48,12 +48,17 @@ enum class Layout : uint8_t {
 inline constexpr int64_t kCounterRows = 16;
 // Which sequence its `seq` axis runs over.
 enum class Side : uint8_t { query, key }; // N or M rows
+// Which head dim a tensor's rows have: the scores' (q, k and the tensors shaped like them) or
+// the values' (v, o, dO and theirs). The two differ when a problem's head_dim_v does
+// (jit/HeadDims.h); operands that are not tensors say `scores`.
+enum class Width : uint8_t { scores, values };
 
 struct OperandInfo {
   Operand operand;
   llvm::StringLiteral name; // as the API's errors and the CLI spell it
   Layout layout;
   Side side;
+  Width width;
 };
 const OperandInfo &operandInfo(Operand operand);
 

@@ -53,6 +53,7 @@ class Problem(ctypes.Structure):
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
         ("ring_step", ctypes.c_int),
+        ("head_dim_v", ctypes.c_int64),
     ]
 
     def __init__(self, *fields, **named):

@@ -55,6 +55,7 @@ struct Problem {
   const int32_t *cu_seqlens_q, *cu_seqlens_k;
   int64_t max_seqlen_q, max_seqlen_k;
   int ring_step;  // context parallelism; always 0 here
+  int64_t head_dim_v;  // v's head dim where it differs; always 0 (head_dim) here
 };
 
 struct Tensor {
@@ -112,6 +113,7 @@ FLASHBOB_SAME_FIELD(cu_seqlens_k);
 FLASHBOB_SAME_FIELD(max_seqlen_q);
 FLASHBOB_SAME_FIELD(max_seqlen_k);
 FLASHBOB_SAME_FIELD(ring_step);
+FLASHBOB_SAME_FIELD(head_dim_v);
 #undef FLASHBOB_SAME_FIELD
 static_assert(sizeof(abi::Problem) == sizeof(flashbob_problem), "problem size");
 static_assert(sizeof(abi::Tensor) == sizeof(flashbob_tensor) &&

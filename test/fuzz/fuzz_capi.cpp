@@ -17,10 +17,11 @@
 //  - a call that got past validation (NO_DRIVER) obeys what flashbob.h documents: a problem,
 //    dtype BF16 or FP16, positive sizes, head_dim 8 to 256, every tensor non-null with
 //    stride[3] = 1 and positive strides, 16-byte aligned with strides multiples of 8 (of 4 for
-//    a ring step's float32 outputs) unless head_dim is no multiple of 8 (copied into padded
-//    memory: aligned to its element), row vectors non-null and 4-byte aligned; BoB whole is no
-//    ring step and its pass 1 alone is one; p->size one of the layouts' (with the one before
-//    ring_step, ring_step read as 0); no output tensor at another tensor's address.
+//    a ring step's float32 outputs) unless head_dim is no multiple of 8 or head_dim_v differs
+//    (copied into padded memory: aligned to its element), head_dim_v 0 or 8 to 256 and no ring
+//    step where it differs, row vectors non-null and 4-byte aligned; BoB whole is no ring step
+//    and its pass 1 alone is one; p->size one of the layouts' (an older one's later fields read
+//    as 0); no output tensor at another tensor's address.
 // With FLASHBOB_FUZZ_STRICT=1 it also checks the limits on the scale and the sizes (scale NaN or
 // not finite as float32, batch * heads or batch * heads * seq_q overflowing int64, seq_q / seq_k
 // past 2^31 - 1), which jit::validateProblem enforces; CTest runs it so (test/fuzz/
@@ -151,13 +152,19 @@ bool keySide(int op, size_t i) {
   }
 }
 
-// The layout before ring_step (flashbob.h), which the library reads with ring_step 0.
+// The layouts before ring_step and before head_dim_v (flashbob.h), which the library reads with
+// those fields 0.
 constexpr uint32_t kSizeBeforeRingStep = offsetof(flashbob_problem, ring_step);
+constexpr uint32_t kSizeBeforeHeadDimV = offsetof(flashbob_problem, head_dim_v);
 
-// What decode reads after everything else: the problem's size, and whether an output tensor
-// takes another tensor's address.
+// What decode reads after everything else: the values' head dim, the problem's size, and
+// whether an output tensor takes another tensor's address.
 void decodeLast(FuzzedDataProvider &in, Call &c) {
+  c.p.head_dim_v = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? pickInt(in, 128) : 0;
   switch (in.ConsumeIntegral<uint8_t>() % 16) {
+  case 12:
+    c.p.size = kSizeBeforeHeadDimV;
+    break;
   case 13:
     c.p.size = kSizeBeforeRingStep;
     break;
@@ -297,10 +304,13 @@ std::string describe(double x) {
 std::string undocumentedPass(const Call &c) {
   if (c.nullProblem)
     return "a null problem";
-  if (c.p.size != sizeof(flashbob_problem) && c.p.size != kSizeBeforeRingStep)
+  if (c.p.size != sizeof(flashbob_problem) && c.p.size != kSizeBeforeRingStep &&
+      c.p.size != kSizeBeforeHeadDimV)
     return "p->size " + std::to_string(c.p.size);
-  // The problem as the library reads it: the older layout has no ring_step.
+  // The problem as the library reads it: the older layouts lack the later fields.
   flashbob_problem p = c.p;
+  if (p.size <= kSizeBeforeHeadDimV)
+    p.head_dim_v = 0;
   if (p.size == kSizeBeforeRingStep)
     p.ring_step = 0;
   int dtype;
@@ -311,6 +321,11 @@ std::string undocumentedPass(const Call &c) {
     return "a size that is not positive";
   if (p.head_dim < 8 || p.head_dim > 256)
     return "head_dim " + std::to_string(p.head_dim);
+  if (p.head_dim_v != 0 && (p.head_dim_v < 8 || p.head_dim_v > 256))
+    return "head_dim_v " + std::to_string(p.head_dim_v);
+  const bool otherWidth = p.head_dim_v != 0 && p.head_dim_v != p.head_dim;
+  if (otherWidth && p.ring_step)
+    return "ring_step with head_dim_v " + std::to_string(p.head_dim_v) + " != head_dim";
   if (p.scale < 0)
     return "a negative scale";
   if (p.heads_kv < 0 || (p.heads_kv > 0 && p.heads % p.heads_kv != 0))
@@ -351,9 +366,10 @@ std::string undocumentedPass(const Call &c) {
     const flashbob_tensor &t = c.tensors[i];
     const std::string name = "tensor " + std::to_string(i);
     // Rows 16-byte aligned: 8 elements of bf16/fp16, 4 of a ring step's float32 outputs; a
-    // head_dim copied into padded memory (no multiple of 8) needs aligned elements only.
+    // head_dim copied into padded memory (no multiple of 8, or v of another width) needs
+    // aligned elements only.
     const int64_t elementBytes = p.ring_step && i >= kFirstOutput[c.op] ? 4 : 2;
-    const int64_t alignment = p.head_dim % 8 != 0 ? elementBytes : 16;
+    const int64_t alignment = p.head_dim % 8 != 0 || otherWidth ? elementBytes : 16;
     if (!t.data || reinterpret_cast<uintptr_t>(t.data) % alignment != 0)
       return name + " null or not " + std::to_string(alignment) + "-byte aligned";
     if (t.stride[3] != 1)

@@ -105,6 +105,47 @@ def test_head_dims_that_are_no_multiple_of_16(dtype, d):
         assert a.shape == b.shape, name
 
 
+VALUE_WIDTHS = [(192, 128), (64, 128), (40, 72)]  # (q's and k's head_dim, v's)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d,dv", VALUE_WIDTHS)
+def test_v_of_another_head_dim_than_q_and_k(dtype, d, dv):
+    """v (and so O, dO, dV, uV, gV, gdO, tV, tO) dv wide, q and k d wide, as multi-head latent
+    attention has them (192 and 128): forward, first derivatives, grad of grad (BoB) and
+    torch.func.jvp against float64 autograd, the scale 1/sqrt(d); grouped heads and a causal
+    mask with N != M; then a (batch, seq, heads, dv) layout of v, whose O comes back in it."""
+    h, h_kv, n, m = 4, 2, 150, 190
+    g = torch.Generator(device="cuda").manual_seed(d + dv)
+    def r(heads, rows, width):
+        return torch.randn(1, heads, rows, width, device="cuda", generator=g).to(dtype)
+    t = [r(h, n, d), r(h_kv, m, d), r(h_kv, m, dv), r(h, n, dv), r(h, n, d), r(h_kv, m, d),
+         r(h_kv, m, dv)]  # q k v dO uQ uK uV
+    low, high = both(t)
+    got = second_order(fb.attention, *low, True)
+    ref = second_order(reference_attention, *high, True)
+    names = ["O", "dQ", "dK", "dV", "gQ", "gK", "gV", "gdO"]
+    for name, a, b in zip(names, got, ref):
+        assert a.shape == b.shape, name
+    errors = {name: rel(a, b) for name, a, b in zip(names, got, ref)}
+    q, k, v, _, tq, tk, _ = t
+    tv = r(h_kv, m, dv)
+    _, to = torch.func.jvp(lambda q, k, v: fb.attention(q, k, v, causal=True), (q, k, v),
+                           (tq, tk, tv))
+    _, to64 = torch.func.jvp(lambda q, k, v: reference_attention(q, k, v, causal=True),
+                             tuple(x.double() for x in (q, k, v)),
+                             tuple(x.double() for x in (tq, tk, tv)))
+    assert to.shape == to64.shape
+    errors["tO"] = rel(to, to64)
+    views = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v)]
+    o = fb.attention(*views)
+    assert o.shape == (1, h, n, dv) and o.transpose(1, 2).is_contiguous()
+    errors["O (b,s,h,d)"] = rel(o, reference_attention(*(x.double() for x in (q, k, v))))
+    print(dtype, "d", d, "dv", dv, {k: f"{v:.2e}" for k, v in errors.items()})
+    for name, err in errors.items():
+        assert math.isfinite(err) and err <= TOL[dtype], f"{name}: {err:.2e}"
+
+
 GQA_CASES = [  # (heads, heads_kv, N, M, d, causal)
     (6, 2, 96, 160, 64, True),    # groups of 3
     (4, 1, 200, 136, 128, False),  # multi-query
@@ -286,8 +327,10 @@ def test_validation_names_the_argument():
         fb.attention(q.float(), q, q)
     with pytest.raises(ValueError, match="must be a CUDA tensor"):
         fb.attention(q, q.cpu(), q)
-    with pytest.raises(ValueError, match=r"k and v must have the same shape"):
+    with pytest.raises(ValueError, match=r"k and v must agree in all but head_dim"):
         fb.attention(q, q, q[:, :, :32])
+    with pytest.raises(ValueError, match=r"head_dim_v 4 is unsupported"):
+        fb.attention(q, q, q[..., :4])
     with pytest.raises(ValueError, match=r"head_dim 4 is unsupported \(8 to 256\)"):
         x = torch.randn(1, 1, 64, 4, device="cuda", dtype=torch.bfloat16)
         fb.attention(x, x, x)

@@ -1,6 +1,7 @@
 // The C++ API rejects bad arguments before touching the GPU (these run without one), with a
 // message that names the argument.
 #include "api/Attention.h"
+#include "jit/HeadDims.h"
 #include "jit/Overlap.h"
 #include "support/Errors.h"
 
@@ -185,6 +186,55 @@ TEST_CASE("head dims: every d from 8 to 256, each path's alignment", "[api]") {
                Catch::Contains("stride[2] = " + std::to_string(d + 4) +
                                " must be a positive multiple of 8 elements"));
   }
+}
+
+TEST_CASE("v of another head dim than q and k: its width checked, its limits, no ring step",
+          "[api]") {
+  const CUdeviceptr base = 0x10000; // never dereferenced: validation fails first or the driver
+  const std::string accepted = "not an InvalidArgumentError: no CUDA driver found";
+  AttentionProblem p{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/192};
+  p.headDimV = 128;
+  // Each tensor's rows as wide as its kind: q, k at 192; v, o at 128 (contiguous, so v's and
+  // o's rows would overlap at 192 elements apart only if read 192 wide).
+  auto forward = [&](const AttentionProblem &p, int64_t vRowStride) {
+    Tensor q = p.contiguous(base, p.seqQ), k = p.contiguous(base + (1 << 20), p.seqK);
+    Tensor v = p.contiguous(base + (2 << 20), p.seqK, p.heads, p.valueDim()),
+           o = p.contiguous(base + (3 << 20), p.seqQ, p.heads, p.valueDim());
+    v.stride[2] = vRowStride;
+    return attentionForward(p, q, k, v, o, RowVector{base + (4 << 20)});
+  };
+  CHECK_THAT(invalidArgumentOf(forward(p, 128)), Catch::StartsWith(accepted));
+  CHECK_THAT(messageOf(forward(p, 120)),
+             Catch::Contains("v rows overlap: stride[2] = 120 < head_dim_v 128"));
+  // o (v's width) laid out 128 wide right before lse: read 192 wide it would reach into lse.
+  {
+    Tensor q = p.contiguous(base, p.seqQ), k = p.contiguous(base + (1 << 20), p.seqK);
+    Tensor v = p.contiguous(base + (2 << 20), p.seqK, p.heads, 128);
+    const CUdeviceptr oBytes = CUdeviceptr(p.heads * p.seqQ * 128 * 2);
+    Tensor o = p.contiguous(base + (3 << 20), p.seqQ, p.heads, 128);
+    CHECK_THAT(invalidArgumentOf(attentionForward(p, q, k, v, o,
+                                                  RowVector{base + (3 << 20) + oBytes})),
+               Catch::StartsWith(accepted));
+  }
+  for (int64_t dv : {7, 257, -8}) {
+    AttentionProblem bad = p;
+    bad.headDimV = dv;
+    INFO("d_v = " << dv);
+    CHECK(invalidArgumentOf(forward(bad, 264)) == "head_dim_v");
+    CHECK_THAT(messageOf(forward(bad, 264)),
+               Catch::Contains("head_dim_v " + std::to_string(dv) + " is unsupported"));
+  }
+  AttentionProblem ring = p;
+  ring.ringStep = true;
+  CHECK(invalidArgumentOf(forward(ring, 128)) == "head_dim_v");
+  CHECK_THAT(messageOf(forward(ring, 128)), Catch::Contains("ring steps take one head dim"));
+  // Different widths run on padded copies; head_dim_v equal to head_dim is one width, as 0 is.
+  CHECK(jit::headDimPadding(p) == jit::HeadDimPadding::copy);
+  AttentionProblem same{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/64};
+  same.headDimV = 64;
+  CHECK(jit::headDimPadding(same) == jit::HeadDimPadding::none);
+  same.headDimV = 80;
+  CHECK(jit::headDimPadding(same) == jit::HeadDimPadding::copy);
 }
 
 // Sizes the kernels would compute wrongly are refused, not launched with a truncated grid or

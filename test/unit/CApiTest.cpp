@@ -215,12 +215,14 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
   const flashbob_tensor q = tensorAt(0), o = tensorAt(3);
   float *lse = reinterpret_cast<float *>(uintptr_t(0x200000));
   const uint32_t before = offsetof(flashbob_problem, ring_step); // the layout before ring_step
+  const uint32_t beforeV = offsetof(flashbob_problem, head_dim_v); // ... before head_dim_v
   REQUIRE(before == 136);
-  REQUIRE(sizeof(flashbob_problem) == 144);
+  REQUIRE(beforeV == 144);
+  REQUIRE(sizeof(flashbob_problem) == 152);
 
   // 0 (never set), sizes that are no layout's (too small, inside a field, between the two
   // layouts, larger than this library knows): refused naming p->size and the sizes accepted.
-  for (uint32_t size : {0u, 4u, 8u, 100u, 140u, 143u, 152u, 4096u, 0xffffffffu}) {
+  for (uint32_t size : {0u, 4u, 8u, 100u, 140u, 143u, 148u, 160u, 4096u, 0xffffffffu}) {
     INFO("size " << size);
     flashbob_problem p = smallProblem();
     p.size = size;
@@ -228,13 +230,13 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
     CHECK_THAT(flashbob_last_error(),
                Catch::StartsWith("flashbob: p->size = " + std::to_string(size) +
                                  " is not the size of a flashbob_problem layout this library "
-                                 "knows (136 or 144 bytes)"));
+                                 "knows (136, 144 or 152 bytes)"));
     CHECK_THAT(flashbob_last_error(), Catch::Contains("FLASHBOB_PROBLEM_INIT"));
     CHECK(flashbob_precompile(&p, FLASHBOB_OP_FORWARD) == FLASHBOB_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(flashbob_last_error(), Catch::Contains("p->size"));
   }
   flashbob_problem newer = smallProblem();
-  newer.size = 152;
+  newer.size = 160;
   CHECK(flashbob_forward(&newer, q, q, q, o, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(flashbob_last_error(), Catch::EndsWith("or use a newer libflashbob"));
 
@@ -272,6 +274,7 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
   flashbob_problem garbage = smallProblem();
   std::memset(reinterpret_cast<char *>(&garbage) + before, 0x5a, sizeof garbage - before);
   REQUIRE(garbage.ring_step != 0);
+  garbage.head_dim_v = 0; // (read at the full size only: its own case is below)
   garbage.size = before;
   const flashbob_tensor g[4] = {tensorAt(8), tensorAt(9), tensorAt(10), tensorAt(11)};
   CHECK(flashbob_bob(&garbage, q, q, q, o, q, lse, q, q, q, g[0], g[1], g[2], g[3], work,
@@ -283,6 +286,16 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
   CHECK(flashbob_forward_jvp(&garbage, q, q, q, o, lse, q, q, q, g[0], nullptr) ==
         FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(flashbob_last_error(), Catch::Contains("ring_step"));
+
+  // The layout before head_dim_v: garbage where head_dim_v would be is not read; at the full
+  // size it is, and refused by name.
+  flashbob_problem noWidth = smallProblem();
+  std::memset(reinterpret_cast<char *>(&noWidth) + beforeV, 0x5a, sizeof noWidth - beforeV);
+  noWidth.size = beforeV;
+  CHECK(flashbob_forward(&noWidth, q, q, q, o, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  noWidth.size = sizeof noWidth;
+  CHECK(flashbob_forward(&noWidth, q, q, q, o, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("head_dim_v"));
 }
 
 TEST_CASE("an output sharing memory with an input or another output is refused naming both",

@@ -1181,14 +1181,15 @@ CallerTensor callerTensor(int64_t batch, int64_t heads, int64_t rows, int64_t d,
 }
 
 // The caller's tensors of one call and what the kernels must have seen of them: each padded
-// tensor kernelHeadDim(d) wide, 16-byte aligned; an input's first d columns its values and the
-// rest zeros; an output's first d columns copied back where the caller's are, nothing else of
-// the caller's memory written.
+// tensor as wide as jit::paddedProblem's head dim (kernelHeadDim(d), or of the wider of d and
+// d_v), 16-byte aligned; an input's first columns (its own width) its values and the rest
+// zeros; an output's first columns copied back where the caller's are, nothing else of the
+// caller's memory written.
 void checkPaddedCall(const std::vector<fake_cuda_launch_record> &records,
                      llvm::ArrayRef<Kind> kinds, const AttentionProblem &p,
                      const std::map<kernels::Operand, const CallerTensor *> &caller) {
   REQUIRE(records.size() == kinds.size());
-  const int64_t width = bob::kernelHeadDim(p.headDim);
+  const int64_t width = jit::paddedProblem(p).headDim;
   for (size_t i = 0; i < kinds.size(); ++i) {
     INFO(records[i].entry);
     for (const kernels::Param &param : kernels::signature(kinds[i], p.varlen, p.ringStep)) {
@@ -1387,6 +1388,105 @@ TEST_CASE("a head dim the kernels take through zero-padded copies: the copies, t
     const std::string message = messageOf(std::move(captured));
     CHECK_THAT(message, Catch::Contains("head_dim 100 is copied into zero-padded memory"));
     CHECK(launches().empty());
+  }
+}
+
+TEST_CASE("q and k of one head dim, v of another: each tensor copied at its own width",
+          "[fake]") {
+  // Multi-head latent attention's widths (q, k 192; v and its kin 128), and a pair where v is
+  // the wider and neither a tile width (40 and 72: both run 80 wide). Every tensor is copied
+  // into memory of the padded width, from its own: q and its kin from d, v and its kin from d_v;
+  // the inputs' padding zeroed by one memset per width narrower than the padded one; the
+  // kernels run at that width with the scale 1/sqrt(d) (q's and k's, never v's or the padded
+  // width's): compiled in where the width is d, else their argument.
+  useFakeDriver();
+  using kernels::Operand;
+  for (auto [d, dv] : {std::pair<int64_t, int64_t>{192, 128}, {40, 72}}) {
+    AttentionProblem p = problem();
+    p.batch = 1;
+    p.heads = 2;
+    p.headsKv = 1;
+    p.seqQ = 70;
+    p.seqK = 50;
+    p.headDim = d;
+    p.headDimV = dv;
+    INFO("d = " << d << ", d_v = " << dv);
+    REQUIRE(jit::headDimPadding(p) == jit::HeadDimPadding::copy);
+    const AttentionProblem padded = jit::paddedProblem(p);
+    const int64_t width = bob::kernelHeadDim(std::max(d, dv));
+    REQUIRE(padded.headDim == width);
+    REQUIRE(padded.valueDim() == width);
+    const int64_t gap = 2;
+    auto tensor = [&](bool query, bool values, bool input, uint32_t seed) {
+      return callerTensor(p.batch, query ? p.heads : p.keyValueHeads(), query ? p.seqQ : p.seqK,
+                          values ? dv : d, gap, 2, input, seed);
+    };
+    CallerTensor q = tensor(true, false, true, 1), k = tensor(false, false, true, 2),
+                 v = tensor(false, true, true, 3), o = tensor(true, true, true, 4),
+                 dO = tensor(true, true, true, 5), uQ = tensor(true, false, true, 6),
+                 uK = tensor(false, false, true, 7), uV = tensor(false, true, true, 8);
+    HostMemory rows(size_t(p.batch * p.heads * p.seqQ) * 4 * 4);
+    const size_t rowBytes = size_t(p.batch * p.heads * p.seqQ) * 4;
+    const RowVector lse{rows.address()}, dRow{rows.address() + rowBytes},
+        cRow{rows.address() + 2 * rowBytes}, bRow{rows.address() + 3 * rowBytes};
+    // One memset per input width below the padded one.
+    const int memsets = (d < width) + (dv < width);
+    auto check = [&](llvm::ArrayRef<Kind> kinds,
+                     const std::map<Operand, const CallerTensor *> &caller) {
+      CHECK(callCount("cuMemAllocAsync") == 1);
+      CHECK(callCount("cuMemsetD2D8Async") == memsets);
+      CHECK(callCount("cuMemFreeAsync") == 1);
+      const std::vector<fake_cuda_launch_record> records = recordedLaunches();
+      REQUIRE(records.size() == kinds.size());
+      for (size_t i = 0; i < records.size(); ++i) {
+        INFO(records[i].entry);
+        checkLaunch(records[i], padded, kinds[i]);
+        // At d = 192 the kernels' width is d: its default scale is compiled in.
+        const bool scaleArgument = width != d;
+        CHECK((std::string(records[i].entry).find("_scalearg_") != std::string::npos) ==
+              scaleArgument);
+        if (!scaleArgument)
+          continue;
+        REQUIRE(records[i].scalarCount >= 1);
+        CHECK(records[i].scalars[records[i].scalarCount - 1] ==
+              scalarBits(kernels::Scalar::scaleLog2e, 1 / std::sqrt(double(d))));
+      }
+      checkPaddedCall(records, kinds, p, caller);
+      resetFake();
+    };
+
+    CallerTensor out = tensor(true, true, false, 0);
+    REQUIRE(messageOf(attentionForward(p, q.tensor(), k.tensor(), v.tensor(), out.tensor(),
+                                       lse)) == "no error");
+    check({Kind::fwd}, {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &out}});
+
+    CallerTensor dQ = tensor(true, false, false, 0), dK = tensor(false, false, false, 0),
+                 dV = tensor(false, true, false, 0);
+    REQUIRE(messageOf(attentionBackward(p, q.tensor(), k.tensor(), v.tensor(), o.tensor(),
+                                        dO.tensor(), lse, dQ.tensor(), dK.tensor(), dV.tensor(),
+                                        dRow)) == "no error");
+    check({Kind::bwd_q, Kind::bwd_kv},
+          {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+           {Operand::dO, &dO}, {Operand::dQ, &dQ}, {Operand::dK, &dK}, {Operand::dV, &dV}});
+
+    CallerTensor gQ = tensor(true, false, false, 0), gK = tensor(false, false, false, 0),
+                 gV = tensor(false, true, false, 0), gdO = tensor(true, true, false, 0);
+    BobInputs in{q.tensor(),  k.tensor(),  v.tensor(),  o.tensor(), dO.tensor(), lse,
+                 uQ.tensor(), uK.tensor(), uV.tensor()};
+    REQUIRE(messageOf(attentionBob(p, in, {gQ.tensor(), gK.tensor(), gV.tensor(), gdO.tensor(),
+                                           dRow, cRow, bRow})) == "no error");
+    check({Kind::bob_q, Kind::bob_kv},
+          {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+           {Operand::dO, &dO}, {Operand::uQ, &uQ}, {Operand::uK, &uK}, {Operand::uV, &uV},
+           {Operand::gQ, &gQ}, {Operand::gK, &gK}, {Operand::gV, &gV}, {Operand::gdO, &gdO}});
+
+    CallerTensor tO = tensor(true, true, false, 0), o2 = tensor(true, true, false, 0);
+    REQUIRE(messageOf(attentionForwardDual(p, q.tensor(), k.tensor(), v.tensor(), uQ.tensor(),
+                                           uK.tensor(), uV.tensor(), o2.tensor(), lse,
+                                           tO.tensor())) == "no error");
+    check({Kind::fwd_dual}, {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v},
+                             {Operand::tQ, &uQ}, {Operand::tK, &uK}, {Operand::tV, &uV},
+                             {Operand::o, &o2}, {Operand::tO, &tO}});
   }
 }
 

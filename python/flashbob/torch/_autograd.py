@@ -60,7 +60,8 @@ def plain(*tensors):
 def _call(kernel, op, tensors, config):
     """op(*tensors, *config), as the kernel's direct call when plain(*tensors)."""
     if plain(*tensors):
-        return kernel(_launch.plan(tensors[0], tensors[1], _launch.Config(*config)), *tensors)
+        return kernel(_launch.plan(tensors[0], tensors[1], tensors[2], _launch.Config(*config)),
+                      *tensors)
     return op(*tensors, *config)
 
 
@@ -111,13 +112,13 @@ class _DualFn(_AttentionFn):
     @staticmethod
     def forward(q, k, v, *config):
         packed = config[4] is not None
-        return _launch.empty(q, packed), _launch.rows(q)
+        return _launch.empty(q, packed, v.shape[3]), _launch.rows(q)
 
     @staticmethod
     def jvp(ctx, tq, tk, tv, *_tconfig):
         (q, k, v, o, lse), config = saved(ctx)
         tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
-        plan = _launch.plan(q, k, _launch.Config(*config))
+        plan = _launch.plan(q, k, v, _launch.Config(*config))
         return _launch.forward_dual(plan, q, k, v, tq, tk, tv, o, lse), None
 
 
@@ -341,7 +342,7 @@ def attention(q, k, v, config, plan, with_lse):
         o, lse = torch.ops.flashbob.forward(q, k, v, *config)
     elif _eager_ok(q, k, v):
         if plan is None:
-            plan = _launch.plan(q, k, config)
+            plan = _launch.plan(q, k, v, config)
         if _needs_grad(q, k, v):
             if with_lse:
                 return _apply_forward_with_lse(q, k, v, plan)
