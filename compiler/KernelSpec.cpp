@@ -15,6 +15,25 @@ std::string TileConfig::name() const {
   return llvm::formatv("m{0}_n{1}_w{2}_s{3}", blockM, blockN, warpText, stages).str();
 }
 
+std::optional<TileConfig> TileConfig::parse(llvm::StringRef text) {
+  TileConfig t;
+  auto number = [](llvm::StringRef &rest, llvm::StringRef prefix, int64_t &out) {
+    if (!rest.consume_front(prefix) || rest.consumeInteger(10, out) || out <= 0)
+      return false;
+    return true;
+  };
+  llvm::StringRef rest = text;
+  if (!number(rest, "m", t.blockM) || !number(rest, "_n", t.blockN) ||
+      !number(rest, "_w", t.warps))
+    return std::nullopt;
+  if (rest.starts_with("c") && !number(rest, "c", t.warpCols))
+    return std::nullopt;
+  t.producer = rest.consume_front("p");
+  if (!number(rest, "_s", t.stages) || !rest.empty())
+    return std::nullopt;
+  return t;
+}
+
 std::string KernelSpec::name() const {
   std::string window;
   if (windowLeft >= 0)

@@ -25,6 +25,8 @@ struct TileConfig {
   // "m64_n32_w4_s2" ("w8c2" for 8 warps in 2 column groups, "w4p" for 4 consumer warps and a
   // producer warpgroup): the tiles' part of KernelSpec::name, and how tuning records name them.
   std::string name() const;
+  // name()'s inverse: nullopt for text that is not such a name.
+  static std::optional<TileConfig> parse(llvm::StringRef text);
   bool operator==(const TileConfig &o) const {
     return blockM == o.blockM && blockN == o.blockN && warps == o.warps && stages == o.stages &&
            warpCols == o.warpCols && producer == o.producer;

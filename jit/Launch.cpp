@@ -9,6 +9,7 @@
 #include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
 #include "support/Knobs.h"
+#include "support/Log.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -42,6 +43,17 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   if (headDimPadding(p) == HeadDimPadding::inKernel)
     s.tensorDim = p.headDim;
   s.tiles = kernels::defaultTiles(kind, s.headDim, arch);
+  // FLASHBOB_TILES replaces them for the kinds it names. Read once, like the knobs below.
+  static const std::vector<std::pair<bob::KernelKind, compiler::TileConfig>> overrides = [] {
+    auto parsed = kernels::parseTileOverrides(support::knobs::tiles());
+    if (parsed)
+      return std::move(*parsed);
+    support::log(support::LogLevel::Warning, llvm::toString(parsed.takeError()) + ": ignored");
+    return std::vector<std::pair<bob::KernelKind, compiler::TileConfig>>();
+  }();
+  for (const auto &[overridden, tiles] : overrides)
+    if (overridden == kind)
+      s.tiles = tiles;
   // FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
   // kernel without column groups, whatever the tile table says: for A/B timing and the GPU
   // tests of the producer path. Read once (support/Knobs.h): this is on every launch's path.

@@ -133,6 +133,26 @@ TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch) {
   return {64, 64, 4, 2};
 }
 
+llvm::Expected<std::vector<std::pair<bob::KernelKind, TileConfig>>>
+parseTileOverrides(llvm::StringRef text) {
+  std::vector<std::pair<bob::KernelKind, TileConfig>> out;
+  llvm::SmallVector<llvm::StringRef, 8> entries;
+  text.split(entries, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (llvm::StringRef entry : entries) {
+    auto [kindText, tilesText] = entry.trim().split('=');
+    std::optional<bob::KernelKind> kind = bob::symbolizeKernelKind(kindText.trim());
+    std::optional<TileConfig> tiles = TileConfig::parse(tilesText.trim());
+    if (!kind || !tiles)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "FLASHBOB_TILES: '%s' is not kind=tiles (a kernel kind such as bob_kv, '=', tiles as "
+          "kernel names spell them, such as m48_n128_w8_s2)",
+          entry.str().c_str());
+    out.emplace_back(*kind, *tiles);
+  }
+  return out;
+}
+
 bob::Arch tableTarget(bob::Arch arch) {
   return bob::hasHopperFeatures(arch) ? bob::Arch::sm_90a : bob::Arch::sm_80;
 }
@@ -166,9 +186,18 @@ std::vector<TileConfig> candidateTiles(bob::KernelKind kind, int64_t headDim, bo
     for (int64_t other : {32, 64, 128})
       for (int64_t warps : {4, 8})
         add(config(own, other, warps, 1));
-  // Two warpgroups side by side over 64 own rows: half the per-thread state of 4 warps.
-  for (int64_t other : {32, 64, 128})
-    add(config(64, other, 8, 2));
+  // Key-major kernels also sweep 48 query rows a step: bob_kv keeps four score tiles and four
+  // row scalars of the swept rows per thread, which at 64 no longer fit beside its two
+  // accumulators (the tile table's d = 64 row), at 48 do, over one or two row warpgroups.
+  if (keyMajor)
+    for (int64_t own : {64, 128})
+      for (int64_t warps : {4, 8})
+        add(config(own, 48, warps, 1));
+  // Two warpgroups side by side over 64 own rows (half the per-thread state of 4 warps), or
+  // over 128 (each warp two fragments of rows, half of each one's columns).
+  for (int64_t own : {64, 128})
+    for (int64_t other : {32, 64, 128})
+      add(config(own, other, 8, 2));
   // Three row warpgroups over 192 query rows (wgmma only): FlashAttention-3's forward tile at
   // d = 64. Key-major kernels keep two accumulators of their own rows, which spill at 160
   // registers a thread (bwd_kv d = 128: 42 ms against 7.8,

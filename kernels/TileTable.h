@@ -16,6 +16,13 @@ using compiler::TileConfig;
 // The default tiles for `kind` at `headDim` on target `arch` (sm_90a has its own column).
 TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch);
 
+// FLASHBOB_TILES's text (support/Knobs.cpp): comma-separated `kind=tiles`, the tiles as
+// TileConfig::name spells them (bob_kv=m48_n128_w8_s2,fwd=m128_n128_w8p_s2); each kind's tiles
+// then replace the table's at every head dim, for timing a configuration without editing the
+// table. An error names the entry that is no such pair.
+llvm::Expected<std::vector<std::pair<bob::KernelKind, TileConfig>>>
+parseTileOverrides(llvm::StringRef text);
+
 // The target whose shared memory per block (compiler/dialect/Target.h) the defaults for `arch`
 // are made to fit: sm_90a for its own column; sm_80 (163 KB) for the generic column, which also
 // serves sm_86/sm_89 with 99 KB: there the launcher shrinks the defaults

@@ -80,6 +80,11 @@ const KnobInfo kKnobs[] = {
      "than their tensors, which read the extra columns as zeros (kernels named _t<d>); 0 copies "
      "those tensors into zero-padded memory around the kernels instead, as any other head dim "
      "that is no multiple of 16 (the A/B of docs/performance.md, \"Head dims\")."},
+    {Knob::Tiles, "FLASHBOB_TILES", KnobType::String, "",
+     "Tiles instead of the tile table's for the kernel kinds named, at every head dim: "
+     "comma-separated kind=tiles, the tiles as kernel names spell them (bob_kv=m48_n128_w8_s2; "
+     "w8c2: two column groups, w4p: a producer warpgroup); for timing a configuration. A "
+     "malformed value is ignored with a warning, tiles the compiler refuses fail the call."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

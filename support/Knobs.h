@@ -40,6 +40,7 @@ enum class Knob {
   RegisterA,
   FusedBackward,
   PadInKernel,
+  Tiles,
   Library,
   PtxSnapshotDir,
   OracleReport,
@@ -111,6 +112,7 @@ inline std::optional<bool> longSweep() { return getTriState(Knob::LongSweep); }
 inline bool registerA() { return getBool(Knob::RegisterA); }
 inline bool fusedBackward() { return getBool(Knob::FusedBackward); }
 inline bool padInKernel() { return getBool(Knob::PadInKernel); }
+inline std::string tiles() { return getString(Knob::Tiles); }
 } // namespace knobs
 
 } // namespace flashbob::support

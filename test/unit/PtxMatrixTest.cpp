@@ -559,6 +559,34 @@ TEST_CASE("the autotuner's space offers the producer twin of each plain configur
   }
 }
 
+TEST_CASE("tile names parse back to their tiles; FLASHBOB_TILES's entries name kind and tiles",
+          "[compiler]") {
+  for (bob::KernelKind kind : kImplementedKinds)
+    for (Arch arch : {Arch::sm_80, Arch::sm_90a})
+      for (const Tiles &t : kernels::candidateTiles(kind, 64, arch)) {
+        INFO(t.name());
+        std::optional<Tiles> back = Tiles::parse(t.name());
+        REQUIRE(back.has_value());
+        CHECK(*back == t);
+      }
+  for (const char *bad : {"", "m64", "m64_n64_w4", "m64_n64_w4_s", "m0_n64_w4_s2",
+                          "m64_n64_w4c_s2", "m64_n64_w4_s2_", "m-64_n64_w4_s2", "64_64_4_2"})
+    CHECK_FALSE(Tiles::parse(bad).has_value());
+  auto parsed = kernels::parseTileOverrides("bob_kv=m48_n128_w8_s2, fwd=m128_n128_w8p_s2");
+  REQUIRE(static_cast<bool>(parsed));
+  REQUIRE(parsed->size() == 2);
+  CHECK((*parsed)[0].first == bob::KernelKind::bob_kv);
+  CHECK((*parsed)[0].second.blockN == 128);
+  CHECK((*parsed)[1].second.producer);
+  CHECK(kernels::parseTileOverrides("")->empty());
+  for (const char *bad : {"bob_kv", "bob_kv=", "bob_kvv=m48_n128_w8_s2", "=m48_n128_w8_s2"}) {
+    auto refused = kernels::parseTileOverrides(bad);
+    REQUIRE_FALSE(static_cast<bool>(refused));
+    CHECK_THAT(llvm::toString(refused.takeError()),
+               Catch::Contains(std::string("'") + bad + "' is not kind=tiles"));
+  }
+}
+
 TEST_CASE("specs the compiler cannot build are rejected before any compilation", "[compiler]") {
   compiler::KernelSpec spec;
   spec.headDim = 100;
