@@ -87,7 +87,7 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 21);
+  CHECK(names.size() == 22);
   {
     // Head dims that are a multiple of 8 pad inside the kernels unless told to copy.
     ScopedOverride unset(Knob::PadInKernel, "");
