@@ -73,8 +73,9 @@ const KnobInfo kKnobs[] = {
     {Knob::FusedBackward, "FLASHBOB_FUSED_BACKWARD", KnobType::Bool, "0",
      "1: on sm_90a (head_dim <= 128 and a multiple of 16, not a ring step) the backward runs "
      "fused: bwd_dot, one key-major bwd_fused that adds dQ into an f32 sum in a fixed order, "
-     "bwd_dq, with a workspace the library allocates on the stream; off by default until "
-     "verified on the GPU."},
+     "bwd_dq, with a workspace the library allocates on the stream. Exact (float64 checks pass "
+     "on an H100) but 2.4x (d = 64) to 3.1x (d = 128) slower than the two kernels today: off by "
+     "default."},
     {Knob::PadInKernel, "FLASHBOB_PAD_IN_KERNEL", KnobType::Bool, "1",
      "1 (default): a head dim that is a multiple of 8 but not of 16 runs kernels 8 columns wider "
      "than their tensors, which read the extra columns as zeros (kernels named _t<d>); 0 copies "

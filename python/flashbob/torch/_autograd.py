@@ -9,9 +9,10 @@ watching (FakeTensors or torch.func's wrappers, vmap, a dispatch or torch-functi
 the kernels directly: torch.func.grad and jvp run a Function's forward and backward one level
 below the transform, on plain tensors, so those calls may be direct too.
 
-Forward mode alone (torch.func.jvp as the only transform, or eager dual tensors) runs one
-kernel, not two: _DualFn's forward launches nothing and its forward-mode rule, which autograd
-calls right after it, computes O, L and tO in one sweep (fwd_dual) into the forward's outputs.
+Forward mode alone (torch.func.jvp as the only transform, or eager dual tensors) is meant to run
+one kernel, not two: _DualFn's forward launches nothing and its forward-mode rule, which
+autograd calls right after it, computes O, L and tO in one sweep (fwd_dual) into the forward's
+outputs. Off for now (dual_ready says why).
 
 Eager code on plain tensors (no transform, no mode, no forward-mode AD level) takes a cheaper
 chain with the same kernels: _Forward, _Backward, _Bob. A Function written with setup_context
@@ -130,11 +131,21 @@ except AttributeError:  # a torch without these hooks: never the deferred forwar
     _interpreter_stack = None
 
 
+_DEFERRED_FORWARD = False
+
+
 def dual_ready(q, k, v):
     """Whether attention's forward-mode rule will run right after its forward, on tensors the
     kernels take directly, so that _DualFn may defer the forward to it: under eager forward-mode
     AD with a tangent on q, k or v and nothing else watching, or under torch.func.jvp alone (one
-    transform, a JVP, whose level wraps q, k or v; nested transforms keep the two kernels)."""
+    transform, a JVP, whose level wraps q, k or v; nested transforms keep the two kernels).
+
+    Off for now (always False): on the GPU, the forward-mode rule received tensors it could not
+    read directly under torch.func.jvp ("Cannot access data pointer of Tensor that doesn't have
+    storage" in _launch.forward_dual), so forward mode runs the forward and forward_jvp kernels
+    as before until the rule takes its tensors as the transform gives them."""
+    if not _DEFERRED_FORWARD:
+        return False
     if (_interpreter_stack is None or _functorch_level is None or _dispatch_modes()
             or _function_modes()):
         return False
