@@ -1,5 +1,8 @@
 #include "api/Attention.h"
 
+#include "jit/FusedBackward.h"
+#include "jit/HeadDims.h"
+#include "jit/KernelCache.h"
 #include "jit/Launch.h"
 #include "jit/Validate.h"
 #include "support/Errors.h"
@@ -19,7 +22,8 @@ using Kind = bob::KernelKind;
 // and bob_q write D, BoB's c and b; bwd_kv and bob_kv read them).
 llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
   static constexpr Kind forward[] = {Kind::fwd}, backward[] = {Kind::bwd_q, Kind::bwd_kv},
-                        bob[] = {Kind::bob_q, Kind::bob_kv}, forwardJvp[] = {Kind::fwd_jvp};
+                        bob[] = {Kind::bob_q, Kind::bob_kv}, forwardJvp[] = {Kind::fwd_jvp},
+                        forwardDual[] = {Kind::fwd_dual};
   switch (op) {
   case AttentionOp::forward: return forward;
   case AttentionOp::backward: return backward;
@@ -27,8 +31,20 @@ llvm::ArrayRef<Kind> kernelsOf(AttentionOp op) {
   case AttentionOp::forward_jvp: return forwardJvp;
   case AttentionOp::bob_pass1: return llvm::ArrayRef(bob).take_front();
   case AttentionOp::bob_pass2: return llvm::ArrayRef(bob).drop_front();
+  case AttentionOp::forward_dual: return forwardDual;
   }
   return {};
+}
+
+// Whether `op` on `p` runs the fused backward (jit/FusedBackward.h) on the current context's GPU
+// instead of bwd_q and bwd_kv; it takes the same operands.
+llvm::Expected<bool> runsFused(const AttentionProblem &p, AttentionOp op) {
+  if (op != AttentionOp::backward || !jit::fusedBackwardEnabled())
+    return false; // no GPU asked
+  auto cache = jit::KernelCache::get();
+  if (!cache)
+    return cache.takeError();
+  return jit::runsFusedBackward(p, (*cache)->arch());
 }
 
 // Checks every operand of every kernel of the operation, then launches the kernels in order on
@@ -55,16 +71,36 @@ llvm::Error run(const AttentionProblem &p, AttentionOp op, jit::Bindings binding
     return e;
   if (llvm::Error e = jit::validateOffsets(p, bindings, stream))
     return e;
-  // The operation's kernels compiled together on a first call (two cost the slower one).
-  if (llvm::Error e = jit::prepareKernels(p, kinds))
-    return e;
-  size_t step = 0;
-  for (Kind kind : kinds) {
-    support::KernelStep scope(++step, kinds.size()); // compilations say "(1/2)"
-    if (llvm::Error e = jit::launch(kind, p, bindings, stream))
+  // The fused backward takes only head dims that need no padding (jit::runsFusedBackward):
+  // the others keep bwd_q and bwd_kv, padded below.
+  auto fused = runsFused(p, op);
+  if (!fused)
+    return fused.takeError();
+  if (*fused) {
+    if (llvm::Error e = jit::prepareKernels(p, jit::fusedBackwardKinds()))
       return e;
+    return jit::launchFusedBackward(p, std::move(bindings), stream);
   }
-  return llvm::Error::success();
+  // A head dim the kernels take only through zero-padded copies (jit/HeadDims.h): they run on
+  // the padded problem, between the copies.
+  const bool copied = jit::headDimPadding(p) == jit::HeadDimPadding::copy;
+  const AttentionProblem &kernelProblem = copied ? jit::paddedProblem(p) : p;
+  // The operation's kernels compiled together on a first call (two cost the slower one), before
+  // any memory is allocated for the copies.
+  if (llvm::Error e = jit::prepareKernels(kernelProblem, kinds))
+    return e;
+  auto launchAll = [&](const AttentionProblem &problem, const jit::Bindings &b) -> llvm::Error {
+    size_t step = 0;
+    for (Kind kind : kinds) {
+      support::KernelStep scope(++step, kinds.size()); // compilations say "(1/2)"
+      if (llvm::Error e = jit::launch(kind, problem, b, stream))
+        return e;
+    }
+    return llvm::Error::success();
+  };
+  if (copied)
+    return jit::runOnPaddedCopies(p, kinds, bindings, stream, launchAll);
+  return launchAll(p, bindings);
 }
 // BoB's inputs, as every BoB kernel takes them (a kernel's signature picks the ones it reads).
 jit::Bindings bind(const BobInputs &in) {
@@ -133,14 +169,28 @@ llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, cons
   return run(p, AttentionOp::forward_jvp, b, stream);
 }
 
+llvm::Error attentionForwardDual(const AttentionProblem &p, const Tensor &q, const Tensor &k,
+                                 const Tensor &v, const Tensor &tQ, const Tensor &tK,
+                                 const Tensor &tV, const Tensor &o, RowVector lse,
+                                 const Tensor &tO, CUstream stream) {
+  jit::Bindings b;
+  b.bind(Operand::q, q).bind(Operand::k, k).bind(Operand::v, v);
+  b.bind(Operand::tQ, tQ).bind(Operand::tK, tK).bind(Operand::tV, tV);
+  b.bind(Operand::o, o).bind(Operand::lse, lse).bind(Operand::tO, tO);
+  return run(p, AttentionOp::forward_dual, b, stream);
+}
+
 llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<AttentionOp> ops) {
   std::vector<Kind> kinds;
   for (AttentionOp op : ops) {
     if (kernelsOf(op).empty())
       return support::makeInvalidArgument(
-          "op", "flashbob: op must be forward, backward, bob, forward_jvp, bob_pass1 or "
-                "bob_pass2");
-    llvm::append_range(kinds, kernelsOf(op));
+          "op", "flashbob: op must be forward, backward, bob, forward_jvp, bob_pass1, "
+                "bob_pass2 or forward_dual");
+    auto fused = runsFused(p, op);
+    if (!fused)
+      return fused.takeError();
+    llvm::append_range(kinds, *fused ? jit::fusedBackwardKinds() : kernelsOf(op));
   }
   return jit::precompile(p, kinds);
 }

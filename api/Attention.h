@@ -65,10 +65,17 @@ llvm::Error attentionForwardJvp(const AttentionProblem &p, const Tensor &q, cons
                                 const Tensor &tK, const Tensor &tV, const Tensor &tO,
                                 CUstream stream = nullptr);
 
+// The forward and its JVP in one kernel (one sweep over the keys): O and L as attentionForward
+// writes them, and tO along tangents tQ, tK, tV of q, k, v, from the unrounded O (no ring step).
+llvm::Error attentionForwardDual(const AttentionProblem &p, const Tensor &q, const Tensor &k,
+                                 const Tensor &v, const Tensor &tQ, const Tensor &tK,
+                                 const Tensor &tV, const Tensor &o, RowVector lse,
+                                 const Tensor &tO, CUstream stream = nullptr);
+
 // Compiles (or loads from the disk cache) the kernels the operations `ops` run for `p` on the
 // current GPU, all at once (one thread per kernel), without launching anything, so that the
 // first real call pays no compile time. Values match flashbob_op in api/flashbob.h.
-enum class AttentionOp { forward, backward, bob, forward_jvp, bob_pass1, bob_pass2 };
+enum class AttentionOp { forward, backward, bob, forward_jvp, bob_pass1, bob_pass2, forward_dual };
 llvm::Error attentionPrecompile(const AttentionProblem &p, llvm::ArrayRef<AttentionOp> ops);
 
 } // namespace flashbob

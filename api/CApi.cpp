@@ -90,7 +90,8 @@ template <typename Enum> int enumValue(const Enum &e) {
 // The sizes of the flashbob_problem layouts this library reads (flashbob.h: each earlier layout
 // is this one cut before a field appended since), oldest first.
 constexpr uint32_t kProblemSizes[] = {
-    offsetof(flashbob_problem, ring_step), // before ring_step
+    offsetof(flashbob_problem, ring_step),  // before ring_step
+    offsetof(flashbob_problem, head_dim_v), // before head_dim_v
     sizeof(flashbob_problem),
 };
 static_assert(offsetof(flashbob_problem, size) == 0, "size comes first in every layout");
@@ -142,6 +143,7 @@ llvm::Expected<flashbob::AttentionProblem> problem(const flashbob_problem *calle
   out.seqQ = p->seq_q;
   out.seqK = p->seq_k;
   out.headDim = p->head_dim;
+  out.headDimV = p->head_dim_v;
   out.dtype = dtype == FLASHBOB_BF16 ? flashbob::DType::bf16 : flashbob::DType::fp16;
   out.causal = p->causal != 0;
   if (p->scale > 0)
@@ -202,8 +204,9 @@ const char *flashbob_last_error(void) { return lastError.c_str(); }
 
 int64_t flashbob_limit(flashbob_limit_kind kind) {
   switch (enumValue(kind)) {
-  case FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE: return flashbob::bob::kHeadDimMultiple;
+  case FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE: return 1; // every d in [min, max]: isSupportedHeadDim
   case FLASHBOB_LIMIT_HEAD_DIM_MAX: return flashbob::bob::kMaxHeadDim;
+  case FLASHBOB_LIMIT_HEAD_DIM_MIN: return flashbob::bob::kMinHeadDim;
   case FLASHBOB_LIMIT_SEQUENCE_MAX: return flashbob::jit::kMaxSequence;
   case FLASHBOB_LIMIT_BATCH_HEADS_MAX: return flashbob::jit::kMaxGridY;
   }
@@ -257,11 +260,11 @@ flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbo
     std::vector<flashbob::AttentionOp> list;
     for (int64_t i = 0; i < count; ++i) {
       const int value = enumValue(ops[i]);
-      if (value < FLASHBOB_OP_FORWARD || value > FLASHBOB_OP_BOB_PASS2)
+      if (value < FLASHBOB_OP_FORWARD || value > FLASHBOB_OP_FORWARD_DUAL)
         return badArgument(count == 1 ? std::string("op") : "ops[" + std::to_string(i) + "]",
                            "must be FLASHBOB_OP_FORWARD, FLASHBOB_OP_BACKWARD, "
-                           "FLASHBOB_OP_BOB, FLASHBOB_OP_FORWARD_JVP, FLASHBOB_OP_BOB_PASS1 "
-                           "or FLASHBOB_OP_BOB_PASS2");
+                           "FLASHBOB_OP_BOB, FLASHBOB_OP_FORWARD_JVP, FLASHBOB_OP_BOB_PASS1, "
+                           "FLASHBOB_OP_BOB_PASS2 or FLASHBOB_OP_FORWARD_DUAL");
       list.push_back(static_cast<flashbob::AttentionOp>(value));
     }
     return flashbob::attentionPrecompile(prob, list);
@@ -284,6 +287,18 @@ flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor 
     return flashbob::attentionForwardJvp(prob, tensor(q), tensor(k), tensor(v), tensor(o),
                                          rows(lse), tensor(t_q), tensor(t_k), tensor(t_v),
                                          tensor(t_o), stream(s));
+  });
+}
+
+flashbob_status flashbob_forward_dual(const flashbob_problem *p, flashbob_tensor q,
+                                      flashbob_tensor k, flashbob_tensor v, flashbob_tensor t_q,
+                                      flashbob_tensor t_k, flashbob_tensor t_v,
+                                      flashbob_tensor o, float *lse, flashbob_tensor t_o,
+                                      void *s) {
+  return withProblem(p, [&](const flashbob::AttentionProblem &prob) {
+    return flashbob::attentionForwardDual(prob, tensor(q), tensor(k), tensor(v), tensor(t_q),
+                                          tensor(t_k), tensor(t_v), tensor(o), rows(lse),
+                                          tensor(t_o), stream(s));
   });
 }
 

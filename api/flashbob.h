@@ -8,8 +8,10 @@
  * Nothing is launched when an argument is invalid.
  *
  * Layouts: tensors are (batch, heads, seq, head_dim) in the problem's dtype with strides in
- * elements (head_dim stride 1); row vectors (lse, D, c, b) are contiguous (batch, heads, seq)
- * float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
+ * elements (head_dim stride 1; v and its kin head_dim_v wide where that is set), 16-byte
+ * aligned: the address and every stride a multiple of 16 bytes (for a head_dim that is no
+ * multiple of 8 or a head_dim_v that differs, which the call copies: only aligned to their
+ * element); row vectors (lse, D, c, b) are contiguous (batch, heads, seq) float32. Streams are CUstream values (NULL: the legacy default stream). Work runs in the
  * current device's primary context, the one CUDA runtimes and frameworks use.
  *
  * Aliasing: no output may share memory with an input or with another output (kernels would read
@@ -60,7 +62,14 @@ typedef struct flashbob_problem {
   int64_t batch, heads;
   int64_t seq_q;    /* N, queries */
   int64_t seq_k;    /* M, keys */
-  int64_t head_dim; /* d: a multiple of 16 up to 256 (flashbob_limit) */
+  int64_t head_dim; /* d: 8 to 256 (flashbob_limit). The kernels' tiles are a multiple of 16
+                       wide: another d runs at the next multiple of 16 with zero columns past
+                       d, exact in every output, the default scale still 1/sqrt(d). A multiple
+                       of 8 is padded inside the kernels, on the tensors as they are; any other
+                       d is copied into zero-padded device memory the call allocates on the
+                       stream (cuMemAllocAsync: the call's tensors at the padded width, freed
+                       on the stream when it ends) and the outputs' first d columns copied
+                       back: stream operations only, so graph capture works */
   flashbob_dtype dtype;
   int causal;       /* non-zero: causal mask, bottom-right aligned when M != N */
   double scale;     /* softmax scale; 0 means 1/sqrt(head_dim). The default runs kernels
@@ -102,8 +111,16 @@ typedef struct flashbob_problem {
                  combine over the ring: flashbob_forward's o and lse merge by log-sum-exp
                  (L = log sum exp L_t, O = sum exp(L_t - L) O_t); flashbob_backward's d_q, d_k,
                  d_v and flashbob_bob_pass2's g_k, g_v add up; BoB's first pass is
-                 flashbob_bob_pass1. The forward's JVP has no ring step. See the repository's
+                 flashbob_bob_pass1. The forward's JVP (flashbob_forward_jvp,
+                 flashbob_forward_dual) has no ring step. See the repository's
                  docs/context-parallel.md */
+  int64_t head_dim_v; /* the values' head dim, when it differs from q's and k's (head_dim), as
+                 in multi-head latent attention (q and k 192 wide, v 128): v, o, dO and the
+                 tensors shaped like them (d_v, u_v, g_v, g_d_o, t_v, t_o) have rows this wide.
+                 0 means head_dim; else 8 to 256 like head_dim. The default scale stays
+                 1/sqrt(head_dim). A different width runs on zero-padded copies as a head_dim
+                 that is no multiple of 8 does (see head_dim): both sides at the wider one's
+                 kernel width. Not with ring_step */
 } flashbob_problem;
 
 /* A problem with `size` set and every other field zero (its default), for C and C++ callers:
@@ -195,6 +212,16 @@ flashbob_status flashbob_forward_jvp(const flashbob_problem *p, flashbob_tensor 
                                      const float *lse, flashbob_tensor t_q, flashbob_tensor t_k,
                                      flashbob_tensor t_v, flashbob_tensor t_o, void *stream);
 
+/* The forward and its JVP in one kernel: o and lse as flashbob_forward writes them, and t_o as
+ * flashbob_forward_jvp computes it along tangents t_q, t_k, t_v (t_q like q, t_k and t_v like
+ * k), in one sweep over the keys instead of the forward's and the JVP's two, and from O before
+ * it is rounded to the dtype. No ring step (ring_step is refused). */
+flashbob_status flashbob_forward_dual(const flashbob_problem *p, flashbob_tensor q,
+                                      flashbob_tensor k, flashbob_tensor v, flashbob_tensor t_q,
+                                      flashbob_tensor t_k, flashbob_tensor t_v,
+                                      flashbob_tensor o, float *lse, flashbob_tensor t_o,
+                                      void *stream);
+
 /* BoB as two ring steps (ring_step set), for context parallelism. Pass 1 on a (query shard, key
  * shard) pair writes the query shard's unfinished accumulators x1..x4 (float32 tensors shaped
  * like q) and, in workspace (3 x batch x heads x seq_q floats), D, c and beta; summed over every
@@ -223,6 +250,7 @@ typedef enum flashbob_op {
   FLASHBOB_OP_FORWARD_JVP = 3, /* flashbob_forward_jvp's kernel */
   FLASHBOB_OP_BOB_PASS1 = 4, /* flashbob_bob_pass1's kernel */
   FLASHBOB_OP_BOB_PASS2 = 5, /* flashbob_bob_pass2's kernel */
+  FLASHBOB_OP_FORWARD_DUAL = 6, /* flashbob_forward_dual's kernel */
 } flashbob_op;
 
 /* Compiles (or loads from the disk cache) the kernels `op` runs for problem `p` on the current
@@ -240,10 +268,11 @@ flashbob_status flashbob_precompile_ops(const flashbob_problem *p, const flashbo
  * arguments before any call (when a framework traces a program, with no GPU) instead of
  * restating them; flashbob_check_problem applies them. */
 typedef enum flashbob_limit_kind {
-  FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE = 0, /* head_dim is a positive multiple of this ... */
-  FLASHBOB_LIMIT_HEAD_DIM_MAX = 1,      /* ... and at most this */
+  FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE = 0, /* head_dim is a multiple of this (1: any) ... */
+  FLASHBOB_LIMIT_HEAD_DIM_MAX = 1,      /* ... at most this ... */
   FLASHBOB_LIMIT_SEQUENCE_MAX = 2,      /* seq_q and seq_k (a packed batch's totals) at most */
   FLASHBOB_LIMIT_BATCH_HEADS_MAX = 3,   /* batch * heads at most (one grid row each) */
+  FLASHBOB_LIMIT_HEAD_DIM_MIN = 4,      /* ... and head_dim at least this */
 } flashbob_limit_kind;
 
 /* The value of limit `kind`; -1 for a kind this library does not know (a newer header's). */

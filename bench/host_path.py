@@ -184,7 +184,7 @@ def layers_part(rounds):
     do = torch.randn_like(q)
     config = _launch.DENSE
     o, lse = fb.attention(q, k, v, return_lse=True)
-    plan = _launch.plan(q, k, config)
+    plan = _launch.plan(q, k, v, config)
     values = []
     _launch._inputs(values, False, q, k, v)
     _launch._outputs(values, o)
@@ -236,7 +236,7 @@ def layers_part(rounds):
          lambda: (fb._check_operands(q, k, v, _checks.TORCH), fb._window((-1, -1), 1, 1))),
         ("may the kernels run directly? (_eager_ok of q, k, v)",
          lambda: _autograd._eager_ok(q, k, v)),
-        ("the plan (cached C problem) lookup", lambda: _launch.plan(q, k, config)),
+        ("the plan (cached C problem) lookup", lambda: _launch.plan(q, k, v, config)),
         ("the forward's launch alone (_launch.forward)", lambda: _launch.forward(plan, q, k, v)),
         ("of which: 3 inputs' layouts read and checked (_inputs)",
          lambda: _launch._inputs([], False, q, k, v)),

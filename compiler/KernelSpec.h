@@ -25,6 +25,8 @@ struct TileConfig {
   // "m64_n32_w4_s2" ("w8c2" for 8 warps in 2 column groups, "w4p" for 4 consumer warps and a
   // producer warpgroup): the tiles' part of KernelSpec::name, and how tuning records name them.
   std::string name() const;
+  // name()'s inverse: nullopt for text that is not such a name.
+  static std::optional<TileConfig> parse(llvm::StringRef text);
   bool operator==(const TileConfig &o) const {
     return blockM == o.blockM && blockN == o.blockN && warps == o.warps && stages == o.stages &&
            warpCols == o.warpCols && producer == o.producer;
@@ -33,7 +35,13 @@ struct TileConfig {
 
 struct KernelSpec {
   bob::KernelKind kind = bob::KernelKind::fwd;
-  int64_t headDim = 64;
+  int64_t headDim = 64; // the tiles' width (a multiple of 16)
+  // The global tensors' width when narrower than the tiles (#bob.spec tensor_dim; 0: headDim):
+  // a problem whose d is a multiple of 8 but not of 16 runs at tile width d + 8 on its own
+  // tensors, the columns past d read as zeros and never written (jit/HeadDims.h). The default
+  // scale compiled in is then 1/sqrt(tensorDim).
+  int64_t tensorDim = 0;
+  int64_t tensorWidth() const { return tensorDim ? tensorDim : headDim; }
   TileConfig tiles;
   bob::ElemType dtype = bob::ElemType::bf16;
   bool causal = false;
@@ -77,7 +85,8 @@ struct KernelSpec {
   // (query shard, key shard) pair given the global L (and D, c, b), and writes its tensor
   // outputs in f32, partial sums to be added (or, the forward's O, merged by log-sum-exp) over
   // the ring's steps; bob_q writes its accumulators X1..X4 and row sums c, beta unfinished
-  // (kernels/Signature.h). The forward's JVP has no partial form.
+  // (kernels/Signature.h). The forward's JVP (fwd_jvp, fwd_dual) and the fused backward's kinds
+  // have no partial form.
   bool partial = false;
   // sm_90a: products whose A operand is a converted register tile (P, dS, ...) in wgmma's
   // accumulator layout read it from registers instead of a scratch shared tile (#bob.spec
@@ -85,9 +94,9 @@ struct KernelSpec {
   bool registerA = false;
 
   // Stable text naming every field, e.g. "fwd_d64_m64_n64_w4_s1_bf16_causal_sm_90a" (tiles as
-  // TileConfig::name; "_scalearg", "_gqa", "_varlen", "_long", "_part", "_rega", "_wl<left>" and
-  // "_wr<right>" after the dtype when set): the kernel's symbol, the in-memory cache's key and
-  // part of the disk cache's.
+  // TileConfig::name; "_t<tensorDim>", "_scalearg", "_gqa", "_varlen", "_long", "_part", "_rega",
+  // "_wl<left>" and "_wr<right>" after the dtype when set): the kernel's symbol, the in-memory
+  // cache's key and part of the disk cache's.
   std::string name() const;
   bob::SpecAttr toAttr(mlir::MLIRContext *ctx) const;
   bool operator==(const KernelSpec &o) const;

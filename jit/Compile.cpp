@@ -114,17 +114,21 @@ llvm::Expected<compiler::TileConfig> fitSharedMemory(const compiler::KernelSpec 
   const bool keyMajor = bob::isKeyMajor(spec.kind);
   int64_t &own = keyMajor ? t.blockN : t.blockM, &swept = keyMajor ? t.blockM : t.blockN;
   // The steps, smallest change first; each keeps the ones before it. Own rows split over the
-  // warps in whole 16-row fragments, so past 16 rows a warp the warps halve with them.
+  // warps in whole 16-row fragments, so past 16 rows a warp the warps halve with them; swept
+  // rows split over column groups in whole 16-column fragments. Column groups go last (each
+  // warp then holds whole rows: more registers, which runnable() may refuse).
   auto step = [&]() {
     const int64_t fragmentRows = 16 * (t.warps / t.warpCols);
     if (t.stages > 1)
       t.stages = 1, t.producer = false; // a producer needs the second stage
-    else if (swept > 16)
+    else if (swept / 2 >= 16 * t.warpCols)
       swept /= 2;
     else if (own / 2 >= fragmentRows && own / 2 % fragmentRows == 0)
       own /= 2;
-    else if (t.warpCols == 1 && t.warps > 1 && own / 2 >= 16)
+    else if (t.warps / 2 >= t.warpCols && own / 2 >= 16 * (t.warps / 2 / t.warpCols))
       own /= 2, t.warps /= 2;
+    else if (t.warpCols > 1)
+      t.warps /= t.warpCols, t.warpCols = 1;
     else
       return false;
     return true;

@@ -55,9 +55,9 @@ llvm::Expected<bool> runnable(const compiler::KernelSpec &spec, int64_t maxShare
 
 // The tiles of `spec`, shrunk until its shared memory fits `maxSharedBytes` (a GPU with less than
 // the tile table was made for, kernels::tableSharedBudget: sm_86 and sm_89 have 99 KB): first one
-// stage instead of two, then the block dimension the kernel sweeps halved down to 16, then the
-// one it owns halved (with the warps once each owns a single 16-row fragment). Steps that are
-// not runnable are skipped. The tiles of `spec` when they fit already; an error naming the
+// stage instead of two, then the block dimension the kernel sweeps halved down to 16 (16 per
+// column group), then the one it owns halved (with the warps once each owns a single 16-row
+// fragment), then the column groups given up. Steps that are not runnable are skipped. The tiles of `spec` when they fit already; an error naming the
 // kernel and the limit when the smallest step does not fit either.
 llvm::Expected<compiler::TileConfig> fitSharedMemory(const compiler::KernelSpec &spec,
                                                      int64_t maxSharedBytes);

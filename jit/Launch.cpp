@@ -3,11 +3,13 @@
 #include "jit/Validate.h"
 
 #include "compiler/dialect/Target.h"
+#include "jit/HeadDims.h"
 #include "jit/KernelCache.h"
 #include "jit/Tuning.h"
 #include "kernels/Kernels.h"
 #include "kernels/TileTable.h"
 #include "support/Knobs.h"
+#include "support/Log.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -34,8 +36,24 @@ static int64_t sweptRows(const AttentionProblem &p, bob::KernelKind kind) {
 compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind, bob::Arch arch) {
   compiler::KernelSpec s;
   s.kind = kind;
-  s.headDim = p.headDim;
-  s.tiles = kernels::defaultTiles(kind, p.headDim, arch);
+  // The tiles' width: d, or the next multiple of 16 (jit/HeadDims.h), with the tensors d wide
+  // where the kernel pads them itself (a padded-copy call's kernels run on paddedProblem(p),
+  // whose d is a tile width already).
+  s.headDim = bob::kernelHeadDim(p.headDim);
+  if (headDimPadding(p) == HeadDimPadding::inKernel)
+    s.tensorDim = p.headDim;
+  s.tiles = kernels::defaultTiles(kind, s.headDim, arch);
+  // FLASHBOB_TILES replaces them for the kinds it names. Read once, like the knobs below.
+  static const std::vector<std::pair<bob::KernelKind, compiler::TileConfig>> overrides = [] {
+    auto parsed = kernels::parseTileOverrides(support::knobs::tiles());
+    if (parsed)
+      return std::move(*parsed);
+    support::log(support::LogLevel::Warning, llvm::toString(parsed.takeError()) + ": ignored");
+    return std::vector<std::pair<bob::KernelKind, compiler::TileConfig>>();
+  }();
+  for (const auto &[overridden, tiles] : overrides)
+    if (overridden == kind)
+      s.tiles = tiles;
   // FLASHBOB_PRODUCER=1 (or 0) turns warp specialization on (off) for every two-stage sm_90a
   // kernel without column groups, whatever the tile table says: for A/B timing and the GPU
   // tests of the producer path. Read once (support/Knobs.h): this is on every launch's path.
@@ -49,7 +67,9 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   s.windowLeft = p.windowLeft;
   s.windowRight = s.causal ? -1 : p.windowRight;
   s.arch = arch;
-  s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), p.headDim);
+  // Compiled in, the default scale is 1/sqrt of the spec's tensor width: a padded-copy call's
+  // 1/sqrt(d) is not the padded width's, so its kernels take it as an argument.
+  s.scaleArgument = !kernels::isDefaultScale(p.effectiveScale(), s.tensorWidth());
   s.grouped = p.grouped();
   s.varlen = p.varlen;
   s.partial = p.ringStep;
@@ -58,6 +78,15 @@ compiler::KernelSpec defaultSpec(const AttentionProblem &p, bob::KernelKind kind
   static const std::optional<bool> longSweep = support::knobs::longSweep();
   s.longSweep = bob::isLongSweepKind(kind) &&
                 longSweep.value_or(sweptRows(p, kind) >= kernels::kLongSweepRows);
+  // Kinds without key rows (the fused backward's bwd_dot and bwd_dq) depend on neither the
+  // mask nor the grouping, and bwd_dot on no scalar: one kernel serves every such problem.
+  if (!kernels::readsKeys(kind)) {
+    s.causal = false;
+    s.windowLeft = s.windowRight = -1;
+    s.grouped = false;
+  }
+  if (!kernels::takesScalars(kind))
+    s.scaleArgument = false;
   // FLASHBOB_REGISTER_A=1: register-A products on sm_90a (KernelSpec::registerA); a field of
   // the spec, so its kernels have their own names and cache entries. Read once, like the others.
   static const bool registerA = support::knobs::registerA();
@@ -83,7 +112,13 @@ void pack(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindi
     case kernels::Layout::offsets:
       args.addMemRef(t.data, {p.batch + 1}, {1});
       break;
-    case kernels::Layout::tensor: {
+    case kernels::Layout::counters: { // one per kCounterRows rows of each sequence
+      const int64_t blocks = (p.longestQ() + kernels::kCounterRows - 1) / kernels::kCounterRows;
+      args.addMemRef(t.data, {p.batch, p.heads, blocks}, {p.heads * blocks, blocks, 1});
+      break;
+    }
+    case kernels::Layout::tensor:
+    case kernels::Layout::sums: {
       const int64_t heads = query ? p.heads : p.keyValueHeads();
       args.addMemRef(t.data,
                      {p.tensorBatch(), heads, rows, p.headDim},
@@ -120,11 +155,14 @@ runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProbl
 }
 
 llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
-                   CUstream stream) {
+                   CUstream stream, const std::function<llvm::Error()> &beforeEach) {
   auto cache = KernelCache::get();
   if (!cache)
     return cache.takeError();
-  auto run = [&](const CachedKernel &k) {
+  auto run = [&](const CachedKernel &k) -> llvm::Error {
+    if (beforeEach)
+      if (llvm::Error e = beforeEach())
+        return e;
     runtime::KernelArgs args;
     pack(kind, p, bindings, args);
     return runtime::launch((*cache)->driver(), *k.loaded, gridFor(k.spec, p), args, stream);

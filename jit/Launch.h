@@ -14,6 +14,7 @@
 
 #include <array>
 #include <bitset>
+#include <functional>
 
 namespace flashbob::jit {
 
@@ -40,9 +41,12 @@ llvm::SmallVector<uint32_t, 160> packedParamSizes(const compiler::KernelSpec &sp
 runtime::GridDims gridFor(const compiler::KernelSpec &spec, const AttentionProblem &p);
 
 // Launches the kernel of `kind` for `p` on `stream`: compiled or loaded on first use, its tiles
-// fitted to the GPU and, with autotuning on, tuned. Call validate first.
+// fitted to the GPU and, with autotuning on, tuned. Call validate first. `beforeEach`, when
+// given, is queued on the stream before every launch of the kernel, the autotuner's timed ones
+// included: what a kernel that adds into its outputs needs reset (the fused backward's sums and
+// counters).
 llvm::Error launch(bob::KernelKind kind, const AttentionProblem &p, const Bindings &bindings,
-                   CUstream stream);
+                   CUstream stream, const std::function<llvm::Error()> &beforeEach = {});
 
 // Compiles (or loads from the disk cache) the kernel of each of `kinds` for `p` on the current
 // context's GPU, its tiles fitted as a launch would, all at once (KernelCache::prepare: one

@@ -13,11 +13,16 @@ Tensor AttentionProblem::contiguous(CUdeviceptr data, int64_t rows) const {
 }
 
 Tensor AttentionProblem::contiguous(CUdeviceptr data, int64_t rows, int64_t tensorHeads) const {
+  return contiguous(data, rows, tensorHeads, headDim);
+}
+
+Tensor AttentionProblem::contiguous(CUdeviceptr data, int64_t rows, int64_t tensorHeads,
+                                    int64_t width) const {
   Tensor t;
   t.data = data;
-  t.stride[0] = tensorHeads * rows * headDim;
-  t.stride[1] = rows * headDim;
-  t.stride[2] = headDim;
+  t.stride[0] = tensorHeads * rows * width;
+  t.stride[1] = rows * width;
+  t.stride[2] = width;
   t.stride[3] = 1;
   return t;
 }

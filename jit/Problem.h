@@ -2,6 +2,8 @@
 // and the launcher packs (jit/Launch.h).
 #pragma once
 
+#include "kernels/Signature.h"
+
 #include <cuda.h>
 
 #include <cstdint>
@@ -66,9 +68,17 @@ struct AttentionProblem {
   // (the forward's O a partial to merge with its L), and BoB's first pass writes its
   // unfinished accumulators X1..X4, c and beta (attentionBobPass1).
   bool ringStep = false;
+  // The values' head dim (v, o, dO and the tensors shaped like them, kernels::Width::values),
+  // when it differs from the scores' (q and k: headDim), as in multi-head latent attention;
+  // 0 means headDim. The kernels run both at one width (jit/HeadDims.h).
+  int64_t headDimV = 0;
 
   // The softmax scale the kernels get: `scale`, or 1/sqrt(d).
   double effectiveScale() const;
+  // The values' head dim: headDimV, or headDim.
+  int64_t valueDim() const { return headDimV ? headDimV : headDim; }
+  // The head dim of a tensor of that width.
+  int64_t width(kernels::Width w) const { return w == kernels::Width::values ? valueDim() : headDim; }
   // The key/value heads: headsKv, or heads.
   int64_t keyValueHeads() const { return headsKv ? headsKv : heads; }
   // Whether query heads share key/value heads (the kernels' spec `grouped`).
@@ -77,6 +87,8 @@ struct AttentionProblem {
   // keyValueHeads() for the key side).
   Tensor contiguous(CUdeviceptr data, int64_t rows) const;
   Tensor contiguous(CUdeviceptr data, int64_t rows, int64_t tensorHeads) const;
+  // ... with rows `width` elements wide (valueDim() for v and its kin).
+  Tensor contiguous(CUdeviceptr data, int64_t rows, int64_t tensorHeads, int64_t width) const;
 };
 
 } // namespace flashbob

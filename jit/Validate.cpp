@@ -2,6 +2,7 @@
 #include "jit/Validate.h"
 
 #include "compiler/dialect/Target.h"
+#include "jit/HeadDims.h"
 #include "jit/Overlap.h"
 #include "kernels/Kernels.h"
 #include "runtime/driver/CudaDriver.h"
@@ -63,27 +64,37 @@ llvm::Error outOfRange(llvm::StringRef name) {
                               "overflow 64-bit byte offsets or wrap past the end of memory");
 }
 
-// The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned.
-// `elementBytes`: 2 for the problem's dtype, 4 for a ring step's float32 outputs.
+// The kernels copy rows in 16-byte pieces: base and row starts must be 16-byte aligned. A head
+// dim the call copies into zero-padded memory (jit/HeadDims.h) needs only aligned elements: the
+// kernels read the copies. `elementBytes`: 2 for the problem's dtype, 4 for a ring step's
+// float32 outputs. `width`: its rows' elements (the problem's head dim of the tensor's kind).
 llvm::Error validateTensor(const AttentionProblem &p, const Tensor &t, llvm::StringRef name,
-                           int64_t heads, int64_t rows, int64_t elementBytes) {
-  const int64_t perRow = 16 / elementBytes; // elements in 16 bytes
+                           int64_t heads, int64_t rows, int64_t width, int64_t elementBytes) {
+  const llvm::StringRef widthName =
+      width == p.headDim ? llvm::StringRef("head_dim") : llvm::StringRef("head_dim_v");
+  const bool copied = headDimPadding(p) == HeadDimPadding::copy;
+  const int64_t alignment = copied ? elementBytes : 16;
+  const int64_t perRow = alignment / elementBytes; // elements in `alignment` bytes
   if (!t.data)
     return invalid(name, name + " is a null pointer");
   if (t.stride[3] != 1)
     return invalid(name, name + " must have unit stride along head_dim, got " + llvm::Twine(t.stride[3]));
-  if (t.data % 16 != 0)
-    return invalid(name, name + " is not 16-byte aligned");
-  for (int i = p.varlen ? 1 : 0; i < 3; ++i) // a packed batch's stride[0] is never used
+  if (t.data % alignment != 0)
+    return invalid(name, name + " is not " + llvm::Twine(alignment) + "-byte aligned");
+  for (int i = p.varlen ? 1 : 0; i < 3; ++i) { // a packed batch's stride[0] is never used
+    if (copied && t.stride[i] <= 0)
+      return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be positive", name, i,
+                                         t.stride[i]));
     if (t.stride[i] <= 0 || t.stride[i] % perRow != 0)
       return invalid(name, llvm::formatv("{0} stride[{1}] = {2} must be a positive multiple of {3} "
                                    "elements (16-byte aligned rows{4})",
                                    name, i, t.stride[i], perRow,
                                    elementBytes == 4 ? " of float32" : ""));
-  if (t.stride[2] < p.headDim)
-    return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < head_dim {2}", name,
-                                 t.stride[2], p.headDim));
-  if (!span(t.data, {p.tensorBatch(), heads, rows, p.headDim},
+  }
+  if (t.stride[2] < width)
+    return invalid(name, llvm::formatv("{0} rows overlap: stride[2] = {1} < {2} {3}", name,
+                                       t.stride[2], widthName, width));
+  if (!span(t.data, {p.tensorBatch(), heads, rows, width},
             {batchStride(p, t, heads, rows), t.stride[1], t.stride[2], 1}, elementBytes))
     return outOfRange(name);
   return llvm::Error::success();
@@ -113,6 +124,23 @@ llvm::Error validateOffsetsMemory(const AttentionProblem &p, const Tensor &c,
   return llvm::Error::success();
 }
 
+// A counter array is contiguous (batch, heads, ceil(longest query sequence / kCounterRows))
+// int32, as pack() describes it.
+int64_t counterCount(const AttentionProblem &p) {
+  const int64_t blocks = (p.longestQ() + kernels::kCounterRows - 1) / kernels::kCounterRows;
+  return p.batch * p.heads * blocks;
+}
+
+llvm::Error validateCounters(const AttentionProblem &p, const Tensor &c, llvm::StringRef name) {
+  if (!c.data)
+    return invalid(name, name + " is a null pointer");
+  if (c.data % 4 != 0)
+    return invalid(name, name + " is not 4-byte aligned");
+  if (!span(c.data, {counterCount(p)}, {1}, 4))
+    return outOfRange(name);
+  return llvm::Error::success();
+}
+
 // A packed batch's bound on its sequences' lengths: at least 1 (the grid covers it), at most
 // the side's total rows.
 llvm::Error validateLongest(llvm::StringRef name, int64_t longest, llvm::StringRef totalName,
@@ -126,23 +154,26 @@ llvm::Error validateLongest(llvm::StringRef name, int64_t longest, llvm::StringR
 
 // The bytes of an operand validate() accepted (its extent fits the address space).
 Footprint footprint(const AttentionProblem &p, const Tensor &t, kernels::Layout layout,
-                    int64_t heads, int64_t rows, int64_t elementBytes) {
+                    int64_t heads, int64_t rows, int64_t width, int64_t elementBytes) {
   switch (layout) {
   case kernels::Layout::rows:
     return Footprint::contiguous(t.data, uint64_t(p.tensorBatch() * p.heads * rows) * 4);
   case kernels::Layout::offsets:
     return Footprint::contiguous(t.data, uint64_t(p.batch + 1) * 4);
+  case kernels::Layout::counters:
+    return Footprint::contiguous(t.data, uint64_t(counterCount(p)) * 4);
   case kernels::Layout::tensor:
+  case kernels::Layout::sums:
     break;
   }
   Footprint f;
   f.start = t.data;
-  f.rowBytes = uint64_t(p.headDim * elementBytes);
+  f.rowBytes = uint64_t(width * elementBytes);
   f.sizes = {p.tensorBatch(), heads, rows};
   const int64_t strides[3] = {batchStride(p, t, heads, rows), t.stride[1], t.stride[2]};
   for (size_t i = 0; i < 3; ++i) // wraps only for an unused dimension of size 1
     f.strideBytes[i] = uint64_t(strides[i]) * uint64_t(elementBytes);
-  f.extentBytes = span(t.data, {f.sizes[0], f.sizes[1], f.sizes[2], p.headDim},
+  f.extentBytes = span(t.data, {f.sizes[0], f.sizes[1], f.sizes[2], width},
                        {strides[0], strides[1], strides[2], 1}, elementBytes)
                       .value_or(0);
   return f;
@@ -238,9 +269,19 @@ llvm::Error validateProblem(const AttentionProblem &p) {
                                 llvm::Twine(kMaxSequence) +
                                 " (2^31 - 256: the kernels index rows with 32-bit integers)");
   if (!bob::isSupportedHeadDim(p.headDim))
-    return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) + " is unsupported (a multiple of " +
-                                   llvm::Twine(bob::kHeadDimMultiple) + " up to " +
+    return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) + " is unsupported (" +
+                                   llvm::Twine(bob::kMinHeadDim) + " to " +
                                    llvm::Twine(bob::kMaxHeadDim) + ")");
+  if (p.headDimV != 0 && !bob::isSupportedHeadDim(p.headDimV))
+    return invalid("head_dim_v", "head_dim_v " + llvm::Twine(p.headDimV) +
+                                     " is unsupported (0 for head_dim, or " +
+                                     llvm::Twine(bob::kMinHeadDim) + " to " +
+                                     llvm::Twine(bob::kMaxHeadDim) + ")");
+  // A ring step's partials (X1..X4 and the rest) are combined by callers at one width.
+  if (p.ringStep && p.valueDim() != p.headDim)
+    return invalid("head_dim_v", "head_dim_v = " + llvm::Twine(p.headDimV) +
+                                     " differs from head_dim = " + llvm::Twine(p.headDim) +
+                                     ": ring steps take one head dim for q, k and v");
   // One block row per (batch, head): grid y. Multiplied without overflow, since a product that
   // wraps could land under the limit and launch a wrong grid.
   int64_t rowsOfBlocks = 0;
@@ -303,18 +344,24 @@ llvm::Error validate(const AttentionProblem &p, llvm::ArrayRef<bob::KernelKind> 
       const int64_t rows = query ? p.seqQ : p.seqK;
       const Tensor &t = bindings[param.operand];
       const int64_t heads = query ? p.heads : p.keyValueHeads();
-      const int64_t elementBytes = kernels::isFloat32Tensor(param, p.ringStep) ? 4 : 2;
+      const int64_t width = p.width(info.width);
+      const int64_t elementBytes =
+          kernels::isFloat32Tensor(param, p.ringStep) || info.layout == kernels::Layout::sums
+              ? 4
+              : 2;
       llvm::Error e = llvm::Error::success();
       switch (info.layout) {
       case kernels::Layout::rows: e = validateRows(p, t, info.name, rows); break;
       case kernels::Layout::offsets: e = validateOffsetsMemory(p, t, info.name); break;
+      case kernels::Layout::counters: e = validateCounters(p, t, info.name); break;
       case kernels::Layout::tensor:
-        e = validateTensor(p, t, info.name, heads, rows, elementBytes);
+      case kernels::Layout::sums:
+        e = validateTensor(p, t, info.name, heads, rows, width, elementBytes);
         break;
       }
       if (e)
         return e;
-      bytes[i] = footprint(p, t, info.layout, heads, rows, elementBytes);
+      bytes[i] = footprint(p, t, info.layout, heads, rows, width, elementBytes);
     }
   }
   return validateNoOverlap(operands, bytes, written);

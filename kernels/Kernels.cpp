@@ -34,6 +34,18 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> buildKernel(mlir::MLIRContext 
   case bob::KernelKind::fwd_jvp:
     buildForwardJvp(kb);
     break;
+  case bob::KernelKind::fwd_dual:
+    buildForwardDual(kb);
+    break;
+  case bob::KernelKind::bwd_dot:
+    buildBackwardDot(kb);
+    break;
+  case bob::KernelKind::bwd_fused:
+    buildBackwardFused(kb);
+    break;
+  case bob::KernelKind::bwd_dq:
+    buildBackwardDQ(kb);
+    break;
   }
   std::string diagnostics;
   {

@@ -31,5 +31,9 @@ void buildBackwardKeyValue(KernelBuilder &kb);
 void buildBobQuery(KernelBuilder &kb);         // bob/BobQueryKernel.cpp
 void buildBobKeyValue(KernelBuilder &kb);      // bob/BobKeyKernel.cpp
 void buildForwardJvp(KernelBuilder &kb);       // fwd/ForwardJvpKernel.cpp
+void buildForwardDual(KernelBuilder &kb);      // fwd/ForwardDualKernel.cpp
+void buildBackwardDot(KernelBuilder &kb);      // bwd/FusedBackwardKernels.cpp
+void buildBackwardFused(KernelBuilder &kb);
+void buildBackwardDQ(KernelBuilder &kb);
 
 } // namespace flashbob::kernels

@@ -18,20 +18,27 @@ constexpr Operand q = Operand::q, k = Operand::k, v = Operand::v, o = Operand::o
                   gK = Operand::gK, gV = Operand::gV, gdO = Operand::gdO, tQ = Operand::tQ,
                   tK = Operand::tK, tV = Operand::tV, tO = Operand::tO,
                   cuQ = Operand::cuSeqlensQ, cuK = Operand::cuSeqlensK, X1 = Operand::X1,
-                  X2 = Operand::X2, X3 = Operand::X3, X4 = Operand::X4, beta = Operand::beta;
-constexpr Layout T = Layout::tensor, R = Layout::rows, C = Layout::offsets;
+                  X2 = Operand::X2, X3 = Operand::X3, X4 = Operand::X4, beta = Operand::beta,
+                  dQaccum = Operand::dQaccum, dQsem = Operand::dQsemaphores;
+constexpr Layout T = Layout::tensor, R = Layout::rows, C = Layout::offsets, S = Layout::sums,
+                 N = Layout::counters;
 constexpr Side Q = Side::query, K = Side::key;
+// X1..X3 are sums of tiles times K or uK, X4 of tiles times V or uV (docs/bob-math.md).
+constexpr Width W = Width::scores, V = Width::values;
 
 constexpr OperandInfo kOperands[] = {
-    {q, "q", T, Q},     {k, "k", T, K},     {v, "v", T, K},     {o, "o", T, Q},
-    {dO, "dO", T, Q},   {lse, "lse", R, Q}, {dQ, "dQ", T, Q},   {dK, "dK", T, K},
-    {dV, "dV", T, K},   {D, "D", R, Q},     {c, "c", R, Q},     {b, "b", R, Q},
-    {uQ, "uQ", T, Q},   {uK, "uK", T, K},   {uV, "uV", T, K},   {gQ, "gQ", T, Q},
-    {gK, "gK", T, K},   {gV, "gV", T, K},   {gdO, "gdO", T, Q}, {tQ, "tQ", T, Q},
-    {tK, "tK", T, K},   {tV, "tV", T, K},   {tO, "tO", T, Q},
-    {cuQ, "cu_seqlens_q", C, Q}, {cuK, "cu_seqlens_k", C, K},
-    {X1, "X1", T, Q},   {X2, "X2", T, Q},   {X3, "X3", T, Q},   {X4, "X4", T, Q},
-    {beta, "beta", R, Q},
+    {q, "q", T, Q, W},      {k, "k", T, K, W},      {v, "v", T, K, V},
+    {o, "o", T, Q, V},      {dO, "dO", T, Q, V},    {lse, "lse", R, Q, W},
+    {dQ, "dQ", T, Q, W},    {dK, "dK", T, K, W},    {dV, "dV", T, K, V},
+    {D, "D", R, Q, W},      {c, "c", R, Q, W},      {b, "b", R, Q, W},
+    {uQ, "uQ", T, Q, W},    {uK, "uK", T, K, W},    {uV, "uV", T, K, V},
+    {gQ, "gQ", T, Q, W},    {gK, "gK", T, K, W},    {gV, "gV", T, K, V},
+    {gdO, "gdO", T, Q, V},  {tQ, "tQ", T, Q, W},    {tK, "tK", T, K, W},
+    {tV, "tV", T, K, V},    {tO, "tO", T, Q, V},
+    {cuQ, "cu_seqlens_q", C, Q, W}, {cuK, "cu_seqlens_k", C, K, W},
+    {X1, "X1", T, Q, W},    {X2, "X2", T, Q, W},    {X3, "X3", T, Q, W},
+    {X4, "X4", T, Q, V},    {beta, "beta", R, Q, W},
+    {dQaccum, "dQ_accum", S, Q, W}, {dQsem, "dQ_semaphores", N, Q, W},
 };
 static_assert(std::size(kOperands) == kOperandCount);
 
@@ -59,9 +66,17 @@ constexpr Param kBobKeyValue[] = {in(q),   in(k),   in(v),  in(dO), in(lse), in(
                                   out(gV), s,       sLog2e};
 constexpr Param kForwardJvp[] = {in(q),  in(k),  in(v),  in(o),   in(lse), in(tQ),
                                  in(tK), in(tV), out(tO), s,      sLog2e};
+constexpr Param kForwardDual[] = {in(q),  in(k),   in(v),  in(tQ), in(tK), in(tV),
+                                  out(o), out(lse), out(tO), s,     sLog2e};
 constexpr Param kBobQueryPartial[] = {in(q),   in(k),   in(v),   in(o),   in(dO), in(lse),
                                       in(uQ),  in(uK),  in(uV),  out(X1), out(X2), out(X3),
                                       out(X4), out(D),  out(c),  out(beta), s,    sLog2e};
+
+constexpr Param kBackwardDot[] = {in(o), in(dO), out(D)};
+constexpr Param kBackwardFused[] = {in(q),   in(k),   in(v),       in(dO),        in(lse),
+                                    in(D),   out(dK), out(dV),     out(dQaccum), out(dQsem),
+                                    s,       sLog2e};
+constexpr Param kBackwardDQ[] = {in(dQaccum), out(dQ), s};
 
 // Every operand before every scalar (signature's promise).
 template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
@@ -73,7 +88,9 @@ template <size_t N> constexpr bool operandsFirst(const Param (&params)[N]) {
 static_assert(operandsFirst(kForward) && operandsFirst(kBackwardQuery) &&
               operandsFirst(kBackwardKeyValue) && operandsFirst(kBobQuery) &&
               operandsFirst(kBobKeyValue) && operandsFirst(kForwardJvp) &&
-              operandsFirst(kBobQueryPartial));
+              operandsFirst(kForwardDual) && operandsFirst(kBobQueryPartial) &&
+              operandsFirst(kBackwardDot) && operandsFirst(kBackwardFused) &&
+              operandsFirst(kBackwardDQ));
 } // namespace
 
 const ScalarInfo &scalarInfo(Scalar scalar) {
@@ -116,19 +133,30 @@ llvm::ArrayRef<Param> denseSignature(bob::KernelKind kind, bool partial) {
   case bob::KernelKind::bob_q: return kBobQuery;
   case bob::KernelKind::bob_kv: return kBobKeyValue;
   case bob::KernelKind::fwd_jvp: return kForwardJvp;
+  case bob::KernelKind::fwd_dual: return kForwardDual;
+  case bob::KernelKind::bwd_dot: return kBackwardDot;
+  case bob::KernelKind::bwd_fused: return kBackwardFused;
+  case bob::KernelKind::bwd_dq: return kBackwardDQ;
   }
   llvm_unreachable("every kernel kind has a signature");
 }
 
-// The dense signature with the two offsets between its operands and its scalars.
+// The dense signature with the two offsets between its operands and its scalars (last, for a
+// kind without scalars).
 std::vector<Param> withOffsets(llvm::ArrayRef<Param> dense) {
   std::vector<Param> params;
+  bool added = false;
   for (const Param &p : dense) {
-    if (p.isScalar && (params.empty() || !params.back().isScalar)) {
+    if (p.isScalar && !added) {
       params.push_back(in(cuQ));
       params.push_back(in(cuK));
+      added = true;
     }
     params.push_back(p);
+  }
+  if (!added) {
+    params.push_back(in(cuQ));
+    params.push_back(in(cuK));
   }
   return params;
 }
@@ -145,6 +173,16 @@ llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen, bool partial)
     return all;
   }();
   return varlenSignatures[(partial ? kinds : 0) + static_cast<size_t>(kind)];
+}
+
+bool readsKeys(bob::KernelKind kind) {
+  return llvm::any_of(signature(kind, /*varlen=*/false), [](const Param &p) {
+    return !p.isScalar && operandInfo(p.operand).side == Side::key;
+  });
+}
+
+bool takesScalars(bob::KernelKind kind) {
+  return llvm::any_of(signature(kind, /*varlen=*/false), [](const Param &p) { return p.isScalar; });
 }
 
 size_t operandCount(bob::KernelKind kind, bool varlen, bool partial) {

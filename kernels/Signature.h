@@ -26,8 +26,10 @@ enum class Operand : uint8_t {
   cuSeqlensQ, cuSeqlensK, // variable-length batches: each sequence's first row, per side
   X1, X2, X3, X4,     // BoB pass 1's accumulators (a partial bob_q writes them unfinished)
   beta,               // rowsum(G o dS + P o W) per query row: b before its - c o D
+  dQaccum,            // the fused backward's dQ / s: each key block adds its part (f32)
+  dQsemaphores,       // the order in which the key blocks add into dQaccum, per query block
 };
-inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::beta) + 1;
+inline constexpr size_t kOperandCount = static_cast<size_t>(Operand::dQsemaphores) + 1;
 
 // How an operand is laid out in global memory.
 enum class Layout : uint8_t {
@@ -35,15 +37,28 @@ enum class Layout : uint8_t {
           // f32); unit stride along head_dim
   rows,   // (batch, heads, seq) f32, contiguous
   offsets, // (sequences + 1) i32, contiguous: flash-attn's cu_seqlens, 0 first, total last
+  sums,    // (batch, heads, seq, head_dim) f32, unit stride along head_dim: a sum that blocks
+           // add into (bob.bulk_reduce_add), zero before the first
+  counters, // (batch, heads, ceil(seq / kCounterRows)) i32, contiguous, zero before the first
+           // launch: one counter per kCounterRows rows (bob.semaphore_wait / _signal)
 };
+// Rows per counter of a `counters` operand: the fewest rows a block can own (block_m is a
+// multiple of 16), so a block of any size finds its counter at its first row / block size, and
+// the array's size does not depend on the spec.
+inline constexpr int64_t kCounterRows = 16;
 // Which sequence its `seq` axis runs over.
 enum class Side : uint8_t { query, key }; // N or M rows
+// Which head dim a tensor's rows have: the scores' (q, k and the tensors shaped like them) or
+// the values' (v, o, dO and theirs). The two differ when a problem's head_dim_v does
+// (jit/HeadDims.h); operands that are not tensors say `scores`.
+enum class Width : uint8_t { scores, values };
 
 struct OperandInfo {
   Operand operand;
   llvm::StringLiteral name; // as the API's errors and the CLI spell it
   Layout layout;
   Side side;
+  Width width;
 };
 const OperandInfo &operandInfo(Operand operand);
 
@@ -95,6 +110,12 @@ struct Param {
 //   bob_q   q, k, v, o, dO, lse, uQ, uK, uV | gQ, gdO, D, c, b | s, s log2(e)
 //   bob_kv  q, k, v, dO, lse, D, c, b, uQ, uK, uV | gK, gV | s, s log2(e)
 //   fwd_jvp q, k, v, o, lse, tQ, tK, tV | tO | s, s log2(e)
+//   fwd_dual q, k, v, tQ, tK, tV | o, lse, tO | s, s log2(e)
+//   bwd_dot   o, dO | D
+//   bwd_fused q, k, v, dO, lse, D | dK, dV, dQaccum, dQsemaphores | s, s log2(e)
+//   bwd_dq    dQaccum | dQ | s
+// (the fused backward's three kernels, in launch order: bwd_fused adds into dQaccum, ordered
+// by dQsemaphores, which the caller zeroes first.)
 // With `varlen` the tensors are packed (1, heads, total rows, head_dim), row vectors (1, heads,
 // total rows), and the two offsets locate each sequence's rows in them.
 // A `partial` kernel (KernelSpec::partial: one step of a context-parallel ring) writes its
@@ -105,6 +126,12 @@ llvm::ArrayRef<Param> signature(bob::KernelKind kind, bool varlen, bool partial 
 // Whether `param`, a tensor, is float32 rather than the problem's dtype: the outputs of a
 // partial kernel.
 inline bool isFloat32Tensor(const Param &param, bool partial) { return partial && param.output; }
+
+// Whether `kind` takes an operand of the key side (not the fused backward's bwd_dot and bwd_dq,
+// which then depend on neither the mask nor the grouping), and whether it takes a scalar (not
+// bwd_dot).
+bool readsKeys(bob::KernelKind kind);
+bool takesScalars(bob::KernelKind kind);
 
 // How many of the arguments of `kind` are operands (memrefs): they come first.
 size_t operandCount(bob::KernelKind kind, bool varlen, bool partial = false);

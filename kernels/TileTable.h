@@ -16,6 +16,13 @@ using compiler::TileConfig;
 // The default tiles for `kind` at `headDim` on target `arch` (sm_90a has its own column).
 TileConfig defaultTiles(bob::KernelKind kind, int64_t headDim, bob::Arch arch);
 
+// FLASHBOB_TILES's text (support/Knobs.cpp): comma-separated `kind=tiles`, the tiles as
+// TileConfig::name spells them (bob_kv=m48_n128_w8_s2,fwd=m128_n128_w8p_s2); each kind's tiles
+// then replace the table's at every head dim, for timing a configuration without editing the
+// table. An error names the entry that is no such pair.
+llvm::Expected<std::vector<std::pair<bob::KernelKind, TileConfig>>>
+parseTileOverrides(llvm::StringRef text);
+
 // The target whose shared memory per block (compiler/dialect/Target.h) the defaults for `arch`
 // are made to fit: sm_90a for its own column; sm_80 (163 KB) for the generic column, which also
 // serves sm_86/sm_89 with 99 KB: there the launcher shrinks the defaults
@@ -24,10 +31,10 @@ bob::Arch tableTarget(bob::Arch arch);
 int64_t tableSharedBudget(bob::Arch arch);
 
 // f32 values each thread keeps in its loop-carried accumulators: own rows x head_dim per
-// accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV), spread over
-// the block's threads. A thread has 255 registers: past one register file of accumulator state
-// a kernel lives in local memory, so buildKernel rejects it unless its warps already own the
-// fewest rows they can (16), i.e. no tile choice would fit.
+// accumulator (fwd: O; bwd_q: dQ; bwd_kv: dK, dV; bob_q: X1..X4; bob_kv: gK, gV; fwd_jvp: tO;
+// fwd_dual: O, tO), spread over the block's threads. A thread has 255 registers: past one
+// register file of accumulator state a kernel lives in local memory, so buildKernel rejects it
+// unless its warps already own the fewest rows they can (16), i.e. no tile choice would fit.
 int64_t accumulatorFloatsPerThread(const compiler::KernelSpec &spec);
 inline constexpr int64_t kMaxAccumulatorFloatsPerThread = 256;
 // One clear line when `spec` keeps more than that, else success.

@@ -70,6 +70,22 @@ const KnobInfo kKnobs[] = {
      "1 (default): sm_90a products whose A operand is a register tile (P, dS, ...) read it from "
      "registers (wgmma register-A) where its layout allows (kernels named _rega); 0 stages every "
      "such operand through shared memory instead (the A/B of docs/performance.md)."},
+    {Knob::FusedBackward, "FLASHBOB_FUSED_BACKWARD", KnobType::Bool, "0",
+     "1: on sm_90a (head_dim <= 128 and a multiple of 16, not a ring step) the backward runs "
+     "fused: bwd_dot, one key-major bwd_fused that adds dQ into an f32 sum in a fixed order, "
+     "bwd_dq, with a workspace the library allocates on the stream. Exact (float64 checks pass "
+     "on an H100) but 2.4x (d = 64) to 3.1x (d = 128) slower than the two kernels today: off by "
+     "default."},
+    {Knob::PadInKernel, "FLASHBOB_PAD_IN_KERNEL", KnobType::Bool, "1",
+     "1 (default): a head dim that is a multiple of 8 but not of 16 runs kernels 8 columns wider "
+     "than their tensors, which read the extra columns as zeros (kernels named _t<d>); 0 copies "
+     "those tensors into zero-padded memory around the kernels instead, as any other head dim "
+     "that is no multiple of 16 (the A/B of docs/performance.md, \"Head dims\")."},
+    {Knob::Tiles, "FLASHBOB_TILES", KnobType::String, "",
+     "Tiles instead of the tile table's for the kernel kinds named, at every head dim: "
+     "comma-separated kind=tiles, the tiles as kernel names spell them (bob_kv=m48_n128_w8_s2; "
+     "w8c2: two column groups, w4p: a producer warpgroup); for timing a configuration. A "
+     "malformed value is ignored with a warning, tiles the compiler refuses fail the call."},
     {Knob::Library, "FLASHBOB_LIBRARY", KnobType::Path, "",
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",

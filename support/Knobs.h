@@ -38,6 +38,9 @@ enum class Knob {
   CheckOffsets,
   LongSweep,
   RegisterA,
+  FusedBackward,
+  PadInKernel,
+  Tiles,
   Library,
   PtxSnapshotDir,
   OracleReport,
@@ -107,6 +110,9 @@ inline std::string cublas() { return getString(Knob::Cublas); }
 inline bool checkOffsets() { return getBool(Knob::CheckOffsets); }
 inline std::optional<bool> longSweep() { return getTriState(Knob::LongSweep); }
 inline bool registerA() { return getBool(Knob::RegisterA); }
+inline bool fusedBackward() { return getBool(Knob::FusedBackward); }
+inline bool padInKernel() { return getBool(Knob::PadInKernel); }
+inline std::string tiles() { return getString(Knob::Tiles); }
 } // namespace knobs
 
 } // namespace flashbob::support

@@ -11,6 +11,11 @@ def Bob_KernelKind : I32EnumAttr<"KernelKind", "which attention kernel", [
     I32EnumAttrCase<"bob_q", 3>,      // BoB pass 1, query-major: gQ, gdO, c, b
     I32EnumAttrCase<"bob_kv", 4>,     // BoB pass 2, key-major: gK, gV
     I32EnumAttrCase<"fwd_jvp", 5>,    // the forward's JVP, query-major: tO
+    I32EnumAttrCase<"fwd_dual", 6>,   // the forward and its JVP in one sweep: O, L, tO
+    // The fused first backward (sm_90a): bwd_dot, then bwd_fused, then bwd_dq.
+    I32EnumAttrCase<"bwd_dot", 7>,    // query-major: D = rowsum(dO o O)
+    I32EnumAttrCase<"bwd_fused", 8>,  // key-major: dK, dV, and dQ's parts added into an f32 sum
+    I32EnumAttrCase<"bwd_dq", 9>,     // query-major: dQ = s (the f32 sum), in the input type
   ]> {
   let cppNamespace = "::flashbob::bob";
   let genSpecializedAttr = 0;
@@ -54,6 +59,11 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     accumulator layout wgmma expects (WgmmaRules.h), read it from registers (wgmma register-A,
     lower_tiles/WgmmaRegisterA.cpp) instead of through a scratch shared tile
     (bob-stage-operands); FLASHBOB_REGISTER_A sets it.
+    `tensor_dim` (0: head_dim) is the width of the kernel's global tensors when it is narrower
+    than its tiles' head_dim (a multiple of 8 within 16 of it, compiler/dialect/Target.h): the
+    kernel reads the columns past it as zeros (TMA's out-of-bounds fill, masked copies) and
+    writes only the columns before it. The kernel's tensor memrefs are then tensor_dim wide, and
+    its compiled-in default scale is 1/sqrt(tensor_dim).
     Example: `#bob.spec<kind = fwd, head_dim = 128, block_m = 64, block_n = 64, warps = 4,
               stages = 2, dtype = bf16, causal = false, arch = sm_90a>`
   }];
@@ -69,13 +79,14 @@ def Bob_SpecAttr : AttrDef<Bob_Dialect, "Spec"> {
     "Arch":$arch,
     DefaultValuedParameter<"int64_t", "1">:$warp_cols,
     DefaultValuedParameter<"bool", "false">:$producer,
-    DefaultValuedParameter<"bool", "false">:$register_a
+    DefaultValuedParameter<"bool", "false">:$register_a,
+    DefaultValuedParameter<"int64_t", "0">:$tensor_dim
   );
   let assemblyFormat = [{
     `<` `kind` `=` $kind `,` `head_dim` `=` $head_dim `,` `block_m` `=` $block_m `,`
         `block_n` `=` $block_n `,` `warps` `=` $warps `,` `stages` `=` $stages `,`
         `dtype` `=` $dtype `,` `causal` `=` $causal `,` `arch` `=` $arch
-        `` custom<SpecTail>($warp_cols, $producer, $register_a) `>`
+        `` custom<SpecTail>($warp_cols, $producer, $register_a, $tensor_dim) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

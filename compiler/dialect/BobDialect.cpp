@@ -23,10 +23,11 @@ using namespace flashbob::bob;
 // `, warp_cols = N` and `, producer = true` (two optional groups that both begin with a comma
 // are ambiguous to the declarative format, hence this directive).
 static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &producer,
-                                 bool &registerA) {
+                                 bool &registerA, int64_t &tensorDim) {
   warpCols = 1;
   producer = false;
   registerA = false;
+  tensorDim = 0;
   auto parseFlag = [&](StringRef key, bool &flag) -> ParseResult {
     StringRef value;
     llvm::SMLoc at = parser.getCurrentLocation();
@@ -51,6 +52,9 @@ static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &pro
     } else if (key == "register_a") {
       if (parseFlag(key, registerA))
         return failure();
+    } else if (key == "tensor_dim") {
+      if (parser.parseInteger(tensorDim))
+        return failure();
     } else {
       return parser.emitError(at, "unknown spec field '") << key << "'";
     }
@@ -58,13 +62,16 @@ static ParseResult parseSpecTail(AsmParser &parser, int64_t &warpCols, bool &pro
   return success();
 }
 
-static void printSpecTail(AsmPrinter &printer, int64_t warpCols, bool producer, bool registerA) {
+static void printSpecTail(AsmPrinter &printer, int64_t warpCols, bool producer, bool registerA,
+                          int64_t tensorDim) {
   if (warpCols != 1)
     printer << ", warp_cols = " << warpCols;
   if (producer)
     printer << ", producer = true";
   if (registerA)
     printer << ", register_a = true";
+  if (tensorDim != 0)
+    printer << ", tensor_dim = " << tensorDim;
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -127,11 +134,20 @@ SpecAttr getEnclosingSpec(Operation *op) {
 LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
                                int64_t headDim, int64_t blockM, int64_t blockN, int64_t warps,
                                int64_t stages, ElemType, bool, Arch arch,
-                               int64_t warpCols, bool producer, bool registerA) {
-  if (!isSupportedHeadDim(headDim))
+                               int64_t warpCols, bool producer, bool registerA,
+                               int64_t tensorDim) {
+  if (!isKernelHeadDim(headDim))
     return emitError() << "head_dim " << headDim << " is unsupported: it must be a multiple of "
-                       << kHeadDimMultiple << " in [" << kHeadDimMultiple << ", " << kMaxHeadDim
-                       << "]";
+                       << kTileHeadDimMultiple << " in [" << kTileHeadDimMultiple << ", "
+                       << kMaxHeadDim << "] (the tiles' width; other head dims run zero-padded "
+                       << "to the next multiple)";
+  // Tensors narrower than the tiles: whole 16-byte pieces per row, less than one fragment of
+  // padding (0: as wide as the tiles).
+  if (tensorDim != 0 && (tensorDim == headDim || !isKernelTensorDim(tensorDim, headDim)))
+    return emitError() << "tensor_dim " << tensorDim << " is unsupported with head_dim "
+                       << headDim << ": it must be a multiple of " << kTensorDimMultiple
+                       << " in (" << headDim - kTileHeadDimMultiple << ", " << headDim
+                       << ") (or 0, the tiles' width)";
   if (blockM <= 0 || blockM % 16 != 0)
     return emitError() << "block_m " << blockM << " must be a positive multiple of 16";
   if (blockN <= 0 || blockN % 16 != 0)
@@ -175,6 +191,22 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError, Ker
   if (producer && warpCols != 1)
     return emitError() << "producer with warp_cols " << warpCols
                        << " is unsupported (only warp_cols 1)";
+  // The fused backward adds dQ's parts by bulk reductions (sm_90a), and each key block's
+  // part (block_m query rows) is one wgmma accumulator: one 16-row fragment per warp.
+  if (isFusedBackwardKind(kind) && !hasHopperFeatures(arch))
+    return emitError() << stringifyKernelKind(kind)
+                       << " needs arch sm_90a (the fused backward), not " << stringifyArch(arch);
+  // Its workspace's dQ sum is as wide as the tiles and its kernels read no narrower tensors: a
+  // head dim that needs padding keeps bwd_q and bwd_kv (jit::runsFusedBackward).
+  if (isFusedBackwardKind(kind) && tensorDim != 0)
+    return emitError() << stringifyKernelKind(kind) << " takes no tensor_dim (the fused backward "
+                       << "runs at head dims that are a multiple of " << kTileHeadDimMultiple
+                       << "), got " << tensorDim;
+  if (kind == KernelKind::bwd_fused && (warpCols != 1 || blockM != 16 * warps))
+    return emitError() << "bwd_fused needs block_m = 16 * warps = " << 16 * warps
+                       << " and warp_cols 1 (dQ's part of a block: one 16-row fragment per "
+                          "warp), got block_m "
+                       << blockM << ", warp_cols " << warpCols;
   // Register-A products are wgmma's (sm_90a); elsewhere a register A operand is mma.sync's
   // anyway, so the flag would only rename the kernel.
   if (registerA && !hasHopperFeatures(arch))
@@ -206,8 +238,8 @@ static bool isTensorCoreInput(Type t) { return t.isBF16() || t.isF16(); }
 
 LogicalResult SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
                                      int64_t cols, Type elementType) {
-  if (!isTensorCoreInput(elementType))
-    return emitError() << "shared tiles hold bf16 or f16, not " << elementType;
+  if (!isTensorCoreInput(elementType) && !elementType.isF32())
+    return emitError() << "shared tiles hold bf16, f16 or f32, not " << elementType;
   if (rows <= 0 || rows % 16 != 0 || cols <= 0 || cols % 16 != 0)
     return emitError() << "shared tile " << rows << "x" << cols
                        << " must have rows and cols that are positive multiples of 16";
@@ -328,16 +360,21 @@ static LogicalResult verifyRowsSplit(Operation *op, Type t) {
 }
 
 // Global tensors: (batch, heads, seq, head_dim) with unit innermost stride for tiles,
-// (batch, heads, seq) f32 for row vectors.
+// (batch, heads, seq) f32 for row vectors. A tensor may be narrower than its tiles by less than
+// one fragment, in whole 16-byte pieces of bf16/f16 (#bob.spec tensor_dim): the columns past it
+// read as zeros and are never written.
 static LogicalResult verifyTileTensor(Operation *op, Type memrefType, int64_t cols,
                                       StringRef what) {
   auto type = cast<MemRefType>(memrefType);
   if (type.getRank() != 4)
     return op->emitOpError(what) << " must be a rank-4 memref (batch, heads, seq, head_dim), got "
                                  << type;
-  if (!type.isDynamicDim(3) && type.getDimSize(3) != cols)
+  if (!type.isDynamicDim(3) && type.getDimSize(3) != cols &&
+      !isKernelTensorDim(type.getDimSize(3), cols))
     return op->emitOpError(what) << " has head_dim " << type.getDimSize(3) << " but the tile has "
-                                 << cols << " columns";
+                                 << cols << " columns (a tensor may be narrower by less than "
+                                 << kTileHeadDimMultiple << ", a multiple of "
+                                 << kTensorDimMultiple << ")";
   SmallVector<int64_t> strides;
   int64_t offset;
   if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1)
@@ -479,6 +516,9 @@ LogicalResult MmaOp::verify() {
     aElem = r.getElementType();
   }
   auto b = getB().getType();
+  if (!isTensorCoreInput(aElem) || !isTensorCoreInput(b.getElementType()))
+    return emitOpError("multiplies bf16/f16 tiles, got ") << aElem << " and "
+                                                          << b.getElementType();
   int64_t bRows = getTransposeB() ? b.getCols() : b.getRows();
   int64_t bCols = getTransposeB() ? b.getRows() : b.getCols();
   if (aElem != b.getElementType())
@@ -929,3 +969,44 @@ void ScoreMaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn s
 void ScoreMaskOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   setName(getResult(), "mask_fn");
 }
+
+//===-- Bulk reductions and semaphores ------------------------------------------------------===//
+
+// They run on the bulk writer warp with sm_90 instructions (cp.reduce.async.bulk, the async
+// proxy's fence).
+static LogicalResult verifyBulkTarget(Operation *op) {
+  SpecAttr spec = getEnclosingSpec(op);
+  if (!spec)
+    return op->emitOpError("must be inside a bob.kernel (needs its spec)");
+  if (!hasHopperFeatures(spec))
+    return op->emitOpError("needs arch sm_90a (bulk reductions, the async proxy), not ")
+           << stringifyArch(spec.getArch());
+  return success();
+}
+
+// A counter array: (batch, heads, index) i32.
+static LogicalResult verifySemaphores(Operation *op, Type memrefType) {
+  auto type = cast<MemRefType>(memrefType);
+  if (type.getRank() != 3 || !type.getElementType().isInteger(32))
+    return op->emitOpError("semaphores must be a rank-3 i32 memref (batch, heads, index), got ")
+           << type;
+  return verifyBulkTarget(op);
+}
+
+LogicalResult BulkReduceAddOp::verify() {
+  SharedTileType src = getSrc().getType();
+  if (!src.getElementType().isF32())
+    return emitOpError("adds f32 tiles, got ") << src;
+  auto dst = cast<MemRefType>(getDst().getType());
+  if (!dst.getElementType().isF32())
+    return emitOpError("adds into an f32 tensor, got ") << dst;
+  if (failed(verifyTileTensor(*this, dst, src.getCols(), "destination")))
+    return failure();
+  return verifyBulkTarget(*this);
+}
+
+LogicalResult BulkWaitOp::verify() { return verifyBulkTarget(*this); }
+
+LogicalResult SemaphoreWaitOp::verify() { return verifySemaphores(*this, getSem().getType()); }
+
+LogicalResult SemaphoreSignalOp::verify() { return verifySemaphores(*this, getSem().getType()); }

@@ -213,6 +213,83 @@ def Bob_StoreVecOp : Bob_Op<"store_vec"> {
   let hasVerifier = 1;
 }
 
+//===-- Sums across blocks: bulk reductions into global memory, semaphores ------------------===//
+// What the fused backward (kernels/bwd/FusedBackwardKernel.cpp) adds dQ's partial sums with: each
+// key block stages its (query block x head_dim) f32 part in a shared tile and adds it into an
+// f32 accumulator in global memory by bulk reductions, one key block after the other in a fixed
+// order (a counter per query block that each waits for and then increments), so the sums are
+// the same on every run. All four ops run on the bulk writer warp, the last of the consumer
+// warps (compiler/passes/WarpRoles.h, bulkWriterWarp); the other threads pass them. sm_90a only.
+
+def Bob_BulkReduceAddOp : Bob_Op<"bulk_reduce_add"> {
+  let summary = "dst[batch, head, row + r, :] += src row r, for each row r with row + r < bound";
+  let description = [{
+    Starts, for each row of the f32 shared tile `src` that lies before `bound` (the sequence
+    length), one asynchronous bulk reduction of the row into the f32 tensor `dst`:
+    `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32` from a lane of the bulk writer
+    warp (lane l takes rows l, l + 32, ...), each lane's rows committed as one bulk group. Each
+    element is added atomically; rows past `bound` are not touched. The writes of `src` must be
+    visible to the async proxy first (`bob.store_shared` fences them), and `src` must not be
+    written again before `bob.bulk_wait` (`read` is enough) says the reductions read it.
+    Example: `bob.bulk_reduce_add %staged into %dq[%b, %h, %row] bound %n : !bob.smem<64x64xf32>, memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>`
+  }];
+  let arguments = (ins Arg<Bob_SharedTileType, "", [MemRead]>:$src,
+                       Arg<AnyMemRef, "", [MemRead, MemWrite]>:$dst, Index:$batch, Index:$head,
+                       Index:$row, Index:$bound);
+  let assemblyFormat = [{
+    $src `into` $dst `[` $batch `,` $head `,` $row `]` `bound` $bound attr-dict
+    `:` type($src) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_BulkWaitOp : Bob_Op<"bulk_wait"> {
+  let summary = "Wait until the bulk writer warp's bulk reductions are complete";
+  let description = [{
+    `cp.async.bulk.wait_group 0` on each lane of the bulk writer warp: the reductions it
+    started (`bob.bulk_reduce_add`) have been performed in global memory, so that a
+    `bob.semaphore_signal` after it publishes them. With `read` it waits only until they have
+    read their source tiles (`.read`), which may then be written again.
+  }];
+  let arguments = (ins UnitAttr:$read);
+  let assemblyFormat = "(`read` $read^)? attr-dict";
+  let hasVerifier = 1;
+}
+
+def Bob_SemaphoreWaitOp : Bob_Op<"semaphore_wait"> {
+  let summary = "Wait until the i32 counter sem[batch, head, index] equals `value`";
+  let description = [{
+    Lane 0 of the bulk writer warp polls the counter with `ld.acquire.gpu` (an acquire load at
+    GPU scope) until it reads `value`; the warp then meets (`bar.warp.sync`) and fences the
+    async proxy (`fence.proxy.async.global`), so that the bulk reductions it starts next come
+    after everything the counter's last increment published. A block only ever waits for blocks
+    that the GPU started before it, or the wait never ends: the kernel orders its turns so.
+    Example: `bob.semaphore_wait %sem[%b, %h, %qb] equals %turn : memref<?x?x?xi32>`
+  }];
+  let arguments = (ins Arg<AnyMemRef, "", [MemRead]>:$sem, Index:$batch, Index:$head,
+                       Index:$index, Index:$value);
+  let assemblyFormat = [{
+    $sem `[` $batch `,` $head `,` $index `]` `equals` $value attr-dict `:` type($sem)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bob_SemaphoreSignalOp : Bob_Op<"semaphore_signal"> {
+  let summary = "Add 1 to the i32 counter sem[batch, head, index], publishing the warp's writes";
+  let description = [{
+    The bulk writer warp meets (`bar.warp.sync`: each lane's `bob.bulk_wait` is behind it),
+    then its lane 0 adds 1 with `red.release.gpu.global.add.s32`: whoever reads the new value
+    with `bob.semaphore_wait` sees the reductions the warp waited for.
+    Example: `bob.semaphore_signal %sem[%b, %h, %qb] : memref<?x?x?xi32>`
+  }];
+  let arguments = (ins Arg<AnyMemRef, "", [MemRead, MemWrite]>:$sem, Index:$batch, Index:$head,
+                       Index:$index);
+  let assemblyFormat = [{
+    $sem `[` $batch `,` $head `,` $index `]` attr-dict `:` type($sem)
+  }];
+  let hasVerifier = 1;
+}
+
 //===-- Local memory: reserves of long sweeps' accumulators --------------------------------===//
 
 def Bob_AllocLocalOp : Bob_Op<"alloc_local", [MemoryEffects<[MemAlloc, MemWrite]>]> {

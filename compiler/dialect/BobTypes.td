@@ -15,6 +15,8 @@ def Bob_SharedTileType : Bob_Type<"SharedTile", "smem"> {
   let description = [{
     Allocated by `bob.alloc_shared`; the compiler places it in the kernel's dynamic shared
     memory and chooses a bank-conflict-free layout (padded rows for ldmatrix).
+    Elements are bf16 or f16 (tensor-core operands), or f32: sums staged for
+    `bob.bulk_reduce_add`, which are never product operands (always padded rows).
     Example: `!bob.smem<64x128xbf16>`.
   }];
   let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);

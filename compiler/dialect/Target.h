@@ -27,13 +27,35 @@ inline constexpr int64_t kRegistersPerThread = 255;
 // A TMA box (sm_90a) spans at most this many elements in each dimension.
 inline constexpr int64_t kTmaMaxBoxDim = 256;
 
-// The head dims the kernels are built for, on every target: multiples of kHeadDimMultiple up to
-// kMaxHeadDim (the verifier, the API's checks, the CLI's flags and, through the C API's
-// flashbob_limit, the front ends ask here).
-inline constexpr int64_t kHeadDimMultiple = 16;
+// Head dims. A problem's d may be anything in [kMinHeadDim, kMaxHeadDim]: isSupportedHeadDim is
+// the rule the API's checks, the CLI's flags and, through the C API's flashbob_limit, the front
+// ends ask. The kernels' tiles are kTileHeadDimMultiple columns wide per fragment (the
+// verifier's rule, isKernelHeadDim), so a problem runs at the tile width kernelHeadDim(d) with
+// the columns past d zero: zeros add nothing to S = s Q K^T nor to any product over the head
+// dim, and every output's first d columns are exact (docs/bob-math.md, "Head dims that are no
+// multiple of 16"). How the zeros get there (jit/HeadDims.h): a kernel whose tensors are
+// narrower than its tiles reads them as zeros and writes only the first d columns (#bob.spec
+// tensor_dim; rows of whole 16-byte pieces, d a multiple of kTensorDimMultiple), else the API
+// copies the tensors into zero-padded ones around the kernels. The default scale stays
+// 1/sqrt(d) either way.
+inline constexpr int64_t kMinHeadDim = 8;
 inline constexpr int64_t kMaxHeadDim = 256;
-inline bool isSupportedHeadDim(int64_t d) {
-  return d > 0 && d % kHeadDimMultiple == 0 && d <= kMaxHeadDim;
+inline constexpr int64_t kTileHeadDimMultiple = 16;
+inline constexpr int64_t kTensorDimMultiple = 8; // 16 bytes of bf16/fp16
+inline bool isSupportedHeadDim(int64_t d) { return d >= kMinHeadDim && d <= kMaxHeadDim; }
+// The tile width a problem of head dim d runs at.
+inline int64_t kernelHeadDim(int64_t d) {
+  return (d + kTileHeadDimMultiple - 1) / kTileHeadDimMultiple * kTileHeadDimMultiple;
+}
+// The tile widths kernels are built for (#bob.spec head_dim).
+inline bool isKernelHeadDim(int64_t d) {
+  return d > 0 && d % kTileHeadDimMultiple == 0 && d <= kMaxHeadDim;
+}
+// Whether a kernel of tile width headDim can itself read and write tensors tensorDim columns
+// wide (#bob.spec tensor_dim): whole 16-byte pieces per row, and one fragment of padding at most.
+inline bool isKernelTensorDim(int64_t tensorDim, int64_t headDim) {
+  return tensorDim % kTensorDimMultiple == 0 && tensorDim > headDim - kTileHeadDimMultiple &&
+         tensorDim <= headDim;
 }
 
 const TargetInfo &targetInfo(Arch arch);

@@ -90,6 +90,7 @@ struct LowerTiles : impl::BobLowerTilesBase<LowerTiles> {
       lowering::populateWarpSpecializationPatterns(converter, patterns);
       lowering::populateMmaPatterns(converter, patterns);
       lowering::populateLocalPatterns(converter, patterns);
+      lowering::populateBulkPatterns(converter, patterns);
       lowering::placeProductWaits(func);
       lowering::populateWgmmaPatterns(converter, patterns);
       lowering::populateWgmmaRegisterAPatterns(converter, patterns);

@@ -63,6 +63,13 @@ inline bool hasRowWarpgroups(SpecAttr spec) {
          spec.getWarpCols() == 1;
 }
 
+// The warp that runs a kernel's bulk reductions into global memory and the semaphores that
+// order them (bob.bulk_reduce_add, bob.bulk_wait, bob.semaphore_wait, bob.semaphore_signal;
+// lower_tiles/BulkPatterns.cpp): the last consumer warp. Not warp 0, whose thread 0 issues the
+// TMA loads of kernels without a producer: a wait for another block's turn there would hold
+// up the next block's copies too.
+inline int64_t bulkWriterWarp(SpecAttr spec) { return spec.getWarps() - 1; }
+
 // Attributes LowerKernel puts on a producer kernel's gpu.func for WarpSpecialization.cpp.
 inline constexpr llvm::StringLiteral kProducerRegistersAttrName = "bob.producer_registers";
 inline constexpr llvm::StringLiteral kConsumerRegistersAttrName = "bob.consumer_registers";

@@ -81,8 +81,8 @@ namespace {
 // the element tests, but the branch's join costs registers. Measured on the H200 at 16 heads x
 // 16K (commit ff91c74; docs/performance.md, "Tried and not kept"): the forward 9-24% faster,
 // the backward 2-10%; the BoB kernels, at the register limit, 2.5-7% slower (they spill more
-// with it). The forward's JVP follows the forward (one accumulator, the same masks); not timed
-// on its own.
+// with it). The forward's JVP, alone (fwd_jvp) or with the forward (fwd_dual), follows the
+// forward (one or two accumulators, the same masks); not timed on its own.
 bool testsWholeTiles(bob::KernelKind kind) {
   return kind != bob::KernelKind::bob_q && kind != bob::KernelKind::bob_kv;
 }
@@ -111,6 +111,20 @@ Tile probabilities(KernelBuilder &kb, const Tile &scores, const Tile &lseLog2, V
                    Value col0) {
   Tile s = maskedLog2Scores(kb, scores, row0, col0);
   return exp2(s - lseLog2);
+}
+
+SoftmaxStep softmaxStep(KernelBuilder &kb, const Tile &scores, Value col0, const Tile &oldMax,
+                        const Tile &oldSum) {
+  // S in log2 units: s log2(e) Q K^T, -inf outside the sequences and past the diagonal.
+  Tile s = maskedLog2Scores(kb, scores, kb.ownStart, col0);
+  Tile blockMax = rowMax(s);
+  Tile newMax = max(oldMax, blockMax);
+  Tile safeMax = replace(newMax, kNegInf, 0.0);
+  Tile rescale = exp2(oldMax - safeMax);
+  Tile p = exp2(s - safeMax);
+  Tile blockSum = rowSum(p);
+  Tile newSum = oldSum * rescale + blockSum;
+  return {p, rescale, newMax, newSum};
 }
 
 Tile rowsSeeingSeveralKeys(KernelBuilder &kb) {

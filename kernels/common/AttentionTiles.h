@@ -6,9 +6,12 @@
 #include "kernels/common/KernelBuilder.h"
 #include "kernels/common/Tile.h"
 
+#include <limits>
+
 namespace flashbob::kernels {
 
 constexpr double kLn2 = 0.6931471805599453;
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // Loop bounds: the blocks the mask leaves something visible in (all, or with a causal mask or a
 // sliding window those around the bottom-right aligned diagonal; kernels/oracle's
@@ -39,6 +42,17 @@ Tile lseToLog2(const Tile &lse);
 // `row0`, `col0`: the first row and column of the scores.
 Tile probabilities(KernelBuilder &kb, const Tile &scores, const Tile &lseLog2, mlir::Value row0,
                    mlir::Value col0);
+
+// One block of the forward's online softmax (FlashAttention-2, in log2 units; fwd and fwd_dual):
+// P = exp2(S - new max) with S the masked scores s log2(e) Q K^T of the block's own rows and
+// the key block at `col0`, the running row max and sum carried over, and
+// r = exp2(old max - new max) for the accumulators. A row with no visible key so far keeps
+// max = -inf; subtracting 0 instead keeps exp2(-inf - 0) = 0 rather than NaN.
+struct SoftmaxStep {
+  Tile p, rescale, newMax, newSum;
+};
+SoftmaxStep softmaxStep(KernelBuilder &kb, const Tile &scores, mlir::Value col0,
+                        const Tile &oldMax, const Tile &oldSum);
 
 // 1.0 for each of the block's own query rows that sees at least two keys under the mask, 0.0
 // for one that sees one or none: its softmax is constant there, so every derivative with respect

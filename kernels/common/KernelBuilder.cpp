@@ -27,16 +27,19 @@ Type KernelBuilder::typeOf(const Param &param) {
   if (param.isScalar)
     return b.getF32Type();
   int64_t dyn = ShapedType::kDynamic;
+  // Any strides but a unit one along head_dim (the kernels copy rows in 16-byte pieces).
+  auto layout = StridedLayoutAttr::get(b.getContext(), 0, {dyn, dyn, dyn, 1});
   switch (operandInfo(param.operand).layout) {
   case Layout::rows: return MemRefType::get({dyn, dyn, dyn}, b.getF32Type());
   case Layout::offsets: return MemRefType::get({dyn}, b.getI32Type());
+  case Layout::sums: return MemRefType::get({dyn, dyn, dyn, spec.headDim}, b.getF32Type(), layout);
+  case Layout::counters: return MemRefType::get({dyn, dyn, dyn}, b.getI32Type());
   case Layout::tensor: break;
   }
-  // Any strides but a unit one along head_dim (the kernels copy rows in 16-byte pieces).
-  auto layout = StridedLayoutAttr::get(b.getContext(), 0, {dyn, dyn, dyn, 1});
   // A partial kernel's outputs are f32: the ring sums them over its steps unrounded.
   Type element = isFloat32Tensor(param, spec.partial) ? Type(b.getF32Type()) : elementType();
-  return MemRefType::get({dyn, dyn, dyn, spec.headDim}, element, layout);
+  // As wide as the tiles, or narrower (#bob.spec tensor_dim: the columns past it read as zeros).
+  return MemRefType::get({dyn, dyn, dyn, spec.tensorWidth()}, element, layout);
 }
 
 void KernelBuilder::beginKernel() {
@@ -57,15 +60,28 @@ void KernelBuilder::beginKernel() {
       scalars_[static_cast<size_t>(p.scalar)] = value;
     else // specialized for the default scale: its values as constants, the argument unread
       scalars_[static_cast<size_t>(p.scalar)] = arith::ConstantOp::create(
-          b, b.getF32FloatAttr(scalarValue(p.scalar, defaultScale(spec.headDim))));
+          b, b.getF32FloatAttr(scalarValue(p.scalar, defaultScale(spec.tensorWidth()))));
   }
 
-  Value q = arg(Operand::q), k = arg(Operand::k);
+  // N and M from the first (batch, heads, seq, head_dim) operand of each side: q and k for
+  // every kind that reads both; the fused backward's bwd_dot and bwd_dq have no key side (no M).
+  auto firstOf = [&](Side side) -> Value {
+    for (const Param &p : signature(spec.kind, spec.varlen, spec.partial)) {
+      if (p.isScalar || operandInfo(p.operand).side != side)
+        continue;
+      const Layout layout = operandInfo(p.operand).layout;
+      if (layout == Layout::tensor || layout == Layout::sums)
+        return arg(p.operand);
+    }
+    return Value();
+  };
+  Value q = firstOf(Side::query), k = firstOf(Side::key);
+  assert(q && "every kind reads or writes some query rows");
   n = dim(q, 2);
-  m = dim(k, 2);
+  m = k ? dim(k, 2) : Value();
   Value queryHeads = dim(q, 1);
   Value ownHeads = queryHeads;
-  if (spec.grouped) {
+  if (spec.grouped && k) {
     Value keyHeads = dim(k, 1);
     group = arith::DivUIOp::create(b, queryHeads, keyHeads);
     if (keyMajor())
@@ -74,16 +90,17 @@ void KernelBuilder::beginKernel() {
   Value y = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   batch = arith::DivUIOp::create(b, y, ownHeads);
   ownHead = arith::RemUIOp::create(b, y, ownHeads);
+  sequence = batch;
   if (spec.varlen) {
     // Before the shared tiles' allocations, so that a producer warpgroup (bob-pipeline-loads)
     // sees the sequence's rows without reloading them.
-    Value sequence = batch;
     batch = index(0);
     std::tie(queryBase, n) = sequenceRows(arg(Operand::cuSeqlensQ), sequence, n);
-    std::tie(keyBase, m) = sequenceRows(arg(Operand::cuSeqlensK), sequence, m);
+    if (m)
+      std::tie(keyBase, m) = sequenceRows(arg(Operand::cuSeqlensK), sequence, m);
   }
   if (!keyMajor())
-    sweptHead = spec.grouped ? Value(arith::DivUIOp::create(b, ownHead, group)) : ownHead;
+    sweptHead = spec.grouped && group ? Value(arith::DivUIOp::create(b, ownHead, group)) : ownHead;
   ownStart = blockStart(ownRows());
 }
 
@@ -104,7 +121,10 @@ Value KernelBuilder::blockStart(int64_t rowsPerBlock) {
   // Causal query-major kernels take their query blocks last first: a later block sees more
   // keys, and the GPU starts blocks in blockIdx order, so the longest now start first and the
   // short ones fill the last wave instead of a few long ones running alone at the end.
-  if (spec.causal && !keyMajor()) {
+  // The fused backward's key blocks take their turns at a query block from the last one that
+  // sees it when the mask has a right edge (keyBlocksLastFirst): a block may only wait for
+  // blocks the GPU started before it, so those start first.
+  if ((spec.causal && !keyMajor()) || keyBlocksLastFirst()) {
     Value last = arith::SubIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x), index(1));
     block = arith::SubIOp::create(b, last, block);
   }
@@ -185,6 +205,32 @@ llvm::SmallVector<Value> KernelBuilder::sweepLagging(ValueRange initial,
 
 Value KernelBuilder::scratch(int64_t rows, int64_t cols) {
   return bob::AllocSharedOp::create(b, smem(rows, cols), nullptr);
+}
+
+Value KernelBuilder::sumsTile(int64_t rows, int64_t cols) {
+  return bob::AllocSharedOp::create(
+      b, bob::SharedTileType::get(b.getContext(), rows, cols, b.getF32Type()), nullptr);
+}
+
+void KernelBuilder::addIntoSweptRows(Value staged, Operand operand, Value start) {
+  assert(keyMajor() && insideSweep_ && operandInfo(operand).layout == Layout::sums &&
+         operandInfo(operand).side == Side::query);
+  // Rows past the sequence's own end are not touched (in a packed batch they are the next
+  // sequence's).
+  bob::BulkReduceAddOp::create(b, staged, arg(operand), batch, headOf(operand),
+                               rowOf(Side::query, start), rowOf(Side::query, n));
+}
+
+void KernelBuilder::waitForBulk() { bob::BulkWaitOp::create(b, /*read=*/false); }
+
+void KernelBuilder::waitForTurn(Operand counters, Value block, Value turn) {
+  assert(keyMajor() && insideSweep_ && operandInfo(counters).layout == Layout::counters);
+  bob::SemaphoreWaitOp::create(b, arg(counters), sequence, headOf(counters), block, turn);
+}
+
+void KernelBuilder::passTurn(Operand counters, Value block) {
+  assert(keyMajor() && insideSweep_ && operandInfo(counters).layout == Layout::counters);
+  bob::SemaphoreSignalOp::create(b, arg(counters), sequence, headOf(counters), block);
 }
 
 void KernelBuilder::storeInto(const Tile &tile, Value scratch) {

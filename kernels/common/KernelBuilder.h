@@ -47,6 +47,10 @@ public:
   // packed tensors; the block's coordinates (ownStart, the sweep's starts) and the mask stay in
   // the sequence's own rows, and the loads and stores below add the base.
   mlir::Value queryBase, keyBase;
+  // The block's batch entry (blockIdx.y / heads): `batch` itself for a dense batch, the
+  // sequence's index for a packed one (whose `batch` is 0); what per-sequence arrays such as
+  // the fused backward's counters are indexed by.
+  mlir::Value sequence;
   // The head of the swept side's tensors: the key/value head ownHead / group for query-major
   // kinds (ownHead without grouping); for key-major ones, set inside `sweep` to the query head
   // of the step.
@@ -87,7 +91,29 @@ public:
   // A shared tile of rows x cols in the input type, for a register tile the kernel stores
   // itself (storeInto) and reads as a product's operand later, e.g. in the next step.
   mlir::Value scratch(int64_t rows, int64_t cols);
-  void storeInto(const Tile &tile, mlir::Value scratch); // rounded to the input type
+  // A shared f32 tile, for sums staged (storeInto) for addIntoSweptRows.
+  mlir::Value sumsTile(int64_t rows, int64_t cols);
+  void storeInto(const Tile &tile, mlir::Value scratch); // rounded to the tile's element type
+
+  // Sums across blocks (key-major, inside `sweep`; sm_90a), the fused backward's dQ: the staged
+  // f32 tile added into the swept rows from `start` of `operand` (a `sums` operand), rows past
+  // the sequence untouched (bob.bulk_reduce_add); waitForBulk until those additions are done
+  // (bob.bulk_wait). waitForTurn blocks until the counter of swept block `block` (of the swept
+  // head; a `counters` operand) equals `turn`, passTurn adds 1 to it (bob.semaphore_wait and
+  // _signal): the blocks that add into one swept block do so in the order of their turns, so
+  // the f32 sums come out the same on every run.
+  void addIntoSweptRows(mlir::Value staged, Operand operand, mlir::Value start);
+  void waitForBulk();
+  void waitForTurn(Operand counters, mlir::Value block, mlir::Value turn);
+  void passTurn(Operand counters, mlir::Value block);
+  // Whether the fused backward's key blocks take their turns at each query block from the last
+  // key block that sees it down (else from the first up): with a right edge to the mask
+  // (causal, or a window's right side) the last one meets the query block first in its sweep,
+  // so no block waits for one that is still behind. The grid then starts the last key blocks
+  // first (blockStart): a block may only wait for blocks the GPU started before it.
+  bool keyBlocksLastFirst() const {
+    return spec.kind == bob::KernelKind::bwd_fused && spec.rightReach() >= 0;
+  }
 
   // Long sweeps stay exact (docs/numerics.md, "Long sequences"): the tensor cores truncate
   // each sum into an accumulator, so an accumulator that takes many steps drifts toward zero in

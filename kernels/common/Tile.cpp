@@ -58,6 +58,13 @@ Tile productT(KernelBuilder &kb, Value a, Value b) {
   return {kb, bob::MmaOp::create(kb.b, a, b, zero, false, /*transposeB=*/true)};
 }
 
+Tile transposedProduct(KernelBuilder &kb, Value a, Value b) {
+  auto rows = cast<bob::SharedTileType>(a.getType()).getCols();
+  auto cols = cast<bob::SharedTileType>(b.getType()).getCols();
+  Value zero = kb.splat(kb.rtile(rows, cols), 0.0);
+  return {kb, bob::MmaOp::create(kb.b, a, b, zero, /*transposeA=*/true, false)};
+}
+
 Tile productT(Value a, Value b, const Tile &acc) {
   return {acc.kb(), bob::MmaOp::create(acc.kb().b, a, b, acc, false, /*transposeB=*/true)};
 }

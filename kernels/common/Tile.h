@@ -50,11 +50,14 @@ Tile combineGroups(const Tile &partialSums);
 // Products on the tensor cores, B taken from shared memory:
 //   productT(a, b)         a b^T of two shared tiles, into a new f32 tile
 //   productT(a, b, acc)    acc + a b^T
+//   transposedProduct(a, b)  a^T b of two shared tiles, into a new f32 tile (dS K from the
+//                          dS^T a key-major kernel stored)
 //   accumulate(acc, a, b)  acc + a b, `a` a register tile rounded to the input type (here,
 //                          unless toOperand did it already), or a shared tile (one the
 //                          kernel stored itself, KernelBuilder::storeInto)
 Tile productT(KernelBuilder &kb, mlir::Value a, mlir::Value b);
 Tile productT(mlir::Value a, mlir::Value b, const Tile &acc);
+Tile transposedProduct(KernelBuilder &kb, mlir::Value a, mlir::Value b);
 Tile accumulate(const Tile &acc, const Tile &a, mlir::Value b);
 Tile accumulate(const Tile &acc, mlir::Value aShared, mlir::Value b);
 

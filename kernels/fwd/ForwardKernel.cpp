@@ -20,36 +20,9 @@
 #include "compiler/passes/WarpRoles.h"
 #include "compiler/passes/WgmmaRules.h"
 
-#include <limits>
-
 using namespace mlir;
 
 namespace flashbob::kernels {
-
-namespace {
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-// One block of the online softmax: P = exp2(S - new max) with S the masked scores in log2
-// units, the running row max and sum carried over, and r = exp2(old max - new max) for the
-// accumulator. A row with no visible key so far keeps max = -inf; subtracting 0 instead keeps
-// exp2(-inf - 0) = 0 rather than NaN.
-struct SoftmaxStep {
-  Tile p, rescale, newMax, newSum;
-};
-SoftmaxStep softmaxStep(KernelBuilder &kb, const Tile &scores, Value col0, const Tile &oldMax,
-                        const Tile &oldSum) {
-  // S in log2 units: s log2(e) Q K^T, -inf outside the sequences and past the diagonal.
-  Tile s = maskedLog2Scores(kb, scores, kb.ownStart, col0);
-  Tile blockMax = rowMax(s);
-  Tile newMax = max(oldMax, blockMax);
-  Tile safeMax = replace(newMax, kNegInf, 0.0);
-  Tile rescale = exp2(oldMax - safeMax);
-  Tile p = exp2(s - safeMax);
-  Tile blockSum = rowSum(p);
-  Tile newSum = oldSum * rescale + blockSum;
-  return {p, rescale, newMax, newSum};
-}
-} // namespace
 
 void buildForward(KernelBuilder &kb) {
   const int64_t bm = kb.ownRows(), bn = kb.sweptRows(), d = kb.headDim();

@@ -95,6 +95,12 @@ struct ForwardResult {
   std::vector<double> L;  // N, log-sum-exp of the unmasked row of S (-inf if none)
 };
 
+// The forward and its JVP together (tiled::forwardDual).
+struct ForwardDualResult {
+  ForwardResult fwd;
+  Matrix tO;  // N x d, the change of O along the tangents
+};
+
 struct BackwardResult {
   Matrix dQ, dK, dV;      // N x d, M x d, M x d
   std::vector<double> D;  // N, rowsum(dO o O)
@@ -234,6 +240,15 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
 BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
               const Matrix& V, const Matrix& dO, const Matrix& uQ, const Matrix& uK,
               const Matrix& uV, X2Source x2 = X2Source::FromDQ);
+
+// The forward and its JVP along (tQ, tK, tV) in one query-major sweep (the fwd_dual kernel,
+// docs/bob-math.md, "The forward and its JVP in one sweep"): the forward's online softmax
+// carries, beside exp(S - m) V and its row sums, exp(S - m) tV + (exp(S - m) o G) V and
+// rowsum(exp(S - m) o G), all rescaled when the row max m grows; the epilogue divides by the
+// row sum once. The forward's O and L, and tO = dense::forwardJvp's.
+ForwardDualResult forwardDual(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
+                              const Matrix& V, const Matrix& tQ, const Matrix& tK,
+                              const Matrix& tV, TileStats* stats = nullptr);
 
 }  // namespace tiled
 }  // namespace flashbob::oracle

@@ -137,6 +137,78 @@ ForwardResult forward(const Problem& p, const Tiling& t, const Matrix& Q, const 
   return out;
 }
 
+// ---- The forward and its JVP in one sweep: query-major, online softmax ---------------------
+ForwardDualResult forwardDual(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
+                              const Matrix& V, const Matrix& tQ, const Matrix& tK,
+                              const Matrix& tV, TileStats* stats) {
+  validateInputs(p, t, Q, K, V);
+  validateMatrix(tQ, "tQ", p.N, "N", p.d, "d");
+  validateMatrix(tK, "tK", p.M, "M", p.d, "d");
+  validateMatrix(tV, "tV", p.M, "M", p.d, "d");
+  ForwardDualResult out{{Matrix(p.N, p.d), std::vector<double>(at(p.N), kNegInf)},
+                        Matrix(p.N, p.d)};
+  TileBuf S(p, t), G(p, t), tmp(p, t);
+
+  for (Index i0 = 0; i0 < p.N; i0 += t.block_m) {  // one thread block per query block
+    const Index i1 = std::min(i0 + t.block_m, p.N);
+    const Index rows = i1 - i0;
+    std::vector<double> m(at(rows), kNegInf);  // running row max of S
+    std::vector<double> l(at(rows), 0.0);      // running sum of exp(S - m)
+    std::vector<double> cg(at(rows), 0.0);     // running sum of exp(S - m) o G
+    Matrix accO = zeroAcc(rows, p.d);          // running sum of exp(S - m) V
+    Matrix accT = zeroAcc(rows, p.d);          // ... of exp(S - m) tV + (exp(S - m) o G) V
+
+    const Index keyBegin = visibleKeyBegin(p, i0), keyEnd = visibleKeyEnd(p, i1);
+    for (Index j0 = keyBegin - keyBegin % t.block_n; j0 < keyEnd; j0 += t.block_n) {
+      const Tile tile{i0, i1, j0, std::min(j0 + t.block_n, p.M)};
+      count(stats);
+      tileABt(tile, Q, K, p.scale, S);     // S = s Q K^T
+      tileABt(tile, tQ, K, p.scale, G);    // G = s tQ K^T ...
+      tileABt(tile, Q, tK, p.scale, tmp);  //     + s Q tK^T
+      for (Index r = 0; r < rows; ++r) {
+        double tileMax = kNegInf;
+        for (Index c = 0; c < tile.cols(); ++c)
+          if (!p.masked(i0 + r, j0 + c)) tileMax = std::max(tileMax, S(r, c));
+        const double mNew = std::max(m[at(r)], tileMax);
+        if (mNew == kNegInf) continue;  // masked in every tile so far: nothing to add
+        const double alpha = std::exp(m[at(r)] - mNew);
+        double rowSum = 0, rowSumG = 0;
+        double *o = accO.row(r), *tt = accT.row(r);
+        for (Index k = 0; k < p.d; ++k) {
+          o[k] *= alpha;
+          tt[k] *= alpha;
+        }
+        for (Index c = 0; c < tile.cols(); ++c) {
+          if (p.masked(i0 + r, j0 + c)) continue;
+          const double e = std::exp(S(r, c) - mNew);
+          const double eg = e * (G(r, c) + tmp(r, c));
+          rowSum += e;
+          rowSumG += eg;
+          const double *v = V.row(j0 + c), *tv = tV.row(j0 + c);
+          for (Index k = 0; k < p.d; ++k) {
+            o[k] += e * v[k];
+            tt[k] += e * tv[k] + eg * v[k];
+          }
+        }
+        l[at(r)] = alpha * l[at(r)] + rowSum;
+        cg[at(r)] = alpha * cg[at(r)] + rowSumG;
+        m[at(r)] = mNew;
+      }
+    }
+    // Epilogue: O = accO / l, c = cg / l, tO = accT / l - c o O, L = m + log l.
+    for (Index r = 0; r < rows; ++r) {
+      if (l[at(r)] == 0.0) continue;  // fully masked row: O = 0, tO = 0, L = -inf by definition
+      const double c = cg[at(r)] / l[at(r)];
+      for (Index k = 0; k < p.d; ++k) {
+        out.fwd.O(i0 + r, k) = accO(r, k) / l[at(r)];
+        out.tO(i0 + r, k) = accT(r, k) / l[at(r)] - c * out.fwd.O(i0 + r, k);
+      }
+      out.fwd.L[at(i0 + r)] = m[at(r)] + std::log(l[at(r)]);
+    }
+  }
+  return out;
+}
+
 // ---- First backward: FlashAttention-2 style -------------------------------------------------
 BackwardResult backward(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
                         const Matrix& V, const Matrix& dO, const ForwardResult& fwd,

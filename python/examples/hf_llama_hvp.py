@@ -38,7 +38,7 @@ CAP = {"loss": 1e-2, "logits": 3e-2, "grad": 5e-2, "hvp": 8e-2}
 
 def make_config(vocab=1024, hidden=512, layers=4, heads=8, kv_heads=2, head_dim=64,
                 intermediate=1024, max_positions=1024, init_std=0.05):
-    """A small Llama-architecture config (head_dim a multiple of 16, as FlashBoB needs). init_std:
+    """A small Llama-architecture config (any head_dim from 8 to 256 works; 64 here). init_std:
     the weights' standard deviation, larger than Llama's 0.02 so that random weights already give
     attention that is far from uniform (scores of order 1)."""
     from transformers import LlamaConfig

@@ -16,7 +16,9 @@ from pathlib import Path
 OK, INVALID_ARGUMENT, NO_DRIVER, COMPILE, CUDA, UNSUPPORTED_DEVICE = 0, 1, 2, 3, 4, 5
 BF16, FP16 = 0, 1
 OP_FORWARD, OP_BACKWARD, OP_BOB, OP_FORWARD_JVP, OP_BOB_PASS1, OP_BOB_PASS2 = 0, 1, 2, 3, 4, 5
+OP_FORWARD_DUAL = 6
 LIMIT_HEAD_DIM_MULTIPLE, LIMIT_HEAD_DIM_MAX, LIMIT_SEQUENCE_MAX, LIMIT_BATCH_HEADS_MAX = 0, 1, 2, 3
+LIMIT_HEAD_DIM_MIN = 4
 
 
 class FlashBobError(RuntimeError):
@@ -51,6 +53,7 @@ class Problem(ctypes.Structure):
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
         ("ring_step", ctypes.c_int),
+        ("head_dim_v", ctypes.c_int64),
     ]
 
     def __init__(self, *fields, **named):
@@ -126,6 +129,10 @@ SIGNATURES = {
         "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
         "flashbob_tensor", "const float *", "flashbob_tensor", "flashbob_tensor",
         "flashbob_tensor", "flashbob_tensor", "void *"]),
+    "flashbob_forward_dual": ("flashbob_status", [
+        "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
+        "flashbob_tensor", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor", "float *",
+        "flashbob_tensor", "void *"]),
     "flashbob_bob_pass1": ("flashbob_status", [
         "const flashbob_problem *", "flashbob_tensor", "flashbob_tensor", "flashbob_tensor",
         "flashbob_tensor", "flashbob_tensor", "const float *", "flashbob_tensor",
@@ -153,10 +160,12 @@ CONSTANTS = [
     ("OP_FORWARD", "FLASHBOB_OP_FORWARD"), ("OP_BACKWARD", "FLASHBOB_OP_BACKWARD"),
     ("OP_BOB", "FLASHBOB_OP_BOB"), ("OP_FORWARD_JVP", "FLASHBOB_OP_FORWARD_JVP"),
     ("OP_BOB_PASS1", "FLASHBOB_OP_BOB_PASS1"), ("OP_BOB_PASS2", "FLASHBOB_OP_BOB_PASS2"),
+    ("OP_FORWARD_DUAL", "FLASHBOB_OP_FORWARD_DUAL"),
     ("LIMIT_HEAD_DIM_MULTIPLE", "FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE"),
     ("LIMIT_HEAD_DIM_MAX", "FLASHBOB_LIMIT_HEAD_DIM_MAX"),
     ("LIMIT_SEQUENCE_MAX", "FLASHBOB_LIMIT_SEQUENCE_MAX"),
     ("LIMIT_BATCH_HEADS_MAX", "FLASHBOB_LIMIT_BATCH_HEADS_MAX"),
+    ("LIMIT_HEAD_DIM_MIN", "FLASHBOB_LIMIT_HEAD_DIM_MIN"),
 ]
 
 # The C types above as ctypes passes them. Pointers to device memory and streams are plain
@@ -270,6 +279,11 @@ def bob(problem, q, k, v, o, do, lse, uq, uk, uv, gq, gk, gv, gdo, workspace, st
 def forward_jvp(problem, q, k, v, o, lse, tq, tk, tv, to, stream):
     check(_library().flashbob_forward_jvp(ctypes.byref(problem), q, k, v, o, lse, tq, tk, tv, to,
                                           stream))
+
+
+def forward_dual(problem, q, k, v, tq, tk, tv, o, lse, to, stream):
+    check(_library().flashbob_forward_dual(ctypes.byref(problem), q, k, v, tq, tk, tv, o, lse, to,
+                                           stream))
 
 
 def bob_pass1(problem, q, k, v, o, do, lse, uq, uk, uv, x1, x2, x3, x4, workspace, stream):

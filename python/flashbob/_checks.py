@@ -29,11 +29,12 @@ def tensor(t, name, layout, dtype_ok):
 
 
 def operands(q, k, v, layout):
-    """The shapes and dtypes of q, k, v (each already through tensor()) agree: k and v alike, the
-    batch and head_dim q's, k's heads a divisor of q's (grouped-query attention), one dtype."""
+    """The shapes and dtypes of q, k, v (each already through tensor()) agree: k and v alike but
+    for v's head_dim (which may differ from q's and k's: the problem's head_dim_v), the batch and
+    head_dim q's, k's heads a divisor of q's (grouped-query attention), one dtype."""
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
-    if ks != vs:
-        raise ValueError(f"k and v must have the same shape, got {ks} and {vs}")
+    if ks[:-1] != vs[:-1]:
+        raise ValueError(f"k and v must agree in all but head_dim, got {ks} and {vs}")
     if layout.batch is None:
         if qs[-1] != ks[-1]:
             raise ValueError(f"q {qs} and k {ks} differ in head_dim")

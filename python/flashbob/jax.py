@@ -83,14 +83,14 @@ def _check_operands(q, k, v, packed):
     _checks.operands(q, k, v, layout)
 
 
-def _check_problem(q, k, offsets, packed, params):
+def _check_problem(q, k, v, offsets, packed, params):
     """The C API's checks of the problem (flashbob_check_problem: head dims, grid and sequence
     bounds, the window), at trace time: at run time they would surface as an XLA runtime error
     instead of a ValueError."""
-    _capi.check_problem(_problem(q, k, offsets, packed, params))
+    _capi.check_problem(_problem(q, k, v, offsets, packed, params))
 
 
-def _problem(q, k, offsets, packed, params):
+def _problem(q, k, v, offsets, packed, params):
     """The C problem (flashbob_problem) of a primitive's operands, as jax_ffi.cc fills it but for
     the offsets' addresses, which the checks do not read."""
     seq = 0 if packed else 1  # the sequence axis; heads and head_dim follow it
@@ -99,6 +99,8 @@ def _problem(q, k, offsets, packed, params):
                       int(params["causal"]), params["scale"], k.shape[seq + 1],
                       int(params["window_left"] >= 0 or params["window_right"] >= 0),
                       params["window_left"], params["window_right"])
+    if v.shape[-1] != q.shape[-1]:
+        p.head_dim_v = v.shape[-1]
     if packed:
         p.batch = offsets[0].shape[0] - 1
         p.varlen = 1
@@ -134,7 +136,11 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     q: (batch, seq_q, heads, head_dim); k, v: (batch, seq_k, heads_kv, head_dim), bfloat16 or
     float16, heads_kv a divisor of heads (grouped-query attention, 1 for multi-query): query head
     h attends with key/value head h // (heads // heads_kv), and the gradients of k and v sum over
-    each group inside the kernels. head_dim: a multiple of 16 up to 256.
+    each group inside the kernels. head_dim: 8 to 256 (one that is no multiple of 16 runs
+    zero-padded to the next multiple, exactly; one that is no multiple of 8 is copied into
+    padded memory inside the call). v's head_dim may differ from q's and k's (multi-head latent
+    attention: 192 and 128): O then has v's, the scale stays 1/sqrt(q's), and the call runs on
+    zero-padded copies at the wider width.
 
     window_size: (left, right), flash-attn's sliding window: query i sees key j only if
     i + seq_k - seq_q - left <= j <= i + seq_k - seq_q + right; -1 leaves a side unbounded, and
@@ -181,8 +187,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 # --- the primitives ----------------------------------------------------------------------------
 # Operands are tensors, then (packed only) cu_seqlens_q and cu_seqlens_k. A tensor's role says its
-# shape: "q" like q, "k" like k (v and their gradients too), "L" a row vector (lse), float32
-# (batch, heads, seq_q), or (heads, total_q) for a packed batch.
+# shape: "q" like q, "k" like k, "v" like v (their gradients too), "o" like O (q's shape at v's
+# head_dim: dO and its gradient too), "L" a row vector (lse), float32 (batch, heads, seq_q), or
+# (heads, total_q) for a packed batch.
 
 def _rows_shape(q_shape, packed):
     return (q_shape[1], q_shape[0]) if packed else (q_shape[0], q_shape[2], q_shape[1])
@@ -199,14 +206,14 @@ def _primitive(name, inputs, outputs):
 
 
 def _backward_jvp_inputs(params):
-    return "qkkqLq" + "qkk" + ("q" if params["with_do"] else "")
+    return "qkvoLo" + "qkv" + ("o" if params["with_do"] else "")
 
 
-_forward_p = _primitive("flashbob_forward", "qkk", "qL")
-_forward_jvp_p = _primitive("flashbob_forward_jvp", "qkkqLqkk", "q")
-_backward_p = _primitive("flashbob_backward", "qkkqLq", "qkk")
-_backward_jvp_p = _primitive("flashbob_backward_jvp", _backward_jvp_inputs, "qkk")
-_bob_p = _primitive("flashbob_bob", "qkkqLqqkk", "qkkq")
+_forward_p = _primitive("flashbob_forward", "qkv", "oL")
+_forward_jvp_p = _primitive("flashbob_forward_jvp", "qkvoLqkv", "o")
+_backward_p = _primitive("flashbob_backward", "qkvoLo", "qkv")
+_backward_jvp_p = _primitive("flashbob_backward_jvp", _backward_jvp_inputs, "qkv")
+_bob_p = _primitive("flashbob_bob", "qkvoLoqkv", "qkvo")
 _PRIMITIVES = (_forward_p, _forward_jvp_p, _backward_p, _backward_jvp_p, _bob_p)
 
 
@@ -225,8 +232,9 @@ def _abstract_eval(prim):
         if len(offsets) != (2 if packed else 0):
             raise ValueError(f"flashbob.jax: {prim.name} takes cu_seqlens_q and cu_seqlens_k "
                              f"exactly when packed")
-        _check_problem(q, k, offsets, packed, params)
-        like = {"q": (q.shape, q.dtype), "k": (k.shape, k.dtype),
+        _check_problem(q, k, v, offsets, packed, params)
+        like = {"q": (q.shape, q.dtype), "k": (k.shape, k.dtype), "v": (v.shape, v.dtype),
+                "o": ((*q.shape[:-1], v.shape[-1]), q.dtype),
                 "L": (_rows_shape(q.shape, packed), np.dtype(np.float32))}
         for i, (role, aval) in enumerate(zip(_ROLES[prim][0](params), tensors)):
             if (aval.shape, np.dtype(aval.dtype)) != like[role]:

@@ -55,6 +55,7 @@ struct Problem {
   const int32_t *cu_seqlens_q, *cu_seqlens_k;
   int64_t max_seqlen_q, max_seqlen_k;
   int ring_step;  // context parallelism; always 0 here
+  int64_t head_dim_v;  // v's head dim where it differs from q's and k's, else 0
 };
 
 struct Tensor {
@@ -112,6 +113,7 @@ FLASHBOB_SAME_FIELD(cu_seqlens_k);
 FLASHBOB_SAME_FIELD(max_seqlen_q);
 FLASHBOB_SAME_FIELD(max_seqlen_k);
 FLASHBOB_SAME_FIELD(ring_step);
+FLASHBOB_SAME_FIELD(head_dim_v);
 #undef FLASHBOB_SAME_FIELD
 static_assert(sizeof(abi::Problem) == sizeof(flashbob_problem), "problem size");
 static_assert(sizeof(abi::Tensor) == sizeof(flashbob_tensor) &&
@@ -182,7 +184,7 @@ float *Rows(ffi::Result<ffi::AnyBuffer> &buffer) { return Rows(*buffer); }
 
 // Fills `p` with the problem of q and k's shapes; `offsets` holds cu_seqlens_q and cu_seqlens_k
 // for a packed batch and nothing for a dense one.
-ffi::Error MakeProblem(const ffi::AnyBuffer &q, const ffi::AnyBuffer &k,
+ffi::Error MakeProblem(const ffi::AnyBuffer &q, const ffi::AnyBuffer &k, const ffi::AnyBuffer &v,
                        const ffi::RemainingArgs &offsets, const Config &c, abi::Problem &p) {
   if (!loaded.load(std::memory_order_acquire))
     return ffi::Error::Internal("flashbob.jax: the FFI shim was called before "
@@ -205,6 +207,9 @@ ffi::Error MakeProblem(const ffi::AnyBuffer &q, const ffi::AnyBuffer &k,
   p.seq_q = qd[seq];
   p.heads = qd[seq + 1];
   p.head_dim = qd[seq + 2];
+  const auto vd = v.dimensions();
+  if (vd.size() == qd.size() && vd[seq + 2] != qd[seq + 2])
+    p.head_dim_v = vd[seq + 2];  // v and its kin of another width than q and k
   p.seq_k = kd[seq];
   p.heads_kv = kd[seq + 1];
   p.causal = c.causal != 0;
@@ -262,7 +267,7 @@ ffi::Error Forward(cudaStream_t stream, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi:
                    int64_t max_seqlen_k) {
   const Config c{causal, window_left, window_right, scale, max_seqlen_q, max_seqlen_k};
   abi::Problem p;
-  if (ffi::Error e = MakeProblem(q, k, offsets, c, p); e.failure()) return e;
+  if (ffi::Error e = MakeProblem(q, k, v, offsets, c, p); e.failure()) return e;
   return Status(library.forward(&p, View(q), View(k), View(v), View(o), Rows(lse),
                                 stream));
 }
@@ -276,7 +281,7 @@ ffi::Error Backward(cudaStream_t stream, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi
                     int64_t max_seqlen_k) {
   const Config c{causal, window_left, window_right, scale, max_seqlen_q, max_seqlen_k};
   abi::Problem p;
-  if (ffi::Error e = MakeProblem(q, k, offsets, c, p); e.failure()) return e;
+  if (ffi::Error e = MakeProblem(q, k, v, offsets, c, p); e.failure()) return e;
   if (ffi::Error e = CheckWorkspace(*workspace, p, 1); e.failure()) return e;
   return Status(library.backward(&p, View(q), View(k), View(v), View(o), View(d_o),
                                  Rows(lse), View(d_q), View(d_k), View(d_v), Rows(workspace),
@@ -292,7 +297,7 @@ ffi::Error Bob(cudaStream_t stream, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::Any
                int64_t window_right, double scale, int64_t max_seqlen_q, int64_t max_seqlen_k) {
   const Config c{causal, window_left, window_right, scale, max_seqlen_q, max_seqlen_k};
   abi::Problem p;
-  if (ffi::Error e = MakeProblem(q, k, offsets, c, p); e.failure()) return e;
+  if (ffi::Error e = MakeProblem(q, k, v, offsets, c, p); e.failure()) return e;
   if (ffi::Error e = CheckWorkspace(*workspace, p, 3); e.failure()) return e;
   return Status(library.bob(&p, View(q), View(k), View(v), View(o), View(d_o), Rows(lse),
                             View(u_q), View(u_k), View(u_v), View(g_q), View(g_k), View(g_v),
@@ -307,7 +312,7 @@ ffi::Error ForwardJvp(cudaStream_t stream, ffi::AnyBuffer q, ffi::AnyBuffer k, f
                       int64_t max_seqlen_k) {
   const Config c{causal, window_left, window_right, scale, max_seqlen_q, max_seqlen_k};
   abi::Problem p;
-  if (ffi::Error e = MakeProblem(q, k, offsets, c, p); e.failure()) return e;
+  if (ffi::Error e = MakeProblem(q, k, v, offsets, c, p); e.failure()) return e;
   return Status(library.forward_jvp(&p, View(q), View(k), View(v), View(o), Rows(lse),
                                     View(t_q), View(t_k), View(t_v), View(t_o), stream));
 }

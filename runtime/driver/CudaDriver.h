@@ -44,6 +44,8 @@ namespace flashbob::runtime {
   X(cuLaunchKernel, 4000)                                                                         \
   X(cuMemAlloc, 3020)                                                                             \
   X(cuMemFree, 3020)                                                                              \
+  X(cuMemAllocAsync, 11020)                                                                       \
+  X(cuMemFreeAsync, 11020)                                                                        \
   X(cuMemGetInfo, 3020)                                                                           \
   X(cuMemcpyHtoD, 3020)                                                                           \
   X(cuMemcpyHtoDAsync, 3020)                                                                      \
@@ -51,6 +53,10 @@ namespace flashbob::runtime {
   X(cuMemcpyDtoD, 3020)                                                                           \
   X(cuMemsetD8, 3020)                                                                             \
   X(cuMemsetD32, 3020)                                                                            \
+  X(cuMemsetD32Async, 3020)                                                                       \
+  X(cuMemcpy2DAsync, 3020)                                                                        \
+  X(cuMemcpy3DAsync, 3020)                                                                        \
+  X(cuMemsetD2D8Async, 3020)                                                                      \
   X(cuStreamCreate, 2000)                                                                         \
   X(cuStreamDestroy, 4000)                                                                        \
   X(cuStreamSynchronize, 2000)                                                                    \

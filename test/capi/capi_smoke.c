@@ -2,7 +2,8 @@
  * paths (bad arguments named, no driver reported); with one it runs the forward, backward and
  * BoB on a small problem through a dlopen'ed driver and checks the outputs are finite and that
  * the backward of a constant upstream gradient has the right symmetry (sum of dV over keys equals
- * sum of dO over queries times 1, since each row of P sums to 1).
+ * sum of dO over queries times 1, since each row of P sums to 1); the forward's JVP against BoB's
+ * gdO, and the forward with its JVP in one kernel against the forward's and the JVP's.
  * Exit: 0 pass, 1 fail, 77 GPU part skipped (printed) after the CPU part passed. */
 #include "api/flashbob.h"
 
@@ -45,6 +46,17 @@ static float from_bf16(unsigned short h) {
   float f;
   memcpy(&f, &b, 4);
   return f;
+}
+
+/* Relative L2 distance of n bf16 values from the reference ones. */
+static double relative_l2(const unsigned short *got, const unsigned short *ref, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t j = 0; j < n; ++j) {
+    double a = from_bf16(got[j]), b = from_bf16(ref[j]);
+    diff += (a - b) * (a - b);
+    norm += b * b;
+  }
+  return norm > 0 ? sqrt(diff / norm) : INFINITY;
 }
 
 static int logged = 0;
@@ -134,6 +146,20 @@ static int gpu_part(void) {
                               (const float *)(uintptr_t)lse, T(8, p.seq_q), T(9, p.seq_k),
                               T(10, p.seq_k), T(5, p.seq_q), NULL) == FLASHBOB_OK,
          "flashbob_forward_jvp: %s", flashbob_last_error());
+  /* The forward and its JVP in one kernel, along the same tangents, into buffers of its own. */
+  unsigned long long dual_o, dual_lse, dual_to;
+  EXPECT(alloc(&dual_o, nq * 2) == 0 && alloc(&dual_lse, rows * 4) == 0 &&
+             alloc(&dual_to, nq * 2) == 0,
+         "cuMemAlloc dual");
+  EXPECT(flashbob_precompile(&p, FLASHBOB_OP_FORWARD_DUAL) == FLASHBOB_OK,
+         "precompile forward_dual: %s", flashbob_last_error());
+  EXPECT(flashbob_forward_dual(&p, T(0, p.seq_q), T(1, p.seq_k), T(2, p.seq_k), T(8, p.seq_q),
+                               T(9, p.seq_k), T(10, p.seq_k),
+                               contiguous((void *)(uintptr_t)dual_o, &p, p.seq_q),
+                               (float *)(uintptr_t)dual_lse,
+                               contiguous((void *)(uintptr_t)dual_to, &p, p.seq_q),
+                               NULL) == FLASHBOB_OK,
+         "flashbob_forward_dual: %s", flashbob_last_error());
   EXPECT(sync() == 0, "cuCtxSynchronize");
   /* With dO = 1: dV = P^T 1, and sum over keys of dV[:, j] = sum over queries of rowsum(P) = the
    * number of queries that see at least one key (all of them here: M >= ... causal keeps
@@ -168,8 +194,34 @@ static int gpu_part(void) {
            sqrt(diff / (norm > 0 ? norm : 1)));
     free(jvp);
   }
+  {
+    /* One kernel's O, L and tO against the forward's and the JVP kernel's (which read the
+     * forward's bf16 O where the one kernel keeps it in f32: close, not equal). L is -inf in the
+     * causal problem's N - M = 16 rows that see no key, in both. */
+    unsigned short *got = malloc(nq * 2), *ref = malloc(nq * 2);
+    float *got_lse = malloc(rows * 4), *ref_lse = malloc(rows * 4);
+    EXPECT(got && ref && got_lse && ref_lse, "malloc");
+    EXPECT(d2h(got, dual_o, nq * 2) == 0 && d2h(ref, buf[3], nq * 2) == 0, "cuMemcpyDtoH");
+    EXPECT(relative_l2(got, ref, nq) < 1e-2, "forward_dual's O vs the forward's: relative %g",
+           relative_l2(got, ref, nq));
+    EXPECT(d2h(got, dual_to, nq * 2) == 0 && d2h(ref, buf[5], nq * 2) == 0, "cuMemcpyDtoH");
+    EXPECT(relative_l2(got, ref, nq) < 1e-2, "forward_dual's tO vs forward_jvp's: relative %g",
+           relative_l2(got, ref, nq));
+    EXPECT(d2h(got_lse, dual_lse, rows * 4) == 0 && d2h(ref_lse, lse, rows * 4) == 0,
+           "cuMemcpyDtoH");
+    for (size_t i = 0; i < rows; ++i)
+      if (!(got_lse[i] == ref_lse[i] ||
+            fabs(got_lse[i] - ref_lse[i]) < 1e-4 * (1 + fabs(ref_lse[i])))) {
+        EXPECT(0, "forward_dual's L[%zu] = %g, the forward's %g", i, got_lse[i], ref_lse[i]);
+        break;
+      }
+    free(got);
+    free(ref);
+    free(got_lse);
+    free(ref_lse);
+  }
   free(host);
-  printf("C API GPU run: forward, backward, BoB, forward JVP ok\n");
+  printf("C API GPU run: forward, backward, BoB, forward JVP, forward with JVP ok\n");
   return 0;
 }
 
@@ -205,9 +257,9 @@ int main(void) {
   EXPECT(flashbob_forward(&p, t, null_t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "null k");
   EXPECT(strstr(flashbob_last_error(), "k is a null pointer") != NULL, "%s", flashbob_last_error());
   flashbob_problem bad = p;
-  bad.head_dim = 100;
+  bad.head_dim = 257;
   EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "head_dim");
-  EXPECT(strstr(flashbob_last_error(), "head_dim 100") != NULL, "%s", flashbob_last_error());
+  EXPECT(strstr(flashbob_last_error(), "head_dim 257") != NULL, "%s", flashbob_last_error());
   bad = p;
   bad.dtype = (flashbob_dtype)7;
   EXPECT(flashbob_forward(&bad, t, t, t, o, lse, NULL) == FLASHBOB_ERROR_INVALID_ARGUMENT, "dtype");

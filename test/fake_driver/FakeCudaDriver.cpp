@@ -20,7 +20,16 @@
 //   FAKE_CUDA_CAPTURING=1     every stream is being captured into a CUDA graph (cuStreamIsCapturing);
 //                             then cuStreamSynchronize and cuEventSynchronize fail, as they do
 //                             on a capturing stream, with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-// In-process tests can read launches back with fake_cuda_launch_count / fake_cuda_launch.
+//   FAKE_CUDA_MEMORY_POOLS=0  the device has no memory pools (stream-ordered allocation): its
+//                             attribute reads 0 and cuMemAllocAsync fails with
+//                             CUDA_ERROR_NOT_SUPPORTED; default 1
+// 2D and 3D copies and memsets check their arguments as the real driver's documentation states
+// them (a pitch at least the row's bytes, a 3D array's height at least the copy's) and then
+// copy or set host memory: tests that make the API copy give it real memory.
+// cuMemAllocAsync fills its memory with a pattern (not zeros) and cuMemFreeAsync keeps it until
+// fake_cuda_reset, so a test can read what a call's scratch memory held.
+// In-process tests can read launches back with fake_cuda_launch_count / fake_cuda_launch, and
+// count the calls of any entry point since the last reset with fake_cuda_call_count.
 #define LLVM_DISABLE_ABI_BREAKING_CHECKS_ENFORCING 1 // the runtime's header only, no LLVM linked
 #include "runtime/driver/CudaDriver.h"
 #include "test/fake_driver/FakeCudaDriver.h"
@@ -56,6 +65,12 @@ static_assert(kTensorMapRecordOffset + sizeof(fake_cuda_tensor_map) <= kTensorMa
 
 std::mutex mutex;
 std::vector<fake_cuda_launch_record> launches;
+// Entry point -> calls since the last reset. Never destroyed: a process's kernel cache (a static
+// of the library) unloads its modules at exit, possibly after this library's globals are gone.
+std::map<std::string, int> &calls = *new std::map<std::string, int>();
+// Memory freed with cuMemFreeAsync, kept until the next reset so that a test can read what a
+// call's stream-ordered scratch memory held when its kernels were launched.
+std::vector<void *> freedAsync;
 int contextTag = 0, streamTag = 0, eventTag = 0; // addresses of these are the handles
 
 // CUDA_ERROR_* names the fake knows (FAKE_CUDA_FAIL, cuGetErrorName).
@@ -79,6 +94,7 @@ const struct {
     {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES},
     {"CUDA_ERROR_LAUNCH_FAILED", CUDA_ERROR_LAUNCH_FAILED},
     {"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},
+    {"CUDA_ERROR_NOT_SUPPORTED", CUDA_ERROR_NOT_SUPPORTED},
     {"CUDA_ERROR_UNKNOWN", CUDA_ERROR_UNKNOWN},
 };
 
@@ -127,6 +143,10 @@ void log(const std::string &line) {
 CUresult enter(const char *call) {
   if (std::strcmp(call, "cuLaunchKernel") != 0) // a launch logs its own, longer line
     log(call);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++calls[call];
+  }
   return injectedFailure(call);
 }
 
@@ -135,6 +155,7 @@ CUresult enter(const char *call) {
     return failure
 
 int computeCapability() { return envInt("FAKE_CUDA_CC", 90); }
+bool memoryPools() { return envInt("FAKE_CUDA_MEMORY_POOLS", 1) != 0; }
 
 // ---- the entry points (signatures: the PFN_ typedefs of cudaTypedefs.h) ----
 
@@ -188,6 +209,8 @@ CUresult fake_cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUd
   case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *value = 60 * 1024 * 1024; break;
   case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = memoryPools(); break;
+  case CU_DEVICE_ATTRIBUTE_MAX_PITCH: *value = 2147483647; break;
   default: *value = 0; break;
   }
   return CUDA_SUCCESS;
@@ -314,6 +337,8 @@ int readParams(const Function *f, void **params, fake_cuda_launch_record &r) {
       ++r.tensorMaps;
     } else if (bytes.size() == 4 && r.scalarCount < 4) {
       std::memcpy(&r.scalars[r.scalarCount++], bytes.data(), 4);
+    } else if (bytes.size() == 8 && r.wordCount < std::size(r.words)) {
+      std::memcpy(&r.words[r.wordCount++], bytes.data(), 8);
     }
   }
   return -1;
@@ -397,6 +422,82 @@ CUresult fake_cuMemsetD32(CUdeviceptr to, unsigned int value, size_t count) {
     p[i] = value;
   return CUDA_SUCCESS;
 }
+CUresult fake_cuMemsetD32Async(CUdeviceptr to, unsigned int value, size_t count, CUstream) {
+  ENTER("cuMemsetD32Async");
+  auto *p = reinterpret_cast<unsigned int *>(to);
+  for (size_t i = 0; i < count; ++i)
+    p[i] = value;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemAllocAsync(CUdeviceptr *pointer, size_t bytes, CUstream) {
+  ENTER("cuMemAllocAsync");
+  if (!memoryPools())
+    return CUDA_ERROR_NOT_SUPPORTED;
+  const size_t size = (bytes + 255) / 256 * 256;
+  auto *p = static_cast<unsigned char *>(std::aligned_alloc(256, size));
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  // Not zeros: what a test finds where nothing wrote is recognisable and differs by place.
+  for (size_t i = 0; i < size; ++i)
+    p[i] = static_cast<unsigned char>(i * 131 + 7);
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemFreeAsync(CUdeviceptr pointer, CUstream) {
+  ENTER("cuMemFreeAsync");
+  std::lock_guard<std::mutex> lock(mutex);
+  freedAsync.push_back(reinterpret_cast<void *>(pointer));
+  return CUDA_SUCCESS;
+}
+// The address a 2D/3D copy's side starts at, whatever its memory type (all host memory here).
+char *copySide(CUmemorytype type, const void *host, CUdeviceptr device) {
+  return type == CU_MEMORYTYPE_HOST ? static_cast<char *>(const_cast<void *>(host))
+                                    : reinterpret_cast<char *>(device);
+}
+CUresult fake_cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream) {
+  ENTER("cuMemcpy3DAsync");
+  if (!c || c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY ||
+      c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
+    return CUDA_ERROR_INVALID_VALUE;
+  // As the driver: rows of WidthInBytes within each pitch, Height rows within each side's
+  // array height, every pitch within the device's limit.
+  if (c->srcPitch < c->WidthInBytes + c->srcXInBytes || c->dstPitch < c->WidthInBytes + c->dstXInBytes ||
+      c->srcPitch > 2147483647u || c->dstPitch > 2147483647u)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (c->Depth > 1 && (c->srcHeight < c->Height + c->srcY || c->dstHeight < c->Height + c->dstY))
+    return CUDA_ERROR_INVALID_VALUE;
+  char *src = copySide(c->srcMemoryType, c->srcHost, c->srcDevice);
+  char *dst = copySide(c->dstMemoryType, c->dstHost, c->dstDevice);
+  for (size_t z = 0; z < c->Depth; ++z)
+    for (size_t y = 0; y < c->Height; ++y)
+      std::memmove(dst + ((c->dstZ + z) * c->dstHeight + c->dstY + y) * c->dstPitch + c->dstXInBytes,
+                   src + ((c->srcZ + z) * c->srcHeight + c->srcY + y) * c->srcPitch + c->srcXInBytes,
+                   c->WidthInBytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream) {
+  ENTER("cuMemcpy2DAsync");
+  if (!c || c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (c->srcPitch < c->WidthInBytes + c->srcXInBytes || c->dstPitch < c->WidthInBytes + c->dstXInBytes ||
+      c->srcPitch > 2147483647u || c->dstPitch > 2147483647u)
+    return CUDA_ERROR_INVALID_VALUE;
+  char *src = copySide(c->srcMemoryType, c->srcHost, c->srcDevice);
+  char *dst = copySide(c->dstMemoryType, c->dstHost, c->dstDevice);
+  for (size_t y = 0; y < c->Height; ++y)
+    std::memmove(dst + (c->dstY + y) * c->dstPitch + c->dstXInBytes,
+                 src + (c->srcY + y) * c->srcPitch + c->srcXInBytes, c->WidthInBytes);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemsetD2D8Async(CUdeviceptr to, size_t pitch, unsigned char value, size_t width,
+                                size_t height, CUstream) {
+  ENTER("cuMemsetD2D8Async");
+  if (height > 1 && (pitch < width || pitch > 2147483647u))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t y = 0; y < height; ++y)
+    std::memset(reinterpret_cast<char *>(to) + y * pitch, value, width);
+  return CUDA_SUCCESS;
+}
 CUresult fake_cuStreamCreate(CUstream *stream, unsigned int) {
   ENTER("cuStreamCreate");
   *stream = reinterpret_cast<CUstream>(&streamTag);
@@ -450,7 +551,7 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType, cuui
   std::memcpy(map, &address, sizeof(address)); // something recognisable
   std::memcpy(reinterpret_cast<char *>(map) + 8, kTensorMapTag, sizeof(kTensorMapTag));
   fake_cuda_tensor_map given{reinterpret_cast<uintptr_t>(address), rank > 1 ? dims[1] : 0,
-                             {box[0], rank > 1 ? box[1] : 1}, unsigned(swizzle)};
+                             dims[0], {box[0], rank > 1 ? box[1] : 1}, unsigned(swizzle)};
   std::memcpy(reinterpret_cast<char *>(map) + kTensorMapRecordOffset, &given, sizeof(given));
   return CUDA_SUCCESS;
 }
@@ -504,6 +605,16 @@ __attribute__((visibility("default"))) int fake_cuda_launch(int i,
 __attribute__((visibility("default"))) void fake_cuda_reset(void) {
   std::lock_guard<std::mutex> lock(mutex);
   launches.clear();
+  calls.clear();
+  for (void *p : freedAsync)
+    std::free(p);
+  freedAsync.clear();
+}
+
+__attribute__((visibility("default"))) int fake_cuda_call_count(const char *entry) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = calls.find(entry);
+  return it == calls.end() ? 0 : it->second;
 }
 
 } // extern "C"

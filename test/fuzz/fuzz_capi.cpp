@@ -15,11 +15,13 @@
 //    COMPILE or CUDA (nothing was compiled or called);
 //  - on failure flashbob_last_error() is one non-empty line;
 //  - a call that got past validation (NO_DRIVER) obeys what flashbob.h documents: a problem,
-//    dtype BF16 or FP16, positive sizes, head_dim a multiple of 16 up to 256, every tensor
-//    non-null and 16-byte aligned with stride[3] = 1, strides positive multiples of 8 (of 4 for
-//    a ring step's float32 outputs), row vectors non-null and 4-byte aligned; BoB whole is no
-//    ring step and its pass 1 alone is one; p->size one of the layouts' (with the one before
-//    ring_step, ring_step read as 0); no output tensor at another tensor's address.
+//    dtype BF16 or FP16, positive sizes, head_dim 8 to 256, every tensor non-null with
+//    stride[3] = 1 and positive strides, 16-byte aligned with strides multiples of 8 (of 4 for
+//    a ring step's float32 outputs) unless head_dim is no multiple of 8 or head_dim_v differs
+//    (copied into padded memory: aligned to its element), head_dim_v 0 or 8 to 256 and no ring
+//    step where it differs, row vectors non-null and 4-byte aligned; BoB whole is no ring step
+//    and its pass 1 alone is one; p->size one of the layouts' (an older one's later fields read
+//    as 0); no output tensor at another tensor's address.
 // With FLASHBOB_FUZZ_STRICT=1 it also checks the limits on the scale and the sizes (scale NaN or
 // not finite as float32, batch * heads or batch * heads * seq_q overflowing int64, seq_q / seq_k
 // past 2^31 - 1), which jit::validateProblem enforces; CTest runs it so (test/fuzz/
@@ -150,13 +152,19 @@ bool keySide(int op, size_t i) {
   }
 }
 
-// The layout before ring_step (flashbob.h), which the library reads with ring_step 0.
+// The layouts before ring_step and before head_dim_v (flashbob.h), which the library reads with
+// those fields 0.
 constexpr uint32_t kSizeBeforeRingStep = offsetof(flashbob_problem, ring_step);
+constexpr uint32_t kSizeBeforeHeadDimV = offsetof(flashbob_problem, head_dim_v);
 
-// What decode reads after everything else: the problem's size, and whether an output tensor
-// takes another tensor's address.
+// What decode reads after everything else: the values' head dim, the problem's size, and
+// whether an output tensor takes another tensor's address.
 void decodeLast(FuzzedDataProvider &in, Call &c) {
+  c.p.head_dim_v = in.ConsumeIntegral<uint8_t>() % 4 == 3 ? pickInt(in, 128) : 0;
   switch (in.ConsumeIntegral<uint8_t>() % 16) {
+  case 12:
+    c.p.size = kSizeBeforeHeadDimV;
+    break;
   case 13:
     c.p.size = kSizeBeforeRingStep;
     break;
@@ -236,7 +244,7 @@ Call decode(FuzzedDataProvider &in) {
     // itself undefined behaviour (UBSan flags the harness, not the library). A C caller may pass
     // any int; capi_smoke.c checks that one (9) is refused naming op.
     c.precompileOp = static_cast<flashbob_op>(
-        in.ConsumeIntegralInRange<int>(FLASHBOB_OP_FORWARD, FLASHBOB_OP_BOB_PASS2));
+        in.ConsumeIntegralInRange<int>(FLASHBOB_OP_FORWARD, FLASHBOB_OP_FORWARD_DUAL));
     decodeLast(in, c);
     return c;
   }
@@ -296,10 +304,13 @@ std::string describe(double x) {
 std::string undocumentedPass(const Call &c) {
   if (c.nullProblem)
     return "a null problem";
-  if (c.p.size != sizeof(flashbob_problem) && c.p.size != kSizeBeforeRingStep)
+  if (c.p.size != sizeof(flashbob_problem) && c.p.size != kSizeBeforeRingStep &&
+      c.p.size != kSizeBeforeHeadDimV)
     return "p->size " + std::to_string(c.p.size);
-  // The problem as the library reads it: the older layout has no ring_step.
+  // The problem as the library reads it: the older layouts lack the later fields.
   flashbob_problem p = c.p;
+  if (p.size <= kSizeBeforeHeadDimV)
+    p.head_dim_v = 0;
   if (p.size == kSizeBeforeRingStep)
     p.ring_step = 0;
   int dtype;
@@ -308,8 +319,13 @@ std::string undocumentedPass(const Call &c) {
     return "dtype " + std::to_string(dtype);
   if (p.batch <= 0 || p.heads <= 0 || p.seq_q <= 0 || p.seq_k <= 0)
     return "a size that is not positive";
-  if (p.head_dim <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256)
+  if (p.head_dim < 8 || p.head_dim > 256)
     return "head_dim " + std::to_string(p.head_dim);
+  if (p.head_dim_v != 0 && (p.head_dim_v < 8 || p.head_dim_v > 256))
+    return "head_dim_v " + std::to_string(p.head_dim_v);
+  const bool otherWidth = p.head_dim_v != 0 && p.head_dim_v != p.head_dim;
+  if (otherWidth && p.ring_step)
+    return "ring_step with head_dim_v " + std::to_string(p.head_dim_v) + " != head_dim";
   if (p.scale < 0)
     return "a negative scale";
   if (p.heads_kv < 0 || (p.heads_kv > 0 && p.heads % p.heads_kv != 0))
@@ -337,9 +353,9 @@ std::string undocumentedPass(const Call &c) {
   if (c.op == 4) {
     int op;
     std::memcpy(&op, &c.precompileOp, sizeof op);
-    if (op < FLASHBOB_OP_FORWARD || op > FLASHBOB_OP_BOB_PASS2)
+    if (op < FLASHBOB_OP_FORWARD || op > FLASHBOB_OP_FORWARD_DUAL)
       return "op " + std::to_string(op);
-    if (p.ring_step && op == FLASHBOB_OP_FORWARD_JVP)
+    if (p.ring_step && (op == FLASHBOB_OP_FORWARD_JVP || op == FLASHBOB_OP_FORWARD_DUAL))
       return "ring_step with the forward's JVP";
   }
   if (c.op == 2 && p.ring_step)
@@ -349,12 +365,16 @@ std::string undocumentedPass(const Call &c) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     const flashbob_tensor &t = c.tensors[i];
     const std::string name = "tensor " + std::to_string(i);
-    if (!t.data || reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
-      return name + " null or not 16-byte aligned";
+    // Rows 16-byte aligned: 8 elements of bf16/fp16, 4 of a ring step's float32 outputs; a
+    // head_dim copied into padded memory (no multiple of 8, or v of another width) needs
+    // aligned elements only.
+    const int64_t elementBytes = p.ring_step && i >= kFirstOutput[c.op] ? 4 : 2;
+    const int64_t alignment = p.head_dim % 8 != 0 || otherWidth ? elementBytes : 16;
+    if (!t.data || reinterpret_cast<uintptr_t>(t.data) % alignment != 0)
+      return name + " null or not " + std::to_string(alignment) + "-byte aligned";
     if (t.stride[3] != 1)
       return name + " with stride[3] = " + std::to_string(t.stride[3]);
-    // Rows 16-byte aligned: 8 elements of bf16/fp16, 4 of a ring step's float32 outputs.
-    const int64_t perRow = p.ring_step && i >= kFirstOutput[c.op] ? 4 : 8;
+    const int64_t perRow = alignment / elementBytes;
     for (int k = p.varlen ? 1 : 0; k < 3; ++k) // a packed batch's stride[0] is never read
       if (t.stride[k] <= 0 || t.stride[k] % perRow != 0)
         return name + " with stride[" + std::to_string(k) + "] = " + std::to_string(t.stride[k]);

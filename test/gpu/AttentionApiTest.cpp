@@ -1,5 +1,7 @@
-// Forward, backward, BoB and the forward's JVP through the C++ API on the GPU, against the float64 oracle run on
-// the same bf16/fp16-rounded inputs. Outputs are poisoned with NaN first (every element must be
+// Forward, backward, BoB and the forward's JVP (alone, and with the forward in one kernel: O, L
+// and tO of attentionForwardDual, each against the same references as the forward's and the
+// JVP's) through the C++ API on the GPU, against the float64 oracle run on the same
+// bf16/fp16-rounded inputs. Outputs are poisoned with NaN first (every element must be
 // written); relative L2 error of every output within 5e-3 (bf16) / 1e-3 (fp16); BoB run twice
 // must give bit-identical results (no order-dependent atomics).
 #include "test/gpu/GpuTestUtil.h"
@@ -38,7 +40,15 @@ struct Case {
   // the scores, so nothing depends on Q or K), where a relative error means nothing: checked by
   // the L2 norm of the error instead, against kZeroOutputTol.
   std::vector<std::string> zeroOutputs;
+  // Unused elements after each row of every tensor: NaN in the inputs (a kernel or copy that
+  // read them would spread it), a pattern in the outputs that must still be there afterwards
+  // (nothing may write past a row's d columns). Rows stay 16-byte aligned where the kernels read
+  // the caller's tensors themselves (d a multiple of 8: a multiple of 8 here).
+  int64_t rowGap = 0;
 };
+
+// What the unused elements after each row hold: a NaN in the inputs, this in the outputs.
+constexpr uint16_t kGapPattern = 0x5A5A;
 
 // The bound on a zero output's error norm: float32 residues (dS = dP - D of two sums over d
 // products) stay below 2e-4 here (H100, 2026-12-07); BoB's gQ, formed from separately rounded
@@ -81,13 +91,16 @@ void runCase(const Case &c) {
   HostTensor q = make(qs), k = make(ks), v = make(ks), dO = make(qs), uQ = make(qs),
              uK = make(ks), uV = make(ks);
 
-  // Element (b, h, row, col) of a (batch, heads, rows, d) tensor: its place in memory.
+  // Element (b, h, row, col) of a (batch, heads, rows, d) tensor: its place in memory, rows
+  // `pitch` elements apart.
+  const int64_t pitch = c.d + c.rowGap;
   auto place = [&](int64_t b, int64_t h, int64_t row, int64_t col, Side side) {
     const int64_t rows = side.rows, heads = side.heads;
     if (c.seqMajor)
-      return ((b * rows + row) * heads + h) * c.d + col;
-    return ((b * heads + h) * rows + row) * c.d + col;
+      return ((b * rows + row) * heads + h) * pitch + col;
+    return ((b * heads + h) * rows + row) * pitch + col;
   };
+  auto elements = [&](Side side) { return size_t(c.batch * side.heads * side.rows * pitch); };
   auto forEachElement = [&](Side side, auto body) {
     const int64_t rows = side.rows, heads = side.heads;
     for (int64_t b = 0; b < c.batch; ++b)
@@ -97,16 +110,20 @@ void runCase(const Case &c) {
             body(((b * heads + h) * rows + row) * c.d + col, place(b, h, row, col, side));
   };
   auto upload = [&](const HostTensor &t, Side side) {
-    std::vector<uint16_t> memory(t.bits.size());
+    std::vector<uint16_t> memory(elements(side), c.bf16 ? 0x7FC0 : 0x7E00); // gaps: NaN
     forEachElement(side, [&](int64_t logical, int64_t at) { memory[at] = t.bits[logical]; });
-    auto buf = std::make_unique<DeviceBuffer>(t.bits.size() * 2);
+    auto buf = std::make_unique<DeviceBuffer>(memory.size() * 2);
     buf->upload(memory.data());
     return buf;
   };
   auto output = [&](Side side) {
-    auto buf = std::make_unique<DeviceBuffer>(
-        static_cast<size_t>(c.batch * side.heads * side.rows * c.d) * 2);
-    buf->poison();
+    auto buf = std::make_unique<DeviceBuffer>(elements(side) * 2);
+    if (c.rowGap) {
+      std::vector<uint16_t> memory(elements(side), kGapPattern);
+      buf->upload(memory.data());
+    } else {
+      buf->poison();
+    }
     return buf;
   };
   auto rowsBuf = [&]() {
@@ -120,14 +137,13 @@ void runCase(const Case &c) {
   auto dQg = output(qs), dKg = output(ks), dVg = output(ks);
   auto gQ = output(qs), gK = output(ks), gV = output(ks), gdO = output(qs);
   auto tO = output(qs);
+  auto dualO = output(qs), dualL = rowsBuf(), dualTO = output(qs);
 
   auto T = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
     Tensor t = p.contiguous(b->get(), side.rows, side.heads);
-    if (c.seqMajor) {
-      t.stride[0] = side.rows * side.heads * c.d;
-      t.stride[1] = c.d;
-      t.stride[2] = side.heads * c.d;
-    }
+    t.stride[0] = side.rows * side.heads * pitch;
+    t.stride[1] = c.seqMajor ? pitch : side.rows * pitch;
+    t.stride[2] = c.seqMajor ? side.heads * pitch : pitch;
     return t;
   };
   GPU_CHECK(attentionForward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), {dLse->get()}));
@@ -141,13 +157,25 @@ void runCase(const Case &c) {
   // The forward's JVP along tangents (uQ, uK, uV).
   GPU_CHECK(attentionForwardJvp(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs),
                                 {dLse->get()}, T(duQ, qs), T(duK, ks), T(duV, ks), T(tO, qs)));
+  // The forward and its JVP in one kernel, along the same tangents, into outputs of its own.
+  GPU_CHECK(attentionForwardDual(p, T(dq, qs), T(dk, ks), T(dv, ks), T(duQ, qs), T(duK, ks),
+                                 T(duV, ks), T(dualO, qs), {dualL->get()}, T(dualTO, qs)));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
+  // Elements past a row's d columns an output call changed (must stay 0).
+  int64_t gapWrites = 0;
   auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
-    std::vector<uint16_t> memory(static_cast<size_t>(c.batch * side.heads * side.rows * c.d)),
-        bits(memory.size());
+    std::vector<uint16_t> memory(elements(side)),
+        bits(static_cast<size_t>(c.batch * side.heads * side.rows * c.d));
     b->download(memory.data());
-    forEachElement(side, [&](int64_t logical, int64_t at) { bits[logical] = memory[at]; });
+    std::vector<bool> inRow(memory.size(), false);
+    forEachElement(side, [&](int64_t logical, int64_t at) {
+      bits[logical] = memory[at];
+      inRow[at] = true;
+    });
+    if (c.rowGap)
+      for (size_t i = 0; i < memory.size(); ++i)
+        gapWrites += !inRow[i] && memory[i] != kGapPattern;
     return test::fromHalf(bits, c.bf16);
   };
   auto fetchRows = [&](const std::unique_ptr<DeviceBuffer> &b) {
@@ -158,14 +186,23 @@ void runCase(const Case &c) {
   std::vector<double> gotO = fetch(dOut, qs), gotL = fetchRows(dLse), gotDQ = fetch(dQg, qs),
                       gotDK = fetch(dKg, ks), gotDV = fetch(dVg, ks), gotGQ = fetch(gQ, qs),
                       gotGK = fetch(gK, ks), gotGV = fetch(gV, ks), gotGdO = fetch(gdO, qs),
-                      gotC = fetchRows(dC), gotB = fetchRows(dB), gotTO = fetch(tO, qs);
+                      gotC = fetchRows(dC), gotB = fetchRows(dB), gotTO = fetch(tO, qs),
+                      gotDualO = fetch(dualO, qs), gotDualL = fetchRows(dualL),
+                      gotDualTO = fetch(dualTO, qs);
 
-  // Determinism: a second BoB must be bit-identical.
+  // Determinism: a second BoB must be bit-identical, and a second backward (with
+  // FLASHBOB_FUSED_BACKWARD: dQ summed over the key blocks in their fixed order).
   GPU_CHECK(attentionBob(p, in, out));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
   CHECK(fetch(gQ, qs) == gotGQ);
   CHECK(fetch(gK, ks) == gotGK);
   CHECK(fetch(gV, ks) == gotGV);
+  GPU_CHECK(attentionBackward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs),
+                              {dLse->get()}, T(dQg, qs), T(dKg, ks), T(dVg, ks), {dD->get()}));
+  REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(fetch(dQg, qs) == gotDQ);
+  CHECK(fetch(dKg, ks) == gotDK);
+  CHECK(fetch(dVg, ks) == gotDV);
 
   // The oracle per query head (b, h), with key/value head h / group; the key side's gradients
   // summed over each group (in query-head order, as the kernels visit them).
@@ -212,15 +249,19 @@ void runCase(const Case &c) {
                       .data);
   }
   const double tol = c.bf16 ? 5e-3 : 1e-3;
-  std::printf("%s d=%ld N=%ld M=%ld %s%s heads %ld:%ld window (%ld, %ld):",
+  std::printf("%s d=%ld N=%ld M=%ld %s%s heads %ld:%ld window (%ld, %ld)%s:",
               c.bf16 ? "bf16" : "fp16", (long)c.d, (long)c.n, (long)c.m,
               c.causal ? "causal" : "full", c.seqMajor ? " (b,s,h,d) layout" : "", (long)c.heads,
-              (long)kvHeads, (long)c.windowLeft, (long)c.windowRight);
+              (long)kvHeads, (long)c.windowLeft, (long)c.windowRight,
+              c.rowGap ? (" rows " + std::to_string(pitch) + " apart").c_str() : "");
+  CHECK(gapWrites == 0);
   const std::tuple<const char *, std::vector<double> *, std::vector<double> *> outputs[] = {
       {"O", &gotO, &refO},     {"L", &gotL, &refL},       {"dQ", &gotDQ, &refDQ},
       {"dK", &gotDK, &refDK},  {"dV", &gotDV, &refDV},    {"gQ", &gotGQ, &refGQ},
       {"gK", &gotGK, &refGK},  {"gV", &gotGV, &refGV},    {"gdO", &gotGdO, &refGdO},
-      {"c", &gotC, &refC},     {"b", &gotB, &refB},       {"tO", &gotTO, &refTO}};
+      {"c", &gotC, &refC},     {"b", &gotB, &refB},       {"tO", &gotTO, &refTO},
+      {"dual O", &gotDualO, &refO}, {"dual L", &gotDualL, &refL},
+      {"dual tO", &gotDualTO, &refTO}};
   for (auto [name, got, ref] : outputs) {
     if (std::find(c.zeroOutputs.begin(), c.zeroOutputs.end(), name) != c.zeroOutputs.end()) {
       double err2 = 0;
@@ -349,6 +390,7 @@ void runVarlenCase(const VarlenCase &c) {
   auto dOut = output(qs), dLse = rowsBuf(), dD = rowsBuf(), dC = rowsBuf(), dB = rowsBuf();
   auto dQg = output(qs), dKg = output(ks), dVg = output(ks);
   auto gQ = output(qs), gK = output(ks), gV = output(ks), gdO = output(qs), tO = output(qs);
+  auto dualO = output(qs), dualL = rowsBuf(), dualTO = output(qs);
   auto T = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
     Tensor t = p.contiguous(b->get(), side.rows, side.heads);
     if (c.seqMajor) { // (total, heads, d): stride[0] unused
@@ -368,6 +410,8 @@ void runVarlenCase(const VarlenCase &c) {
   GPU_CHECK(attentionBob(p, in, out));
   GPU_CHECK(attentionForwardJvp(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs),
                                 {dLse->get()}, T(duQ, qs), T(duK, ks), T(duV, ks), T(tO, qs)));
+  GPU_CHECK(attentionForwardDual(p, T(dq, qs), T(dk, ks), T(dv, ks), T(duQ, qs), T(duK, ks),
+                                 T(duV, ks), T(dualO, qs), {dualL->get()}, T(dualTO, qs)));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
 
   auto fetch = [&](const std::unique_ptr<DeviceBuffer> &b, Side side) {
@@ -386,11 +430,17 @@ void runVarlenCase(const VarlenCase &c) {
     return std::vector<double>(f.begin(), f.end());
   };
   std::vector<double> gotGQ = fetch(gQ, qs), gotGK = fetch(gK, ks), gotGV = fetch(gV, ks);
+  std::vector<double> gotDQ = fetch(dQg, qs), gotDK = fetch(dKg, ks), gotDV = fetch(dVg, ks);
   GPU_CHECK(attentionBob(p, in, out)); // determinism: bit-identical again
+  GPU_CHECK(attentionBackward(p, T(dq, qs), T(dk, ks), T(dv, ks), T(dOut, qs), T(ddO, qs),
+                              {dLse->get()}, T(dQg, qs), T(dKg, ks), T(dVg, ks), {dD->get()}));
   REQUIRE(test::driver().api().cuCtxSynchronize() == CUDA_SUCCESS);
   CHECK(fetch(gQ, qs) == gotGQ);
   CHECK(fetch(gK, ks) == gotGK);
   CHECK(fetch(gV, ks) == gotGV);
+  CHECK(fetch(dQg, qs) == gotDQ);
+  CHECK(fetch(dKg, ks) == gotDK);
+  CHECK(fetch(dVg, ks) == gotDV);
 
   oracle::Problem head = oracle::makeProblem(1, 1, c.d, c.causal);
   head.windowLeft = c.windowLeft;
@@ -437,7 +487,10 @@ void runVarlenCase(const VarlenCase &c) {
                    {"dV", {fetch(dVg, ks), &bw.dV.data}}, {"gQ", {gotGQ, &bb.gQ.data}},
                    {"gK", {gotGK, &bb.gK.data}},          {"gV", {gotGV, &bb.gV.data}},
                    {"gdO", {fetch(gdO, qs), &bb.gdO.data}}, {"c", {fetchRows(dC), &bb.c.data}},
-                   {"b", {fetchRows(dB), &bb.b.data}},    {"tO", {fetch(tO, qs), &refTO}}};
+                   {"b", {fetchRows(dB), &bb.b.data}},    {"tO", {fetch(tO, qs), &refTO}},
+                   {"dual O", {fetch(dualO, qs), &f.O.data}},
+                   {"dual L", {fetchRows(dualL), &f.L.data}},
+                   {"dual tO", {fetch(dualTO, qs), &refTO}}};
   for (const auto &[name, pair] : outputs) {
     test::ErrorStats e = test::relativeError(pair.first, *pair.second);
     std::printf(" %s %.2e", name, e.relL2);
@@ -495,10 +548,51 @@ TEST_CASE("rows that see a single key: exact zeros where nothing depends on the 
     }
 }
 
-TEST_CASE("other head dims: 32, 96, 256", "[gpu][api]") {
+TEST_CASE("other head dims: 32, 96, 256; 8, 40, 72, 100, 120 (no multiple of 16)", "[gpu][api]") {
   runCase({1, 2, 200, 333, 32, true, true});
   runCase({1, 2, 300, 200, 96, false, false});
   runCase({1, 2, 160, 160, 256, true, true});
+  // No multiple of 16: the kernels of the next multiple, the columns past d zero. 8, 40, 72,
+  // 120 pad inside the kernels (on the caller's tensors: TMA or masked copies read zeros past
+  // d and nothing is written there); 100 runs on zero-padded copies. Every op, against the
+  // oracle at d with the scale 1/sqrt(d); rows with unused elements after them (NaN in the
+  // inputs, a pattern in the outputs that must survive), other layouts, grouped heads, a
+  // window, both dtypes.
+  struct Padded {
+    int64_t d, n, m;
+    bool causal, bf16, seqMajor;
+    int64_t headsKv, rowGap, windowLeft, windowRight;
+  };
+  const Padded cases[] = {
+      {8, 200, 333, true, true, false, 0, 8, -1, -1},
+      {40, 300, 200, false, false, true, 1, 0, -1, -1},
+      {40, 257, 257, true, true, false, 0, 8, -1, -1},
+      {72, 257, 257, true, true, false, 0, 8, -1, -1},
+      {72, 300, 200, false, false, true, 2, 0, 40, 17},
+      {100, 300, 200, false, true, true, 0, 3, -1, -1},
+      {100, 200, 333, true, false, false, 2, 0, -1, -1},
+      {100, 160, 160, false, true, false, 0, 0, 30, 0},
+      {120, 160, 160, true, false, false, 0, 8, -1, -1},
+      {120, 333, 200, false, true, true, 1, 0, -1, -1},
+  };
+  for (const Padded &x : cases)
+    DYNAMIC_SECTION("d" << x.d << (x.causal ? " causal" : "") << (x.bf16 ? " bf16" : " fp16")
+                        << " N" << x.n << " M" << x.m << (x.seqMajor ? " (b,s,h,d)" : "")
+                        << " heads 4:" << (x.headsKv ? x.headsKv : 4) << " gap " << x.rowGap
+                        << " window (" << x.windowLeft << ", " << x.windowRight << ")") {
+      Case c{1, 4, x.n, x.m, x.d, x.causal, x.bf16};
+      c.seqMajor = x.seqMajor;
+      c.headsKv = x.headsKv;
+      c.rowGap = x.rowGap;
+      c.windowLeft = x.windowLeft;
+      c.windowRight = x.windowRight;
+      runCase(c);
+    }
+  // Packed batches at d = 72 and 100 (flash-attn's (total, heads, d) layout).
+  for (int64_t d : {72, 100})
+    DYNAMIC_SECTION("varlen d" << d) {
+      runVarlenCase({{300, 1, 130, 0, 257}, {200, 1, 333, 64, 257}, 4, 2, d, true, true});
+    }
 }
 
 TEST_CASE("tensors in (batch, seq, heads, d) layout", "[gpu][api]") {

@@ -15,7 +15,8 @@ config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PAT
 # Keep user settings from leaking into the tests.
 for var in ["FLASHBOB_CACHE_DIR", "FLASHBOB_CACHE_MAX_MB", "FLASHBOB_DUMP_DIR",
             "FLASHBOB_PRINT_AUTOTUNING", "FLASHBOB_AUTOTUNE", "FLASHBOB_ARCH", "FLASHBOB_PRODUCER",
-            "FLASHBOB_LONG_SWEEP", "FLASHBOB_REGISTER_A"]:
+            "FLASHBOB_LONG_SWEEP", "FLASHBOB_REGISTER_A", "FLASHBOB_FUSED_BACKWARD",
+            "FLASHBOB_PAD_IN_KERNEL", "FLASHBOB_TILES"]:
     config.environment.pop(var, None)
 config.environment["HOME"] = config.test_exec_root
 

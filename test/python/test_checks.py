@@ -56,8 +56,11 @@ class OperandsTest(unittest.TestCase):
 
     def test_shapes_that_disagree(self):
         q = Array((2, 4, 8, 64))
-        with self.assertRaisesRegex(ValueError, "k and v must have the same shape"):
+        with self.assertRaisesRegex(ValueError, "k and v must agree in all but head_dim"):
             _checks.operands(q, Array((2, 4, 8, 64)), Array((2, 4, 9, 64)), _checks.TORCH)
+        # v's head_dim may differ (head_dim_v).
+        _checks.operands(q, Array((2, 4, 8, 64)), Array((2, 4, 8, 128)), _checks.TORCH)
+        _checks.operands(Array((8, 4, 64)), Array((8, 4, 64)), Array((8, 4, 40)), _checks.PACKED)
         with self.assertRaisesRegex(ValueError, "differ in batch or head_dim"):
             _checks.operands(q, Array((1, 4, 8, 64)), Array((1, 4, 8, 64)), _checks.TORCH)
         with self.assertRaisesRegex(ValueError, "differ in batch or head_dim"):

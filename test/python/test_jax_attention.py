@@ -185,10 +185,10 @@ def test_validation_names_the_argument():
         fbj.attention(q, q, [[0.0]])
     with pytest.raises(ValueError, match=r"q must be \(batch, seq, heads, head_dim\)"):
         fbj.attention(q[0], q, q)
-    with pytest.raises(ValueError, match="k and v must have the same shape"):
+    with pytest.raises(ValueError, match="k and v must agree in all but head_dim"):
         fbj.attention(q, q, q[:, :32])
-    with pytest.raises(ValueError, match="head_dim 40"):
-        x = jnp.zeros((1, 64, 1, 40), jnp.bfloat16)
+    with pytest.raises(ValueError, match=r"head_dim 4 is unsupported \(8 to 256\)"):
+        x = jnp.zeros((1, 64, 1, 4), jnp.bfloat16)
         fbj.attention(x, x, x)
     with pytest.raises(ValueError, match="scale must be positive"):
         fbj.attention(q, q, q, scale=-1.0)
@@ -396,6 +396,28 @@ def test_rules_second_order_against_jax_autodiff(reference_lowerings, h, h_kv, n
     check_all(jitted, ref, 1e-3, "rules, jit")
 
 
+def value_width_problem(h, h_kv, n, m, d, dv, dtype, seed):
+    """q k v dO uQ uK uV with v (and dO, uV) dv wide, q and k d wide."""
+    qs, ks, vs, os = (1, n, h, d), (1, m, h_kv, d), (1, m, h_kv, dv), (1, n, h, dv)
+    return inputs([qs, ks, vs, os, qs, ks, vs], dtype, seed)
+
+
+def test_rules_v_of_another_head_dim_against_jax_autodiff(reference_lowerings):
+    """The primitives' shapes and rules with v 48 wide, q and k 32 (O, dO, dV, gV, gdO at
+    v's width), on the reference lowerings: second order, jit, and the forward-mode JVP."""
+    t = value_width_problem(4, 2, 40, 56, 32, 48, jnp.float16, seed=7)
+    got = second_order(fbj.attention, *t, causal=True)
+    ref = second_order(reference_attention, *wide(t), causal=True)
+    check_all(got, ref, 1e-3, "rules, d 32, dv 48")
+    q, k, v, _, tq, tk, _ = t
+    tv = inputs([v.shape], jnp.float16, seed=8)[0]
+    to = jax.jvp(lambda q, k, v: fbj.attention(q, k, v, causal=True), (q, k, v), (tq, tk, tv))[1]
+    to64 = jax.jvp(lambda q, k, v: reference_attention(q, k, v, causal=True), tuple(wide((q, k, v))),
+                   tuple(wide((tq, tk, tv))))[1]
+    assert to.shape == to64.shape == (1, 40, 4, 48)
+    assert rel(to, to64) <= 1e-3
+
+
 def test_rules_hvp_both_idioms_against_jax_autodiff(reference_lowerings):
     q, k, v, w, tq, _, _ = problem(2, 40, 56, 32, jnp.float16, seed=3, h_kv=1)
     got = hvps(fbj.attention, q, k, v, w.astype(jnp.float32), tq, causal=True)
@@ -455,6 +477,17 @@ CASES = [  # (heads, N, M, d, causal)
     (2, 200, 136, 128, True),  # causal with N > M: the first rows see no key
     (1, 256, 256, 128, False),
 ]
+
+
+@gpu
+@pytest.mark.parametrize("d,dv", [(192, 128), (64, 128)])
+def test_v_of_another_head_dim_than_q_and_k(d, dv):
+    """v dv wide, q and k d wide (multi-head latent attention's 192 and 128): every output and
+    second derivative against float64 with grouped heads and a causal mask, N != M."""
+    t = value_width_problem(4, 2, 150, 190, d, dv, jnp.bfloat16, seed=d + dv)
+    got = second_order(fbj.attention, *t, causal=True)
+    ref = second_order(reference_attention, *wide(t), causal=True)
+    check_all(got, ref, TOL[jnp.bfloat16], f"d {d} dv {dv}")
 
 
 @gpu

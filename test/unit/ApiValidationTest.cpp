@@ -1,6 +1,7 @@
 // The C++ API rejects bad arguments before touching the GPU (these run without one), with a
 // message that names the argument.
 #include "api/Attention.h"
+#include "jit/HeadDims.h"
 #include "jit/Overlap.h"
 #include "support/Errors.h"
 
@@ -14,6 +15,8 @@ std::string forwardError(const AttentionProblem &p, Tensor q, Tensor k, Tensor v
   llvm::Error e = attentionForward(p, q, k, v, o, lse);
   return e ? llvm::toString(std::move(e)) : std::string("no error");
 }
+
+std::string messageOf(llvm::Error e) { return e ? llvm::toString(std::move(e)) : "no error"; }
 
 // The argument an InvalidArgumentError names, or what the error was instead.
 std::string invalidArgumentOf(llvm::Error e) {
@@ -41,8 +44,8 @@ TEST_CASE("API validation names the bad argument", "[api]") {
   bad.seqQ = 0;
   CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("seq_q (N) must be positive"));
   bad = p;
-  bad.headDim = 100;
-  CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("head_dim 100"));
+  bad.headDim = 257;
+  CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("head_dim 257"));
   bad = p;
   bad.batch = -1;
   CHECK_THAT(forwardError(bad, q, k, k, o, lse), Catch::Contains("batch must be positive"));
@@ -92,10 +95,146 @@ TEST_CASE("API validation names the bad argument", "[api]") {
 
   // The class says "invalid argument" (the C API's status, the CLI's exit code) and which one.
   bad = p;
-  bad.headDim = 100;
+  bad.headDim = 7;
   CHECK(invalidArgumentOf(attentionForward(bad, q, k, k, o, lse)) == "head_dim");
   CHECK(invalidArgumentOf(attentionForward(p, q, nullK, k, o, lse)) == "k");
   CHECK(invalidArgumentOf(attentionForward(p, q, k, k, o, RowVector{0})) == "lse");
+
+  // The forward with its JVP checks each of its nine operands by its own name: the inputs q, k,
+  // v and their tangents, the outputs o, lse and tO (each apart from the others).
+  struct DualArguments {
+    Tensor q, k, v, tQ, tK, tV, o;
+    RowVector lse;
+    Tensor tO;
+  };
+  const DualArguments dual{q, k, k, p.contiguous(base + (4 << 20), p.seqQ),
+                           p.contiguous(base + (5 << 20), p.seqK),
+                           p.contiguous(base + (5 << 20), p.seqK), o, lse,
+                           p.contiguous(base + (6 << 20), p.seqQ)};
+  auto forwardDual = [&](const DualArguments &a) {
+    return attentionForwardDual(p, a.q, a.k, a.v, a.tQ, a.tK, a.tV, a.o, a.lse, a.tO);
+  };
+  CHECK(invalidArgumentOf(forwardDual(dual)).rfind("not an InvalidArgument", 0) == 0);
+  const std::pair<const char *, Tensor DualArguments::*> dualTensors[] = {
+      {"q", &DualArguments::q},   {"k", &DualArguments::k},   {"v", &DualArguments::v},
+      {"tQ", &DualArguments::tQ}, {"tK", &DualArguments::tK}, {"tV", &DualArguments::tV},
+      {"o", &DualArguments::o},   {"tO", &DualArguments::tO}};
+  for (auto [name, member] : dualTensors) {
+    DualArguments missing = dual;
+    (missing.*member).data = 0;
+    CHECK(invalidArgumentOf(forwardDual(missing)) == name);
+    DualArguments misaligned = dual;
+    (misaligned.*member).data += 2;
+    CHECK(invalidArgumentOf(forwardDual(misaligned)) == name);
+  }
+  DualArguments noLse = dual;
+  noLse.lse = RowVector{0};
+  CHECK(invalidArgumentOf(forwardDual(noLse)) == "lse");
+  // A tangent's strides are its own: tK's row stride of 68 elements (rows not 16-byte aligned)
+  // is refused by its name.
+  DualArguments oddTangent = dual;
+  oddTangent.tK.stride[2] = 68;
+  CHECK_THAT(llvm::toString(forwardDual(oddTangent)), Catch::Contains("tK stride[2] = 68"));
+}
+
+// Every head dim from 8 to 256 is taken (one that is no multiple of 16 runs at the next one,
+// zero-padded: jit/HeadDims.h); 0, 7 and 257 are refused naming head_dim, with the range. A
+// head dim copied into padded memory (no multiple of 8) takes tensors aligned only to their
+// element; the others keep the kernels' 16-byte rows.
+TEST_CASE("head dims: every d from 8 to 256, each path's alignment", "[api]") {
+  const CUdeviceptr base = 0x10000; // never dereferenced: validation fails first or the driver
+  const std::string accepted = "not an InvalidArgumentError: no CUDA driver found";
+  auto forward = [&](const AttentionProblem &p, int64_t rowStride, CUdeviceptr offset) {
+    auto tensor = [&](CUdeviceptr at, int64_t rows) {
+      Tensor t = p.contiguous(at + offset, rows);
+      t.stride[2] = rowStride;
+      t.stride[1] = rowStride * rows;
+      t.stride[0] = t.stride[1] * p.heads;
+      return t;
+    };
+    return attentionForward(p, tensor(base, p.seqQ), tensor(base + (1 << 20), p.seqK),
+                            tensor(base + (2 << 20), p.seqK), tensor(base + (3 << 20), p.seqQ),
+                            RowVector{base + (4 << 20)});
+  };
+  AttentionProblem p{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/64};
+  for (int64_t d = 8; d <= 256; ++d) {
+    p.headDim = d;
+    INFO("d = " << d);
+    // Contiguous rows: d elements apart (16-byte aligned only for multiples of 8).
+    CHECK_THAT(invalidArgumentOf(forward(p, d, 0)), Catch::StartsWith(accepted));
+  }
+  for (int64_t d : {0, 7, 257, -16}) {
+    p.headDim = d;
+    INFO("d = " << d);
+    CHECK(invalidArgumentOf(forward(p, 264, 0)) == "head_dim");
+    CHECK_THAT(messageOf(forward(p, 264, 0)),
+               Catch::Contains("head_dim " + std::to_string(d) + " is unsupported (8 to 256)"));
+  }
+  // d = 100: copied, so an element-aligned start and odd row strides are fine ...
+  p.headDim = 100;
+  CHECK_THAT(invalidArgumentOf(forward(p, 101, 2)), Catch::StartsWith(accepted));
+  CHECK_THAT(messageOf(forward(p, 101, 1)), Catch::Contains("q is not 2-byte aligned"));
+  CHECK_THAT(messageOf(forward(p, 99, 0)), Catch::Contains("q rows overlap: stride[2] = 99 < "
+                                                           "head_dim 100"));
+  // ... while d = 72 (padded inside the kernels) and 64 are read by the kernels in 16-byte
+  // pieces.
+  for (int64_t d : {72, 64}) {
+    p.headDim = d;
+    INFO("d = " << d);
+    CHECK_THAT(messageOf(forward(p, d, 2)), Catch::Contains("q is not 16-byte aligned"));
+    CHECK_THAT(messageOf(forward(p, d + 4, 0)),
+               Catch::Contains("stride[2] = " + std::to_string(d + 4) +
+                               " must be a positive multiple of 8 elements"));
+  }
+}
+
+TEST_CASE("v of another head dim than q and k: its width checked, its limits, no ring step",
+          "[api]") {
+  const CUdeviceptr base = 0x10000; // never dereferenced: validation fails first or the driver
+  const std::string accepted = "not an InvalidArgumentError: no CUDA driver found";
+  AttentionProblem p{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/192};
+  p.headDimV = 128;
+  // Each tensor's rows as wide as its kind: q, k at 192; v, o at 128 (contiguous, so v's and
+  // o's rows would overlap at 192 elements apart only if read 192 wide).
+  auto forward = [&](const AttentionProblem &p, int64_t vRowStride) {
+    Tensor q = p.contiguous(base, p.seqQ), k = p.contiguous(base + (1 << 20), p.seqK);
+    Tensor v = p.contiguous(base + (2 << 20), p.seqK, p.heads, p.valueDim()),
+           o = p.contiguous(base + (3 << 20), p.seqQ, p.heads, p.valueDim());
+    v.stride[2] = vRowStride;
+    return attentionForward(p, q, k, v, o, RowVector{base + (4 << 20)});
+  };
+  CHECK_THAT(invalidArgumentOf(forward(p, 128)), Catch::StartsWith(accepted));
+  CHECK_THAT(messageOf(forward(p, 120)),
+             Catch::Contains("v rows overlap: stride[2] = 120 < head_dim_v 128"));
+  // o (v's width) laid out 128 wide right before lse: read 192 wide it would reach into lse.
+  {
+    Tensor q = p.contiguous(base, p.seqQ), k = p.contiguous(base + (1 << 20), p.seqK);
+    Tensor v = p.contiguous(base + (2 << 20), p.seqK, p.heads, 128);
+    const CUdeviceptr oBytes = CUdeviceptr(p.heads * p.seqQ * 128 * 2);
+    Tensor o = p.contiguous(base + (3 << 20), p.seqQ, p.heads, 128);
+    CHECK_THAT(invalidArgumentOf(attentionForward(p, q, k, v, o,
+                                                  RowVector{base + (3 << 20) + oBytes})),
+               Catch::StartsWith(accepted));
+  }
+  for (int64_t dv : {7, 257, -8}) {
+    AttentionProblem bad = p;
+    bad.headDimV = dv;
+    INFO("d_v = " << dv);
+    CHECK(invalidArgumentOf(forward(bad, 264)) == "head_dim_v");
+    CHECK_THAT(messageOf(forward(bad, 264)),
+               Catch::Contains("head_dim_v " + std::to_string(dv) + " is unsupported"));
+  }
+  AttentionProblem ring = p;
+  ring.ringStep = true;
+  CHECK(invalidArgumentOf(forward(ring, 128)) == "head_dim_v");
+  CHECK_THAT(messageOf(forward(ring, 128)), Catch::Contains("ring steps take one head dim"));
+  // Different widths run on padded copies; head_dim_v equal to head_dim is one width, as 0 is.
+  CHECK(jit::headDimPadding(p) == jit::HeadDimPadding::copy);
+  AttentionProblem same{/*batch=*/1, /*heads=*/2, /*seqQ=*/100, /*seqK=*/80, /*headDim=*/64};
+  same.headDimV = 64;
+  CHECK(jit::headDimPadding(same) == jit::HeadDimPadding::none);
+  same.headDimV = 80;
+  CHECK(jit::headDimPadding(same) == jit::HeadDimPadding::copy);
 }
 
 // Sizes the kernels would compute wrongly are refused, not launched with a truncated grid or
@@ -215,6 +354,10 @@ TEST_CASE("ring steps: float32 outputs, BoB's passes apart, no JVP", "[api]") {
   // The forward's JVP has no ring-step form: named, at the call and at precompile.
   CHECK(invalidArgumentOf(attentionForwardJvp(p, q, k, k, q, rows, q, k, k, q)) == "ring_step");
   CHECK(invalidArgumentOf(attentionPrecompile(p, {AttentionOp::forward_jvp})) == "ring_step");
+  // Nor has the forward with its JVP.
+  CHECK(invalidArgumentOf(attentionForwardDual(p, q, k, k, q, k, k, f32Out, rows, q)) ==
+        "ring_step");
+  CHECK(invalidArgumentOf(attentionPrecompile(p, {AttentionOp::forward_dual})) == "ring_step");
 }
 
 // An output may not share memory with an input or another output; inputs may share memory.

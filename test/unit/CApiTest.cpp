@@ -189,13 +189,24 @@ TEST_CASE("bad arguments and a missing driver give their statuses", "[capi]") {
   CHECK(flashbob_forward_jvp(&ring, t, t, t, o, lse, t, t, t, x1, nullptr) ==
         FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(flashbob_last_error(), Catch::StartsWith("flashbob: ring_step: fwd_jvp has no ring-step form"));
+  // The forward with its JVP: refused as a ring step, at the call and at precompile; on one GPU
+  // it reaches the driver.
+  CHECK(flashbob_forward_dual(&ring, t, t, t, t, t, t, o, lse, x1, nullptr) ==
+        FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(),
+             Catch::StartsWith("flashbob: ring_step: fwd_dual has no ring-step form"));
+  CHECK(flashbob_precompile(&ring, FLASHBOB_OP_FORWARD_DUAL) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("ring_step"));
+  CHECK(flashbob_forward_dual(&p, t, t, t, t, t, t, o, lse, x1, nullptr) ==
+        FLASHBOB_ERROR_NO_DRIVER);
+  CHECK(flashbob_precompile(&p, FLASHBOB_OP_FORWARD_DUAL) == FLASHBOB_ERROR_NO_DRIVER);
   const flashbob_op passes[] = {FLASHBOB_OP_BOB_PASS1, FLASHBOB_OP_BOB_PASS2};
   CHECK(flashbob_precompile_ops(&ring, passes, 2) == FLASHBOB_ERROR_NO_DRIVER);
-  const int beyond = FLASHBOB_OP_BOB_PASS2 + 1;
+  const int beyond = FLASHBOB_OP_FORWARD_DUAL + 1;
   flashbob_op unknown;
   std::memcpy(&unknown, &beyond, sizeof unknown);
   CHECK(flashbob_precompile(&ring, unknown) == FLASHBOB_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(flashbob_last_error(), Catch::Contains("FLASHBOB_OP_BOB_PASS2"));
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("FLASHBOB_OP_FORWARD_DUAL"));
 }
 
 TEST_CASE("flashbob_problem's size: the layouts the library knows are read, others refused",
@@ -204,12 +215,14 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
   const flashbob_tensor q = tensorAt(0), o = tensorAt(3);
   float *lse = reinterpret_cast<float *>(uintptr_t(0x200000));
   const uint32_t before = offsetof(flashbob_problem, ring_step); // the layout before ring_step
+  const uint32_t beforeV = offsetof(flashbob_problem, head_dim_v); // ... before head_dim_v
   REQUIRE(before == 136);
-  REQUIRE(sizeof(flashbob_problem) == 144);
+  REQUIRE(beforeV == 144);
+  REQUIRE(sizeof(flashbob_problem) == 152);
 
   // 0 (never set), sizes that are no layout's (too small, inside a field, between the two
   // layouts, larger than this library knows): refused naming p->size and the sizes accepted.
-  for (uint32_t size : {0u, 4u, 8u, 100u, 140u, 143u, 152u, 4096u, 0xffffffffu}) {
+  for (uint32_t size : {0u, 4u, 8u, 100u, 140u, 143u, 148u, 160u, 4096u, 0xffffffffu}) {
     INFO("size " << size);
     flashbob_problem p = smallProblem();
     p.size = size;
@@ -217,13 +230,13 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
     CHECK_THAT(flashbob_last_error(),
                Catch::StartsWith("flashbob: p->size = " + std::to_string(size) +
                                  " is not the size of a flashbob_problem layout this library "
-                                 "knows (136 or 144 bytes)"));
+                                 "knows (136, 144 or 152 bytes)"));
     CHECK_THAT(flashbob_last_error(), Catch::Contains("FLASHBOB_PROBLEM_INIT"));
     CHECK(flashbob_precompile(&p, FLASHBOB_OP_FORWARD) == FLASHBOB_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(flashbob_last_error(), Catch::Contains("p->size"));
   }
   flashbob_problem newer = smallProblem();
-  newer.size = 152;
+  newer.size = 160;
   CHECK(flashbob_forward(&newer, q, q, q, o, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(flashbob_last_error(), Catch::EndsWith("or use a newer libflashbob"));
 
@@ -261,6 +274,7 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
   flashbob_problem garbage = smallProblem();
   std::memset(reinterpret_cast<char *>(&garbage) + before, 0x5a, sizeof garbage - before);
   REQUIRE(garbage.ring_step != 0);
+  garbage.head_dim_v = 0; // (read at the full size only: its own case is below)
   garbage.size = before;
   const flashbob_tensor g[4] = {tensorAt(8), tensorAt(9), tensorAt(10), tensorAt(11)};
   CHECK(flashbob_bob(&garbage, q, q, q, o, q, lse, q, q, q, g[0], g[1], g[2], g[3], work,
@@ -272,6 +286,16 @@ TEST_CASE("flashbob_problem's size: the layouts the library knows are read, othe
   CHECK(flashbob_forward_jvp(&garbage, q, q, q, o, lse, q, q, q, g[0], nullptr) ==
         FLASHBOB_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(flashbob_last_error(), Catch::Contains("ring_step"));
+
+  // The layout before head_dim_v: garbage where head_dim_v would be is not read; at the full
+  // size it is, and refused by name.
+  flashbob_problem noWidth = smallProblem();
+  std::memset(reinterpret_cast<char *>(&noWidth) + beforeV, 0x5a, sizeof noWidth - beforeV);
+  noWidth.size = beforeV;
+  CHECK(flashbob_forward(&noWidth, q, q, q, o, lse, nullptr) == FLASHBOB_ERROR_NO_DRIVER);
+  noWidth.size = sizeof noWidth;
+  CHECK(flashbob_forward(&noWidth, q, q, q, o, lse, nullptr) == FLASHBOB_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(flashbob_last_error(), Catch::Contains("head_dim_v"));
 }
 
 TEST_CASE("an output sharing memory with an input or another output is refused naming both",
@@ -328,6 +352,15 @@ TEST_CASE("an output sharing memory with an input or another output is refused n
           "gQ overlaps b");
   // The forward's JVP: t_o on a tangent.
   refused(flashbob_forward_jvp(&p, q, k, v, o, lse, uQ, uK, uV, uK, nullptr), "tO overlaps tK");
+  // The forward with its JVP: its three outputs apart from the six inputs and each other.
+  CHECK(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, lse, gQ, nullptr) ==
+        FLASHBOB_ERROR_NO_DRIVER);
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, lse, uV, nullptr), "tO overlaps tV");
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, uQ, lse, gQ, nullptr), "o overlaps tQ");
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, lse, o, nullptr), "o overlaps tO");
+  refused(flashbob_forward_dual(&p, q, k, v, uQ, uK, uV, o, static_cast<float *>(gQ.data), gQ,
+                                nullptr),
+          "lse overlaps tO");
 }
 
 TEST_CASE("overlap is judged by each argument's own extent: ring steps, packed batches, packed "
@@ -436,24 +469,27 @@ TEST_CASE("flashbob_check_problem applies the limits flashbob_limit states, need
   // Without a driver: the check is the one every call makes before anything else.
   support::setOverride(support::Knob::CudaDriver, "/nonexistent/libcuda.so.1");
   const int64_t multiple = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MULTIPLE);
+  const int64_t minHeadDim = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MIN);
   const int64_t maxHeadDim = flashbob_limit(FLASHBOB_LIMIT_HEAD_DIM_MAX);
   const int64_t maxSequence = flashbob_limit(FLASHBOB_LIMIT_SEQUENCE_MAX);
   const int64_t maxBatchHeads = flashbob_limit(FLASHBOB_LIMIT_BATCH_HEADS_MAX);
   CHECK(flashbob_limit(static_cast<flashbob_limit_kind>(99)) == -1);
-  REQUIRE(multiple > 0);
-  REQUIRE(maxHeadDim >= multiple);
+  // Every head dim from 8 to 256 (no multiple of 16 runs zero-padded to the next one).
+  CHECK(multiple == 1);
+  CHECK(minHeadDim == 8);
+  CHECK(maxHeadDim == 256);
   auto check = [](const flashbob_problem &p) {
     const flashbob_status s = flashbob_check_problem(&p);
     return std::pair<flashbob_status, std::string>(s, s == FLASHBOB_OK ? "" : flashbob_last_error());
   };
   flashbob_problem p = smallProblem();
   CHECK(check(p).first == FLASHBOB_OK);
-  // head_dim: every multiple up to the maximum, nothing else.
-  for (int64_t d : {multiple, maxHeadDim}) {
+  // head_dim: every value from the minimum to the maximum, nothing else.
+  for (int64_t d = minHeadDim; d <= maxHeadDim; d += multiple) {
     p.head_dim = d;
     CHECK(check(p).first == FLASHBOB_OK);
   }
-  for (int64_t d : {int64_t(0), multiple / 2, multiple + 1, maxHeadDim + multiple}) {
+  for (int64_t d : {int64_t(0), minHeadDim - 1, maxHeadDim + 1, int64_t(-8)}) {
     p.head_dim = d;
     auto [status, message] = check(p);
     CHECK(status == FLASHBOB_ERROR_INVALID_ARGUMENT);

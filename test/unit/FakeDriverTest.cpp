@@ -10,6 +10,7 @@
 #include "api/flashbob.h"
 #include "compiler/dialect/Target.h"
 #include "jit/Compile.h"
+#include "jit/HeadDims.h"
 #include "jit/KernelCache.h"
 #include "jit/KernelKey.h"
 #include "jit/Launch.h"
@@ -47,6 +48,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -70,7 +72,8 @@ void useFakeDriver() {
 // The fake's recorder, from the copy the runtime loaded (nullptr while it is not loaded).
 void *loadedFake() { return ::dlopen(FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_NOLOAD); }
 
-std::vector<fake_cuda_launch_record> launches() {
+// The launches since the last reset, which stays (the scratch memory of the calls too).
+std::vector<fake_cuda_launch_record> recordedLaunches() {
   void *fake = loadedFake();
   REQUIRE(fake);
   auto count = reinterpret_cast<fake_cuda_launch_count_fn>(::dlsym(fake, "fake_cuda_launch_count"));
@@ -78,9 +81,28 @@ std::vector<fake_cuda_launch_record> launches() {
   std::vector<fake_cuda_launch_record> out(static_cast<size_t>(count()));
   for (size_t i = 0; i < out.size(); ++i)
     get(int(i), &out[i]);
-  auto reset = reinterpret_cast<fake_cuda_reset_fn>(::dlsym(fake, "fake_cuda_reset"));
-  reset();
   return out;
+}
+
+// Forgets the launches and call counts, and frees the memory calls freed on their streams.
+void resetFake() {
+  void *fake = loadedFake();
+  REQUIRE(fake);
+  reinterpret_cast<fake_cuda_reset_fn>(::dlsym(fake, "fake_cuda_reset"))();
+}
+
+// The launches since the last reset; resets.
+std::vector<fake_cuda_launch_record> launches() {
+  std::vector<fake_cuda_launch_record> out = recordedLaunches();
+  resetFake();
+  return out;
+}
+
+// How often the driver's entry point `entry` was called since the last reset.
+int callCount(const char *entry) {
+  void *fake = loadedFake();
+  REQUIRE(fake);
+  return reinterpret_cast<fake_cuda_call_count_fn>(::dlsym(fake, "fake_cuda_call_count"))(entry);
 }
 
 AttentionProblem problem() {
@@ -158,8 +180,10 @@ void checkLaunch(const fake_cuda_launch_record &r, const AttentionProblem &p, Ki
     } else {
       switch (kernels::operandInfo(param.operand).layout) { // 3 + 2 x rank words
       case kernels::Layout::offsets: expected += 5; break;
-      case kernels::Layout::rows: expected += 9; break;
-      case kernels::Layout::tensor: expected += 11; break;
+      case kernels::Layout::rows:
+      case kernels::Layout::counters: expected += 9; break;
+      case kernels::Layout::tensor:
+      case kernels::Layout::sums: expected += 11; break;
       }
     }
   }
@@ -205,17 +229,18 @@ unsigned scalarBits(kernels::Scalar s, double scale) {
 TEST_CASE("a bad argument is refused before the driver is loaded", "[fake]") {
   useFakeDriver();
   AttentionProblem p = problem();
-  p.headDim = 100;
+  p.headDim = 257;
   llvm::Error e = attentionForward(p, p.contiguous(address(0), p.seqQ),
                                    p.contiguous(address(1), p.seqK),
                                    p.contiguous(address(2), p.seqK),
                                    p.contiguous(address(3), p.seqQ), RowVector{address(4)});
-  CHECK_THAT(messageOf(std::move(e)), Catch::Contains("head_dim 100"));
+  CHECK_THAT(messageOf(std::move(e)), Catch::Contains("head_dim 257"));
   // Not loaded: no driver call happened at all (this case runs first in the binary).
   CHECK(loadedFake() == nullptr);
 }
 
-TEST_CASE("fwd, bwd and BoB launch their kernels with the spec's grid, block and shared memory",
+TEST_CASE("fwd, bwd, BoB and the forward with its JVP launch their kernels with the spec's grid, "
+          "block and shared memory",
           "[fake]") {
   useFakeDriver();
   const AttentionProblem p = problem();
@@ -244,6 +269,13 @@ TEST_CASE("fwd, bwd and BoB launch their kernels with the spec's grid, block and
   REQUIRE(bob.size() == 2);
   checkLaunch(bob[0], p, Kind::bob_q);
   checkLaunch(bob[1], p, Kind::bob_kv);
+
+  // The forward and its JVP in one kernel, along tangents dQ, dK, dV (as BoB's cotangents).
+  REQUIRE(messageOf(attentionForwardDual(p, q, k, v, dQ, dK, dV, o, lse,
+                                         p.contiguous(address(12), p.seqQ))) == "no error");
+  std::vector<fake_cuda_launch_record> dual = launches();
+  REQUIRE(dual.size() == 1);
+  checkLaunch(dual[0], p, Kind::fwd_dual);
 }
 
 TEST_CASE("grouped-query attention launches the _gqa kernels over the key/value heads",
@@ -1050,4 +1082,491 @@ TEST_CASE("precompiling the operations of an HVP step compiles their kernels at 
   CHECK(compiled.empty());
   support::setProgressSink(nullptr);
   llvm::sys::fs::remove_directories(dir);
+}
+
+namespace {
+
+// A memref argument as a launch passed it (the fake keeps the 8-byte parameters in order).
+struct LaunchedMemRef {
+  uint64_t data = 0;
+  int64_t sizes[4] = {0, 0, 0, 0}, strides[4] = {0, 0, 0, 0};
+};
+
+// The memref arguments of launch `r` of `kind`, by operand.
+std::map<kernels::Operand, LaunchedMemRef> memrefsOf(const fake_cuda_launch_record &r, Kind kind,
+                                                      const AttentionProblem &p) {
+  std::map<kernels::Operand, LaunchedMemRef> out;
+  size_t w = 0;
+  for (const kernels::Param &param : kernels::signature(kind, p.varlen, p.ringStep)) {
+    if (param.isScalar)
+      continue;
+    size_t rank = 4;
+    switch (kernels::operandInfo(param.operand).layout) {
+    case kernels::Layout::tensor: rank = 4; break;
+    case kernels::Layout::sums: rank = 4; break;     // the fused backward's dQaccum
+    case kernels::Layout::rows: rank = 3; break;
+    case kernels::Layout::counters: rank = 3; break; // its dQsemaphores
+    case kernels::Layout::offsets: rank = 1; break;
+    }
+    REQUIRE(w + 3 + 2 * rank <= r.wordCount);
+    LaunchedMemRef m;
+    CHECK(r.words[w + 2] == 0); // the offset: the aligned pointer is the data
+    m.data = r.words[w + 1];
+    for (size_t i = 0; i < rank; ++i) {
+      m.sizes[i] = int64_t(r.words[w + 3 + i]);
+      m.strides[i] = int64_t(r.words[w + 3 + rank + i]);
+    }
+    out[param.operand] = m;
+    w += 3 + 2 * rank;
+  }
+  return out;
+}
+
+// Host memory standing in for device memory (the fake's device memory is the host's).
+class HostMemory {
+public:
+  explicit HostMemory(size_t bytes)
+      : bytes_((bytes + 255) / 256 * 256),
+        data_(static_cast<unsigned char *>(std::aligned_alloc(256, bytes_))) {}
+  ~HostMemory() { std::free(data_); }
+  HostMemory(const HostMemory &) = delete;
+  CUdeviceptr address() const { return reinterpret_cast<CUdeviceptr>(data_); }
+
+private:
+  size_t bytes_;
+  unsigned char *data_;
+};
+
+constexpr uint16_t kSentinel = 0xDEAD;
+
+// A caller's tensor of the padded-copy test: (batch, seq, heads + 1, d + gap) memory, `gap`
+// unused elements after each row and an unused head's row after each sequence position (they
+// must never be written), inputs filled with values that differ by place, outputs with the
+// sentinel. Element bytes 2, or 4 for a ring step's f32 outputs (then
+// each element is two 16-bit halves).
+struct CallerTensor {
+  int64_t extents[3]; // batch, heads, rows
+  int64_t d, gap, elementBytes;
+  std::unique_ptr<HostMemory> memory;
+  Tensor tensor() const {
+    Tensor t;
+    t.data = memory->address();
+    t.stride[1] = d + gap;
+    t.stride[2] = (extents[1] + 1) * (d + gap);
+    t.stride[0] = extents[2] * t.stride[2];
+    return t;
+  }
+  uint16_t *at(int64_t b, int64_t h, int64_t r, int64_t c, int64_t half = 0) const {
+    const Tensor t = tensor();
+    const int64_t element = b * t.stride[0] + h * t.stride[1] + r * t.stride[2] + c;
+    return reinterpret_cast<uint16_t *>(t.data) + element * (elementBytes / 2) + half;
+  }
+};
+
+CallerTensor callerTensor(int64_t batch, int64_t heads, int64_t rows, int64_t d, int64_t gap,
+                          int64_t elementBytes, bool input, uint32_t seed) {
+  CallerTensor t{{batch, heads, rows}, d, gap, elementBytes, nullptr};
+  const size_t elements = size_t(batch * rows * (heads + 1) * (d + gap));
+  t.memory = std::make_unique<HostMemory>(elements * size_t(elementBytes));
+  auto *words = reinterpret_cast<uint16_t *>(t.memory->address());
+  for (size_t i = 0; i < elements * size_t(elementBytes / 2); ++i)
+    words[i] = kSentinel;
+  if (input)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < d; ++c)
+            *t.at(b, h, r, c) = uint16_t(1 + ((seed * 7919u + uint32_t(((b * heads + h) * rows + r) * d + c) * 2654435761u) >> 17) % 60000);
+  return t;
+}
+
+// The caller's tensors of one call and what the kernels must have seen of them: each padded
+// tensor as wide as jit::paddedProblem's head dim (kernelHeadDim(d), or of the wider of d and
+// d_v), 16-byte aligned; an input's first columns (its own width) its values and the rest
+// zeros; an output's first columns copied back where the caller's are, nothing else of the
+// caller's memory written.
+void checkPaddedCall(const std::vector<fake_cuda_launch_record> &records,
+                     llvm::ArrayRef<Kind> kinds, const AttentionProblem &p,
+                     const std::map<kernels::Operand, const CallerTensor *> &caller) {
+  REQUIRE(records.size() == kinds.size());
+  const int64_t width = jit::paddedProblem(p).headDim;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    INFO(records[i].entry);
+    for (const kernels::Param &param : kernels::signature(kinds[i], p.varlen, p.ringStep)) {
+      if (param.isScalar || kernels::operandInfo(param.operand).layout != kernels::Layout::tensor)
+        continue;
+      INFO(kernels::operandInfo(param.operand).name.str());
+      const LaunchedMemRef m = memrefsOf(records[i], kinds[i], p).at(param.operand);
+      const CallerTensor &t = *caller.at(param.operand);
+      CHECK(m.sizes[0] == t.extents[0]);
+      CHECK(m.sizes[1] == t.extents[1]);
+      CHECK(m.sizes[2] == t.extents[2]);
+      CHECK(m.sizes[3] == width);
+      CHECK(m.strides[3] == 1);
+      CHECK(m.data % 16 == 0);
+      for (int k = p.varlen ? 1 : 0; k < 3; ++k)
+        CHECK(m.strides[k] * t.elementBytes % 16 == 0);
+      auto padded = [&](int64_t b, int64_t h, int64_t r, int64_t c, int64_t half) {
+        const int64_t element = b * m.strides[0] + h * m.strides[1] + r * m.strides[2] + c;
+        return reinterpret_cast<const uint16_t *>(m.data)[element * (t.elementBytes / 2) + half];
+      };
+      int64_t wrong = 0, written = 0;
+      for (int64_t b = 0; b < t.extents[0]; ++b)
+        for (int64_t h = 0; h < t.extents[1]; ++h)
+          for (int64_t r = 0; r < t.extents[2]; ++r) {
+            for (int64_t c = 0; c < width; ++c)
+              for (int64_t half = 0; half < t.elementBytes / 2; ++half) {
+                const uint16_t seen = padded(b, h, r, c, half);
+                if (!param.output)
+                  wrong += seen != (c < t.d ? *t.at(b, h, r, c) : 0);
+                else if (c < t.d)
+                  wrong += seen != *t.at(b, h, r, c, half);
+              }
+            for (int64_t c = t.d; c < t.d + t.gap; ++c)
+              for (int64_t half = 0; half < t.elementBytes / 2; ++half)
+                written += *t.at(b, h, r, c, half) != kSentinel;
+          }
+      CHECK(wrong == 0);
+      CHECK(written == 0);
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("a head dim the kernels take through zero-padded copies: the copies, the kernels, the "
+          "scale 1/sqrt(d)",
+          "[fake]") {
+  // d = 100 (no multiple of 8): every tensor of every operation is copied into zero-padded
+  // memory 112 wide (one stream-ordered allocation, one memset of the inputs' padding columns,
+  // one copy per tensor for this layout with gaps: a 3D copy of the query side's heads and
+  // rows, a 2D copy of the key side's rows, whose one head is no dimension),
+  // the kernels of d = 112 run on it with the scale 1/sqrt(100) as their argument, and the
+  // outputs' first 100 columns come back. The fake's device memory is the host's: the scratch
+  // memory is read back as the kernels would have read it. Grouped heads (3 query heads, 1 key
+  // and value head), both dtypes' element size the same.
+  useFakeDriver();
+  AttentionProblem p = problem();
+  p.batch = 2;
+  p.heads = 3;
+  p.headsKv = 1;
+  p.seqQ = 300;
+  p.seqK = 200;
+  p.headDim = 100;
+  REQUIRE(jit::headDimPadding(p) == jit::HeadDimPadding::copy);
+  const int64_t gap = 3; // rows 103 elements apart: only element-aligned
+  auto querySide = [&](bool input, uint32_t seed, int64_t bytes = 2) {
+    return callerTensor(p.batch, p.heads, p.seqQ, p.headDim, gap, bytes, input, seed);
+  };
+  auto keySide = [&](bool input, uint32_t seed, int64_t bytes = 2) {
+    return callerTensor(p.batch, p.keyValueHeads(), p.seqK, p.headDim, gap, bytes, input, seed);
+  };
+  CallerTensor q = querySide(true, 1), k = keySide(true, 2), v = keySide(true, 3),
+               o = querySide(true, 4), dO = querySide(true, 5), uQ = querySide(true, 6),
+               uK = keySide(true, 7), uV = keySide(true, 8);
+  HostMemory rows(size_t(p.batch * p.heads * p.seqQ) * 4 * 4);
+  const RowVector lse{rows.address()}, dRow{rows.address() + size_t(p.batch * p.heads * p.seqQ) * 4},
+      cRow{dRow.data + size_t(p.batch * p.heads * p.seqQ) * 4},
+      bRow{cRow.data + size_t(p.batch * p.heads * p.seqQ) * 4};
+  using kernels::Operand;
+  auto expectCopies = [&](int querySide, int keySide) {
+    CHECK(callCount("cuMemAllocAsync") == 1);
+    CHECK(callCount("cuMemsetD2D8Async") == 1);
+    CHECK(callCount("cuMemcpy3DAsync") == querySide);
+    CHECK(callCount("cuMemcpy2DAsync") == keySide);
+    CHECK(callCount("cuMemFreeAsync") == 1);
+    CHECK(callCount("cuStreamSynchronize") == 0);
+  };
+  auto checkScale = [&](const std::vector<fake_cuda_launch_record> &records) {
+    for (const fake_cuda_launch_record &r : records) {
+      INFO(r.entry);
+      CHECK(std::string(r.entry).find("_d112_") != std::string::npos);
+      CHECK(std::string(r.entry).find("_scalearg_") != std::string::npos);
+      REQUIRE(r.scalarCount >= 1);
+      // The last scalar is s log2(e) of s = 1/sqrt(100) = 0.1, not 1/sqrt(112).
+      CHECK(r.scalars[r.scalarCount - 1] == scalarBits(kernels::Scalar::scaleLog2e, 0.1));
+    }
+  };
+
+  SECTION("forward") {
+    CallerTensor out = querySide(false, 0);
+    REQUIRE(messageOf(attentionForward(p, q.tensor(), k.tensor(), v.tensor(), out.tensor(), lse)) ==
+            "no error");
+    const std::vector<fake_cuda_launch_record> records = recordedLaunches();
+    expectCopies(2, 2); // q, o; k, v
+    checkScale(records);
+    for (const fake_cuda_launch_record &r : records)
+      checkLaunch(r, p, Kind::fwd);
+    checkPaddedCall(records, {Kind::fwd}, p,
+                    {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &out}});
+    resetFake();
+  }
+  SECTION("backward, BoB and the forward's JVP") {
+    CallerTensor dQ = querySide(false, 0), dK = keySide(false, 0), dV = keySide(false, 0);
+    REQUIRE(messageOf(attentionBackward(p, q.tensor(), k.tensor(), v.tensor(), o.tensor(),
+                                        dO.tensor(), lse, dQ.tensor(), dK.tensor(), dV.tensor(),
+                                        dRow)) == "no error");
+    std::vector<fake_cuda_launch_record> records = recordedLaunches();
+    expectCopies(4, 4); // q, o, dO, dQ; k, v, dK, dV
+    checkScale(records);
+    checkPaddedCall(records, {Kind::bwd_q, Kind::bwd_kv}, p,
+                    {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+                     {Operand::dO, &dO}, {Operand::dQ, &dQ}, {Operand::dK, &dK},
+                     {Operand::dV, &dV}});
+    resetFake();
+
+    CallerTensor gQ = querySide(false, 0), gK = keySide(false, 0), gV = keySide(false, 0),
+                 gdO = querySide(false, 0);
+    BobInputs in{q.tensor(), k.tensor(), v.tensor(), o.tensor(), dO.tensor(), lse,
+                 uQ.tensor(), uK.tensor(), uV.tensor()};
+    REQUIRE(messageOf(attentionBob(p, in, {gQ.tensor(), gK.tensor(), gV.tensor(), gdO.tensor(),
+                                           dRow, cRow, bRow})) == "no error");
+    records = recordedLaunches();
+    expectCopies(6, 6); // q, o, dO, uQ, gQ, gdO; k, v, uK, uV, gK, gV
+    checkScale(records);
+    checkPaddedCall(records, {Kind::bob_q, Kind::bob_kv}, p,
+                    {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+                     {Operand::dO, &dO}, {Operand::uQ, &uQ}, {Operand::uK, &uK},
+                     {Operand::uV, &uV}, {Operand::gQ, &gQ}, {Operand::gK, &gK},
+                     {Operand::gV, &gV}, {Operand::gdO, &gdO}});
+    resetFake();
+
+    // The JVP along tangents bound to the same memory as q, k and v: one copy each serves both.
+    CallerTensor tO = querySide(false, 0);
+    REQUIRE(messageOf(attentionForwardJvp(p, q.tensor(), k.tensor(), v.tensor(), o.tensor(), lse,
+                                          q.tensor(), k.tensor(), v.tensor(), tO.tensor())) ==
+            "no error");
+    records = recordedLaunches();
+    expectCopies(3, 2); // q, o, tO; k, v
+    checkScale(records);
+    checkPaddedCall(records, {Kind::fwd_jvp}, p,
+                    {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+                     {Operand::tQ, &q}, {Operand::tK, &k}, {Operand::tV, &v},
+                     {Operand::tO, &tO}});
+    const std::map<Operand, LaunchedMemRef> jvp = memrefsOf(records[0], Kind::fwd_jvp, p);
+    CHECK(jvp.at(Operand::tQ).data == jvp.at(Operand::q).data);
+    resetFake();
+  }
+  SECTION("a ring step's float32 outputs") {
+    AttentionProblem ring = p;
+    ring.ringStep = true;
+    CallerTensor x[4] = {querySide(false, 0, 4), querySide(false, 0, 4), querySide(false, 0, 4),
+                         querySide(false, 0, 4)};
+    BobInputs in{q.tensor(), k.tensor(), v.tensor(), o.tensor(), dO.tensor(), lse,
+                 uQ.tensor(), uK.tensor(), uV.tensor()};
+    REQUIRE(messageOf(attentionBobPass1(ring, in, {x[0].tensor(), x[1].tensor(), x[2].tensor(),
+                                                   x[3].tensor(), dRow, cRow, bRow})) ==
+            "no error");
+    const std::vector<fake_cuda_launch_record> records = recordedLaunches();
+    expectCopies(8, 4); // q, o, dO, uQ, X1..X4; k, v, uK, uV
+    checkScale(records);
+    checkPaddedCall(records, {Kind::bob_q}, ring,
+                    {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+                     {Operand::dO, &dO}, {Operand::uQ, &uQ}, {Operand::uK, &uK},
+                     {Operand::uV, &uV}, {Operand::X1, &x[0]}, {Operand::X2, &x[1]},
+                     {Operand::X3, &x[2]}, {Operand::X4, &x[3]}});
+    resetFake();
+  }
+  SECTION("a device without memory pools allocates, waits for the stream and frees; refuses "
+          "capture") {
+    ::setenv("FAKE_CUDA_MEMORY_POOLS", "0", 1);
+    CallerTensor out = querySide(false, 0);
+    const std::string plain =
+        messageOf(attentionForward(p, q.tensor(), k.tensor(), v.tensor(), out.tensor(), lse));
+    CHECK(callCount("cuMemAllocAsync") == 0);
+    CHECK(callCount("cuMemAlloc") == 1);
+    CHECK(callCount("cuStreamSynchronize") == 1);
+    CHECK(callCount("cuMemFree") == 1);
+    CHECK(recordedLaunches().size() == 1);
+    resetFake();
+    ::setenv("FAKE_CUDA_CAPTURING", "1", 1);
+    llvm::Error captured =
+        attentionForward(p, q.tensor(), k.tensor(), v.tensor(), out.tensor(), lse);
+    ::unsetenv("FAKE_CUDA_CAPTURING");
+    ::unsetenv("FAKE_CUDA_MEMORY_POOLS");
+    CHECK(plain == "no error");
+    const std::string message = messageOf(std::move(captured));
+    CHECK_THAT(message, Catch::Contains("head_dim 100 is copied into zero-padded memory"));
+    CHECK(launches().empty());
+  }
+}
+
+TEST_CASE("q and k of one head dim, v of another: each tensor copied at its own width",
+          "[fake]") {
+  // Multi-head latent attention's widths (q, k 192; v and its kin 128), and a pair where v is
+  // the wider and neither a tile width (40 and 72: both run 80 wide). Every tensor is copied
+  // into memory of the padded width, from its own: q and its kin from d, v and its kin from d_v;
+  // the inputs' padding zeroed by one memset per width narrower than the padded one; the
+  // kernels run at that width with the scale 1/sqrt(d) (q's and k's, never v's or the padded
+  // width's): compiled in where the width is d, else their argument.
+  useFakeDriver();
+  using kernels::Operand;
+  for (auto [d, dv] : {std::pair<int64_t, int64_t>{192, 128}, {40, 72}}) {
+    AttentionProblem p = problem();
+    p.batch = 1;
+    p.heads = 2;
+    p.headsKv = 1;
+    p.seqQ = 70;
+    p.seqK = 50;
+    p.headDim = d;
+    p.headDimV = dv;
+    INFO("d = " << d << ", d_v = " << dv);
+    REQUIRE(jit::headDimPadding(p) == jit::HeadDimPadding::copy);
+    const AttentionProblem padded = jit::paddedProblem(p);
+    const int64_t width = bob::kernelHeadDim(std::max(d, dv));
+    REQUIRE(padded.headDim == width);
+    REQUIRE(padded.valueDim() == width);
+    const int64_t gap = 2;
+    auto tensor = [&](bool query, bool values, bool input, uint32_t seed) {
+      return callerTensor(p.batch, query ? p.heads : p.keyValueHeads(), query ? p.seqQ : p.seqK,
+                          values ? dv : d, gap, 2, input, seed);
+    };
+    CallerTensor q = tensor(true, false, true, 1), k = tensor(false, false, true, 2),
+                 v = tensor(false, true, true, 3), o = tensor(true, true, true, 4),
+                 dO = tensor(true, true, true, 5), uQ = tensor(true, false, true, 6),
+                 uK = tensor(false, false, true, 7), uV = tensor(false, true, true, 8);
+    HostMemory rows(size_t(p.batch * p.heads * p.seqQ) * 4 * 4);
+    const size_t rowBytes = size_t(p.batch * p.heads * p.seqQ) * 4;
+    const RowVector lse{rows.address()}, dRow{rows.address() + rowBytes},
+        cRow{rows.address() + 2 * rowBytes}, bRow{rows.address() + 3 * rowBytes};
+    // One memset per input width below the padded one.
+    const int memsets = (d < width) + (dv < width);
+    auto check = [&](llvm::ArrayRef<Kind> kinds,
+                     const std::map<Operand, const CallerTensor *> &caller) {
+      CHECK(callCount("cuMemAllocAsync") == 1);
+      CHECK(callCount("cuMemsetD2D8Async") == memsets);
+      CHECK(callCount("cuMemFreeAsync") == 1);
+      const std::vector<fake_cuda_launch_record> records = recordedLaunches();
+      REQUIRE(records.size() == kinds.size());
+      for (size_t i = 0; i < records.size(); ++i) {
+        INFO(records[i].entry);
+        checkLaunch(records[i], padded, kinds[i]);
+        // At d = 192 the kernels' width is d: its default scale is compiled in.
+        const bool scaleArgument = width != d;
+        CHECK((std::string(records[i].entry).find("_scalearg_") != std::string::npos) ==
+              scaleArgument);
+        if (!scaleArgument)
+          continue;
+        REQUIRE(records[i].scalarCount >= 1);
+        CHECK(records[i].scalars[records[i].scalarCount - 1] ==
+              scalarBits(kernels::Scalar::scaleLog2e, 1 / std::sqrt(double(d))));
+      }
+      checkPaddedCall(records, kinds, p, caller);
+      resetFake();
+    };
+
+    CallerTensor out = tensor(true, true, false, 0);
+    REQUIRE(messageOf(attentionForward(p, q.tensor(), k.tensor(), v.tensor(), out.tensor(),
+                                       lse)) == "no error");
+    check({Kind::fwd}, {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &out}});
+
+    CallerTensor dQ = tensor(true, false, false, 0), dK = tensor(false, false, false, 0),
+                 dV = tensor(false, true, false, 0);
+    REQUIRE(messageOf(attentionBackward(p, q.tensor(), k.tensor(), v.tensor(), o.tensor(),
+                                        dO.tensor(), lse, dQ.tensor(), dK.tensor(), dV.tensor(),
+                                        dRow)) == "no error");
+    check({Kind::bwd_q, Kind::bwd_kv},
+          {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+           {Operand::dO, &dO}, {Operand::dQ, &dQ}, {Operand::dK, &dK}, {Operand::dV, &dV}});
+
+    CallerTensor gQ = tensor(true, false, false, 0), gK = tensor(false, false, false, 0),
+                 gV = tensor(false, true, false, 0), gdO = tensor(true, true, false, 0);
+    BobInputs in{q.tensor(),  k.tensor(),  v.tensor(),  o.tensor(), dO.tensor(), lse,
+                 uQ.tensor(), uK.tensor(), uV.tensor()};
+    REQUIRE(messageOf(attentionBob(p, in, {gQ.tensor(), gK.tensor(), gV.tensor(), gdO.tensor(),
+                                           dRow, cRow, bRow})) == "no error");
+    check({Kind::bob_q, Kind::bob_kv},
+          {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v}, {Operand::o, &o},
+           {Operand::dO, &dO}, {Operand::uQ, &uQ}, {Operand::uK, &uK}, {Operand::uV, &uV},
+           {Operand::gQ, &gQ}, {Operand::gK, &gK}, {Operand::gV, &gV}, {Operand::gdO, &gdO}});
+
+    CallerTensor tO = tensor(true, true, false, 0), o2 = tensor(true, true, false, 0);
+    REQUIRE(messageOf(attentionForwardDual(p, q.tensor(), k.tensor(), v.tensor(), uQ.tensor(),
+                                           uK.tensor(), uV.tensor(), o2.tensor(), lse,
+                                           tO.tensor())) == "no error");
+    check({Kind::fwd_dual}, {{Operand::q, &q}, {Operand::k, &k}, {Operand::v, &v},
+                             {Operand::tQ, &uQ}, {Operand::tK, &uK}, {Operand::tV, &uV},
+                             {Operand::o, &o2}, {Operand::tO, &tO}});
+  }
+}
+
+TEST_CASE("head dims: what 40, 72 and 100 launch, and invalid ones launch nothing", "[fake]") {
+  useFakeDriver();
+  for (int64_t d : {40, 72, 100}) {
+    AttentionProblem p = problem();
+    p.headDim = d;
+    INFO("d = " << d);
+    const bool copied = jit::headDimPadding(p) == jit::HeadDimPadding::copy;
+    // Contiguous tensors in host memory (the copies read and write them).
+    std::vector<std::unique_ptr<HostMemory>> memory;
+    auto tensor = [&](int, int64_t rows, int64_t heads) {
+      memory.push_back(std::make_unique<HostMemory>(size_t(p.batch * heads * rows * d) * 2));
+      return p.contiguous(memory.back()->address(), rows, heads);
+    };
+    HostMemory rows(size_t(p.batch * p.heads * p.seqQ) * 4 * 4);
+    const int64_t rowBytes = p.batch * p.heads * p.seqQ * 4;
+    Tensor q = tensor(0, p.seqQ, p.heads), k = tensor(1, p.seqK, p.heads),
+           v = tensor(2, p.seqK, p.heads), o = tensor(3, p.seqQ, p.heads),
+           dO = tensor(4, p.seqQ, p.heads);
+    RowVector lse{rows.address()}, dRow{rows.address() + rowBytes},
+        cRow{rows.address() + 2 * rowBytes}, bRow{rows.address() + 3 * rowBytes};
+    REQUIRE(messageOf(attentionForward(p, q, k, v, o, lse)) == "no error");
+    REQUIRE(messageOf(attentionBackward(p, q, k, v, o, dO, lse, tensor(5, p.seqQ, p.heads),
+                                        tensor(6, p.seqK, p.heads), tensor(7, p.seqK, p.heads),
+                                        dRow)) == "no error");
+    BobInputs in{q, k, v, o, dO, lse, tensor(8, p.seqQ, p.heads), tensor(9, p.seqK, p.heads),
+                 tensor(10, p.seqK, p.heads)};
+    BobOutputs out{tensor(11, p.seqQ, p.heads), tensor(12, p.seqK, p.heads),
+                   tensor(13, p.seqK, p.heads), tensor(14, p.seqQ, p.heads), dRow, cRow, bRow};
+    REQUIRE(messageOf(attentionBob(p, in, out)) == "no error");
+    REQUIRE(messageOf(attentionForwardJvp(p, q, k, v, o, lse, in.uQ, in.uK, in.uV,
+                                          tensor(15, p.seqQ, p.heads))) == "no error");
+    REQUIRE(messageOf(attentionForwardDual(p, q, k, v, in.uQ, in.uK, in.uV,
+                                           tensor(16, p.seqQ, p.heads), lse,
+                                           tensor(17, p.seqQ, p.heads))) == "no error");
+    // Five calls: one allocation, one memset and one copy per tensor each (contiguous tensors:
+    // one 2D copy of every row), or none at all.
+    const int tensors = (3 + 1) + (5 + 3) + (8 + 4) + (7 + 1) + (6 + 2);
+    CHECK(callCount("cuMemAllocAsync") == (copied ? 5 : 0));
+    CHECK(callCount("cuMemsetD2D8Async") == (copied ? 5 : 0));
+    CHECK(callCount("cuMemcpy2DAsync") == (copied ? tensors : 0));
+    CHECK(callCount("cuMemcpy3DAsync") == 0);
+    CHECK(callCount("cuMemFreeAsync") == (copied ? 5 : 0));
+    std::vector<fake_cuda_launch_record> all = launches();
+    REQUIRE(all.size() == 7);
+    const Kind kinds[] = {Kind::fwd, Kind::bwd_q, Kind::bwd_kv, Kind::bob_q, Kind::bob_kv,
+                          Kind::fwd_jvp, Kind::fwd_dual};
+    const std::string width = "_d" + std::to_string(bob::kernelHeadDim(d)) + "_";
+    for (size_t i = 0; i < all.size(); ++i) {
+      INFO(all[i].entry);
+      checkLaunch(all[i], p, kinds[i]);
+      const std::string entry = all[i].entry;
+      CHECK(entry.find(width) != std::string::npos);
+      // The default scale 1/sqrt(d): compiled in only where the kernel knows d.
+      CHECK((entry.find("_scalearg_") != std::string::npos) == copied);
+      CHECK((entry.find("_t" + std::to_string(d) + "_") != std::string::npos) == !copied);
+      // Padded in the kernel: the caller's tensors, d wide, are its memrefs and its tensor
+      // maps' width (TMA reads the columns past d as zeros and clips its stores there).
+      if (copied)
+        continue;
+      for (const auto &[operand, m] : memrefsOf(all[i], kinds[i], p))
+        if (kernels::operandInfo(operand).layout == kernels::Layout::tensor)
+          CHECK(m.sizes[3] == d);
+      REQUIRE(all[i].tensorMaps > 0);
+      for (unsigned j = 0; j < all[i].tensorMaps && j < 16; ++j)
+        CHECK(all[i].maps[j].cols == uint64_t(d));
+    }
+  }
+  // Nothing launched, allocated or copied for a head dim the library does not take.
+  for (int64_t d : {0, 7, 257}) {
+    AttentionProblem p = problem();
+    p.headDim = d;
+    INFO("d = " << d);
+    HostMemory memory(1 << 20);
+    Tensor t = p.contiguous(memory.address(), 1);
+    llvm::Error e = attentionForward(p, t, t, t, t, RowVector{memory.address()});
+    CHECK_THAT(messageOf(std::move(e)), Catch::Contains("head_dim " + std::to_string(d)));
+    CHECK(callCount("cuMemAllocAsync") == 0);
+    CHECK(launches().empty());
+  }
 }

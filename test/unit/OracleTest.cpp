@@ -318,6 +318,38 @@ TEST_CASE("tiled convenience BoB runs its own forward and backward", "[oracle][t
   CHECK(relErr(tr.gdO, dr.gdO) < 1e-12);
 }
 
+TEST_CASE("the tiled forward with its JVP in one sweep equals the dense forward and JVP",
+          "[oracle][tiled][jvp]") {
+  // fwd_dual's recurrence (docs/bob-math.md, "The forward and its JVP in one sweep"): O, L and
+  // tO from accumulators rescaled at every key block, divided by the row sum once, against
+  // dense::forward and dense::forwardJvp on the tiled model's shapes and tilings.
+  struct Shape {
+    Index N, M;
+  };
+  const Shape shapes[] = {{64, 64}, {37, 53}, {53, 37}, {70, 70}};
+  const Tiling tilings[] = {{16, 16}, {13, 7}, {1, 1}, {32, 8}, {128, 96}};
+  std::uint64_t seed = 460;
+  double worst = 0;
+  for (Index d : {1, 16, 64})
+    for (const Shape& sh : shapes)
+      for (bool causal : {false, true})
+        for (const Tiling& t : tilings) {
+          if (t.block_m == 1 && d > 16) continue;
+          const Problem p = makeProblem(sh.N, sh.M, d, causal);
+          INFO(describe(p) << " block_m=" << t.block_m << " block_n=" << t.block_n);
+          const Inputs in = randomInputs(p, seed++);
+          const ForwardDualResult r =
+              tiled::forwardDual(p, t, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+          const ForwardResult f = dense::forward(p, in.Q, in.K, in.V);
+          const Matrix tO = dense::forwardJvp(p, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+          const double err =
+              std::max({relErr(r.fwd.O, f.O), relErr(r.fwd.L, f.L), relErr(r.tO, tO)});
+          CHECK(err < 1e-12);
+          worst = std::max(worst, err);
+        }
+  report.note("tiled forward with JVP vs dense (O, L, tO)", worst);
+}
+
 TEST_CASE("causal and window loop bounds skip exactly the fully masked tiles", "[oracle][tiled][causal]") {
   struct Case {
     Index N, M;
@@ -378,6 +410,10 @@ TEST_CASE("causal and window loop bounds skip exactly the fully masked tiles", "
       CHECK(fs.tiles == live);      // forward, query-major
       CHECK(bs.tiles == live);      // backward, key-major
       CHECK(gs.tiles == 2 * live);  // BoB pass 1 (query-major) + pass 2 (key-major)
+      TileStats ds;
+      const ForwardDualResult fd =
+          tiled::forwardDual(p, cs.t, in.Q, in.K, in.V, in.uQ, in.uK, in.uV, &ds);
+      CHECK(ds.tiles == live);  // the forward with its JVP, query-major
       if (causal && left < 0 && p.N == p.M && p.N % cs.t.block_m == 0 &&
           cs.t.block_m == cs.t.block_n) {
         const Index nb = p.N / cs.t.block_m;  // square causal: the lower triangle of blocks
@@ -389,6 +425,9 @@ TEST_CASE("causal and window loop bounds skip exactly the fully masked tiles", "
       const BobResult tr = tiled::bob(p, cs.t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, b,
                                       X2Source::FromDQ);
       CHECK(relErr(f.O, df.O) < 1e-12);
+      CHECK(relErr(fd.fwd.O, df.O) < 1e-12);
+      CHECK(relErr(fd.fwd.L, df.L) < 1e-12);
+      CHECK(relErr(fd.tO, dense::forwardJvp(p, in.Q, in.K, in.V, in.uQ, in.uK, in.uV)) < 1e-12);
       CHECK(relErr(b.dK, dense::backward(p, in.Q, in.K, in.V, in.dO).dK) < 1e-12);
       CHECK(relErr(tr.gQ, dr.gQ) < 1e-12);
       CHECK(relErr(tr.gK, dr.gK) < 1e-12);
@@ -571,6 +610,23 @@ TEST_CASE("fully masked rows (causal, M < N) are finite, zero, and equal in dens
   CHECK(relErr(tb.dQ, db.dQ) < 1e-12);
   CHECK(relErr(tb.dK, db.dK) < 1e-12);
   CHECK(relErr(tb.dV, db.dV) < 1e-12);
+  // The forward with its JVP in one sweep: O = 0, tO = 0 and L = -inf in the rows that see no
+  // key, the others the dense forward's and JVP's.
+  const ForwardDualResult fd = tiled::forwardDual(p, t, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+  const Matrix dtO = dense::forwardJvp(p, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+  CHECK(allFinite(fd.fwd.O.data));
+  CHECK(allFinite(fd.tO.data));
+  for (Index i = 0; i < p.N; ++i)
+    CHECK(std::isinf(fd.fwd.L[static_cast<std::size_t>(i)]) == (i < masked));
+  for (Index i = 0; i < masked; ++i)
+    for (Index k = 0; k < p.d; ++k) {
+      CHECK(fd.fwd.O(i, k) == 0.0);
+      CHECK(fd.tO(i, k) == 0.0);
+      CHECK(dtO(i, k) == 0.0);
+    }
+  CHECK(relErr(fd.fwd.O, df.O) < 1e-12);
+  CHECK(relErr(fd.fwd.L, df.L) < 1e-12);
+  CHECK(relErr(fd.tO, dtO) < 1e-12);
 }
 
 // ---- Multi-head -------------------------------------------------------------------------------

@@ -44,7 +44,8 @@ void applyTiles(compiler::KernelSpec &spec, const Tiles &t) { spec.tiles = t; }
 
 const bob::KernelKind kImplementedKinds[] = {bob::KernelKind::fwd, bob::KernelKind::bwd_q,
                                              bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
-                                             bob::KernelKind::bob_kv, bob::KernelKind::fwd_jvp};
+                                             bob::KernelKind::bob_kv, bob::KernelKind::fwd_jvp,
+                                             bob::KernelKind::fwd_dual};
 
 // The spec the launcher starts from: the tile table's default tiles for `arch`.
 compiler::KernelSpec defaultSpec(bob::KernelKind kind, int64_t d, Arch arch) {
@@ -509,12 +510,13 @@ PTX_LONG_CASE(bob_q)
 PTX_KIND_CASES(bob_kv)
 PTX_LONG_CASE(bob_kv)
 PTX_KIND_CASES(fwd_jvp)
+PTX_KIND_CASES(fwd_dual)
 
 TEST_CASE("the per-kind slices cover the matrix once", "[compiler]") {
   // What the compiling test cases check, all kinds together: as many variants as the whole
-  // matrix has (288 plain, 24 producer, 72 grouped, windowed and packed, 48 long), each in the
-  // slice of its own kind only. The forward and its JVP have no long form, so no long-sweep test
-  // case. (Where the table's default tiles are the producer form, bwd_kv at d = 64 on sm_90a,
+  // matrix has (336 plain, 28 producer, 84 grouped, windowed and packed, 48 long), each in the
+  // slice of its own kind only. The forward and its JVP (alone or together) have no long form,
+  // so no long-sweep test case. (Where the table's default tiles are the producer form, bwd_kv at d = 64 on sm_90a,
   // the two twins are one spec: each derived family checks that variant twice, as the matrix
   // always has; it is compiled once.)
   const std::pair<std::vector<compiler::KernelSpec> (*)(bob::KernelKind), size_t> families[] = {
@@ -535,6 +537,7 @@ TEST_CASE("the per-kind slices cover the matrix once", "[compiler]") {
   }
   CHECK(longSpecs(bob::KernelKind::fwd).empty());
   CHECK(longSpecs(bob::KernelKind::fwd_jvp).empty());
+  CHECK(longSpecs(bob::KernelKind::fwd_dual).empty());
 }
 
 TEST_CASE("the autotuner's space offers the producer twin of each plain configuration",
@@ -553,6 +556,34 @@ TEST_CASE("the autotuner's space offers the producer twin of each plain configur
     }
     for (const Tiles &t : kernels::candidateTiles(kind, 64, Arch::sm_80))
       CHECK_FALSE(t.producer);
+  }
+}
+
+TEST_CASE("tile names parse back to their tiles; FLASHBOB_TILES's entries name kind and tiles",
+          "[compiler]") {
+  for (bob::KernelKind kind : kImplementedKinds)
+    for (Arch arch : {Arch::sm_80, Arch::sm_90a})
+      for (const Tiles &t : kernels::candidateTiles(kind, 64, arch)) {
+        INFO(t.name());
+        std::optional<Tiles> back = Tiles::parse(t.name());
+        REQUIRE(back.has_value());
+        CHECK(*back == t);
+      }
+  for (const char *bad : {"", "m64", "m64_n64_w4", "m64_n64_w4_s", "m0_n64_w4_s2",
+                          "m64_n64_w4c_s2", "m64_n64_w4_s2_", "m-64_n64_w4_s2", "64_64_4_2"})
+    CHECK_FALSE(Tiles::parse(bad).has_value());
+  auto parsed = kernels::parseTileOverrides("bob_kv=m48_n128_w8_s2, fwd=m128_n128_w8p_s2");
+  REQUIRE(static_cast<bool>(parsed));
+  REQUIRE(parsed->size() == 2);
+  CHECK((*parsed)[0].first == bob::KernelKind::bob_kv);
+  CHECK((*parsed)[0].second.blockN == 128);
+  CHECK((*parsed)[1].second.producer);
+  CHECK(kernels::parseTileOverrides("")->empty());
+  for (const char *bad : {"bob_kv", "bob_kv=", "bob_kvv=m48_n128_w8_s2", "=m48_n128_w8_s2"}) {
+    auto refused = kernels::parseTileOverrides(bad);
+    REQUIRE_FALSE(static_cast<bool>(refused));
+    CHECK_THAT(llvm::toString(refused.takeError()),
+               Catch::Contains(std::string("'") + bad + "' is not kind=tiles"));
   }
 }
 
@@ -596,7 +627,8 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         const bool groups = spec.tiles.warpCols > 1;
         const int64_t barriers =
             hopper ? 1024
-                   : (groups && (kind == bob::KernelKind::bob_q || kind == bob::KernelKind::fwd_jvp)
+                   : (groups && (kind == bob::KernelKind::bob_q || kind == bob::KernelKind::fwd_jvp ||
+                                 kind == bob::KernelKind::fwd_dual)
                           ? 2 * 64 * 4
                           : 0);
         CHECK(*estimate == compiled->sharedBytes + barriers);
@@ -620,16 +652,19 @@ TEST_CASE("shared memory is known before compiling and matches the compiled kern
         case bob::KernelKind::bob_q: expected = 3 * q + 4 * k; break;     // Q, dO, uQ | K, V, uK, uV
         case bob::KernelKind::bob_kv: expected = 4 * k + 3 * q; break;    // K, V, uK, uV | Q, dO, uQ
         case bob::KernelKind::fwd_jvp: expected = 2 * q + 4 * k; break;   // Q, tQ | K, V, tK, tV
+        case bob::KernelKind::fwd_dual: expected = 2 * q + 4 * k; break;  // Q, tQ | K, V, tK, tV
         }
         if (hopper || groups) {
           // One scratch tile per staged value: fwd P; bwd_q dS; bwd_kv P^T, dS^T; bob_q dS,
-          // G o dS + P o W, P o dP, P, G o P; bob_kv dS^T, the gK term, dPbar^T.
+          // G o dS + P o W, P o dP, P, G o P; bob_kv dS^T, the gK term, dPbar^T; fwd_jvp P,
+          // G o P; fwd_dual P~, P~ o G.
           int64_t staged = 1;
           switch (kind) {
           case bob::KernelKind::bwd_kv: staged = 2; break;
           case bob::KernelKind::bob_q: staged = 5; break;
           case bob::KernelKind::bob_kv: staged = 3; break;
           case bob::KernelKind::fwd_jvp: staged = 2; break; // P, G o P
+          case bob::KernelKind::fwd_dual: staged = 2; break; // P~, P~ o G
           default: break;
           }
           const bool keyMajor = bob::isKeyMajor(kind);
@@ -663,7 +698,8 @@ TEST_CASE("column groups: the row exchange is counted in the shared-memory estim
 TEST_CASE("the default tiles are valid and fit each target's shared memory", "[compiler]") {
   // Opt-in shared memory per block: sm_80 (A100) 163 KB, sm_90a (H100/H200) 227 KB. The generic
   // column of the tile table serves sm_80 .. sm_90 and must fit the smaller one. Head dims that
-  // two column groups cannot split (80, 112) must still get valid tiles.
+  // two column groups cannot split (80, 112; 240, where fwd_dual's generic tiles have column
+  // groups too) must still get valid tiles.
   const std::pair<Arch, int64_t> targets[] = {{Arch::sm_80, 166912}, {Arch::sm_90a, 232448}};
   for (auto [arch, budget] : targets) {
     CHECK(kernels::tableSharedBudget(arch) == budget);
@@ -672,7 +708,7 @@ TEST_CASE("the default tiles are valid and fit each target's shared memory", "[c
   mlir::MLIRContext ctx;
   for (auto [arch, budget] : targets)
     for (bob::KernelKind kind : kImplementedKinds)
-      for (int64_t d : {16, 48, 64, 80, 96, 112, 128, 192, 256}) {
+      for (int64_t d : {16, 48, 64, 80, 96, 112, 128, 192, 240, 256}) {
         compiler::KernelSpec spec = defaultSpec(kind, d, arch);
         INFO(spec.name());
         if (llvm::Error e = compiler::validate(spec, &ctx))

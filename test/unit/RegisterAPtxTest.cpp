@@ -47,7 +47,8 @@ size_t registerASlices(const std::string &ptx) {
 // Products of each kernel whose A operand is a converted register tile (kernels/), all of
 // them in the layout wgmma takes from registers when the kernel has no column groups:
 //   fwd P V; bwd_q dS K; bwd_kv P^T dO, dS^T Q; bob_q dS uK, (P o dP) K, P K, P uV,
-//   Sbar-part K, (G o P) V; bob_kv dS^T uQ, dPbar^T dO, Sbar^T Q; fwd_jvp P tV, (P o G) V.
+//   Sbar-part K, (G o P) V; bob_kv dS^T uQ, dPbar^T dO, Sbar^T Q; fwd_jvp P tV, (P o G) V;
+//   fwd_dual P~ V, P~ tV, (P~ o G) V.
 int registerTileProducts(bob::KernelKind kind) {
   switch (kind) {
   case bob::KernelKind::fwd: return 1;
@@ -56,6 +57,7 @@ int registerTileProducts(bob::KernelKind kind) {
   case bob::KernelKind::bob_q: return 6;
   case bob::KernelKind::bob_kv: return 3;
   case bob::KernelKind::fwd_jvp: return 2;
+  case bob::KernelKind::fwd_dual: return 3;
   }
   return 0;
 }
@@ -79,7 +81,8 @@ TEST_CASE("register-A kernels of the sm_90a tile table assemble and read A from 
   std::vector<Variant> variants;
   for (bob::KernelKind kind : {bob::KernelKind::fwd, bob::KernelKind::bwd_q,
                                bob::KernelKind::bwd_kv, bob::KernelKind::bob_q,
-                               bob::KernelKind::bob_kv, bob::KernelKind::fwd_jvp})
+                               bob::KernelKind::bob_kv, bob::KernelKind::fwd_jvp,
+                               bob::KernelKind::fwd_dual})
     for (int64_t d : {64, 128})
       variants.push_back({kind, d});
   // The masked steps and the other dtype.
@@ -131,5 +134,5 @@ TEST_CASE("register-A kernels of the sm_90a tile table assemble and read A from 
                 twin->spillBytes, static_cast<long long>(twin->sharedBytes));
     ++checked;
   }
-  CHECK(checked == 14);
+  CHECK(checked == 16);
 }

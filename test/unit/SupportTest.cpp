@@ -87,13 +87,27 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 19);
+  CHECK(names.size() == 22);
+  {
+    // Head dims that are a multiple of 8 pad inside the kernels unless told to copy.
+    ScopedOverride unset(Knob::PadInKernel, "");
+    CHECK(knobs::padInKernel());
+    ScopedOverride off(Knob::PadInKernel, "0");
+    CHECK(!knobs::padInKernel());
+  }
   {
     // Register-A products are on unless turned off.
     ScopedOverride unset(Knob::RegisterA, "");
     CHECK(knobs::registerA());
     ScopedOverride off(Knob::RegisterA, "0");
     CHECK(!knobs::registerA());
+  }
+  {
+    // So is the fused backward (until verified on the GPU).
+    ScopedOverride unset(Knob::FusedBackward, "");
+    CHECK(!knobs::fusedBackward());
+    ScopedOverride on(Knob::FusedBackward, "1");
+    CHECK(knobs::fusedBackward());
   }
   {
     // Long sweeps: unset lets the sweep's length decide; 1 and 0 force the flush on and off.

@@ -2,6 +2,8 @@
 #include "tools/flashbob/OracleCheck.h"
 #include "tools/flashbob/ProblemBuffers.h"
 
+#include "compiler/dialect/Target.h"
+#include "jit/HeadDims.h"
 #include "runtime/driver/CudaDriver.h"
 #include "runtime/launch/EventTimer.h"
 #include "runtime/launch/Kernel.h"
@@ -14,10 +16,30 @@
 namespace flashbob::tool {
 using runtime::CudaDriver;
 
-const char *opName(Op op) { return op == Op::fwd ? "fwd" : op == Op::bwd ? "bwd" : "bob"; }
-double flopsPerPair(Op op) { return op == Op::fwd ? 4 : op == Op::bwd ? 10 : 36; }
+const char *opName(Op op) {
+  switch (op) {
+  case Op::fwd: return "fwd";
+  case Op::bwd: return "bwd";
+  case Op::bob: return "bob";
+  case Op::fwd_dual: return "fwd_dual";
+  }
+  return "?";
+}
+double flopsPerPair(Op op) {
+  switch (op) {
+  case Op::fwd: return 4;
+  case Op::bwd: return 10;
+  case Op::bob: return 36;
+  case Op::fwd_dual: return 12;
+  }
+  return 0;
+}
 
 namespace {
+// Whether `op` reads the forward's O and L, which timeOp then computes first (the forward ops
+// write them).
+bool readsForward(Op op) { return op == Op::bwd || op == Op::bob; }
+
 // (query, key) pairs one head computes: N M, with a causal mask N M / 2 (the convention of
 // published causal figures), with a sliding window those it lets through, counted row by row.
 double pairsPerHead(const AttentionProblem &p) {
@@ -55,7 +77,7 @@ llvm::Error printLaunchOverhead(CudaDriver &driver, const ProblemBuffers &buffer
                       "{3} kernel launch(es) each)\n",
                       opName(buffers.op),
                       std::chrono::duration<double, std::micro>(t1 - t0).count() / calls, calls,
-                      buffers.op == Op::fwd ? 1 : 2);
+                      readsForward(buffers.op) ? 2 : 1);
   return llvm::Error::success();
 }
 
@@ -65,7 +87,7 @@ llvm::Error timeOp(CudaDriver &driver, const ProblemBuffers &buffers, const RunO
   // The forward provides O and L for the backward ops; the first run also compiles (JIT) or
   // loads the kernels from the disk cache.
   auto firstStart = std::chrono::steady_clock::now();
-  if (opt.op != Op::fwd)
+  if (readsForward(opt.op))
     if (llvm::Error e = buffers.forward())
       return e;
   if (llvm::Error e = buffers.launch())
@@ -128,9 +150,23 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
   os << llvm::formatv("first call (JIT compile or disk cache, then run): {0:F1} ms\n",
                       report.firstMs);
   os << llvm::formatv("device memory: tensors {0:F3} GiB, O(N) workspace (L, D, c, b) {1:F2} MiB, "
-                      "in use after the run {2:F3} GiB (nothing N x M; kernels allocate nothing)\n",
+                      "in use after the run {2:F3} GiB (nothing N x M; the kernels allocate "
+                      "nothing, the fused backward N x d floats for the call)\n",
                       report.tensorBytes / (1ull << 30), report.workspaceBytes / (1 << 20),
                       report.deviceUsedBytes / (1ull << 30));
+  switch (jit::headDimPadding(p)) {
+  case jit::HeadDimPadding::none: break;
+  case jit::HeadDimPadding::inKernel:
+    os << llvm::formatv("head_dim {0}: kernels of tile width {1}, which read the columns past {0} "
+                        "as zeros\n",
+                        p.headDim, bob::kernelHeadDim(p.headDim));
+    break;
+  case jit::HeadDimPadding::copy:
+    os << llvm::formatv("head_dim {0}: each call copies its tensors into zero-padded memory "
+                        "{1} wide around the kernels (allocated and freed on the stream)\n",
+                        p.headDim, bob::kernelHeadDim(p.headDim));
+    break;
+  }
 }
 } // namespace
 

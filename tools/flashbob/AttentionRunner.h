@@ -1,4 +1,4 @@
-// Runs forward / backward / BoB through the C++ API on generated inputs, times the requested
+// Runs forward / backward / BoB / forward + JVP through the C++ API on generated inputs, times the requested
 // op, measures device memory, and checks against the float64 oracle. Shared by `flashbob run`,
 // `tune`, `bench` and `demo`; its steps are ProblemBuffers (allocate), timeOp (time) and
 // OracleCheck (check).
@@ -16,11 +16,13 @@
 
 namespace flashbob::tool {
 
-enum class Op { fwd, bwd, bob };
+// fwd_dual: the forward and its JVP in one kernel (O, L and tO along tangents uQ, uK, uV).
+enum class Op { fwd, bwd, bob, fwd_dual };
 
 const char *opName(Op op);
 // Canonical flops per head and unmasked (query, key) pair, in units of d (docs/bob-math.md):
-// forward 4, backward 10 (S and dP recomputed, dQ, dK, dV), BoB 36.
+// forward 4, backward 10 (S and dP recomputed, dQ, dK, dV), BoB 36, forward + JVP 12 (three
+// products of the forward's size: S, G and the accumulations, docs/performance.md).
 double flopsPerPair(Op op);
 
 struct RunOptions {
@@ -59,7 +61,8 @@ struct RunReport {
   double tensorBytes = 0;     // inputs + outputs (N x d and M x d tensors)
   double workspaceBytes = 0;  // L, D, c, b: O(N)
   double deviceUsedBytes = 0; // device memory in use at the end, over the baseline (peak: the
-                              // kernels allocate nothing themselves)
+                              // kernels allocate nothing themselves; FLASHBOB_FUSED_BACKWARD's
+                              // workspace lives only during each backward call)
   bool checked = false, passed = true;
   double checkBound = 0;               // relative L2 bound of the check
   int64_t checkedRows = 0;             // query rows of head (0, 0) compared

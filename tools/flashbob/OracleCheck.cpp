@@ -85,6 +85,7 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
   std::optional<oracle::ForwardResult> fw;
   std::optional<oracle::BackwardResult> bw;
   std::optional<oracle::BobResult> bb;
+  std::optional<oracle::Matrix> tO;
   auto addTo = [](oracle::Matrix &sum, const oracle::Matrix &term) {
     for (size_t i = 0; i < sum.data.size(); ++i)
       sum.data[i] += term.data[i];
@@ -94,6 +95,14 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
   case Op::fwd:
     fw = oracle::dense::forward(sub, q, k, v);
     outputs = {{"O", &b.out, false, row0, r, &fw->O.data}, {"L", &b.lse, true, row0, r, &fw->L}};
+    break;
+  case Op::fwd_dual: // O and L as the forward's, tO as the forward's JVP's along (uQ, uK, uV)
+    fw = oracle::dense::forward(sub, q, k, v);
+    tO = oracle::dense::forwardJvp(sub, q, k, v, hostRows(kuQ, row0, r), hostRows(kuK, 0, p.seqK),
+                                   hostRows(kuV, 0, p.seqK));
+    outputs = {{"O", &b.out, false, row0, r, &fw->O.data},
+               {"L", &b.lse, true, row0, r, &fw->L},
+               {"tO", &b.tOut, false, row0, r, &tO->data}};
     break;
   case Op::bwd:
     for (int64_t h = 0; h < group; ++h) {

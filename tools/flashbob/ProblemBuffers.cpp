@@ -50,7 +50,8 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
   const size_t bh = batch * p.heads, bhKv = batch * p.keyValueHeads();
   const size_t qElems = bh * p.seqQ * d, kElems = bhKv * p.seqK * d;
   const size_t rowBytes = bh * p.seqQ * 4;
-  const bool grad = op != Op::fwd, bob = op == Op::bob;
+  const bool grad = op == Op::bwd || op == Op::bob, bob = op == Op::bob,
+             dual = op == Op::fwd_dual;
 
   auto newBuffer = [&](size_t bytes, double &total) -> llvm::Expected<Buffer> {
     auto buffer = std::make_unique<DeviceBuffer>(driver);
@@ -76,7 +77,7 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
   }
 
   for (unsigned t = 0; t < kInputs; ++t) {
-    if ((t == kdO && !grad) || (t >= kuQ && !bob))
+    if ((t == kdO && !grad) || (t >= kuQ && !bob && !dual))
       continue;
     const bool queryMajor = t == kQ || t == kdO || t == kuQ;
     const size_t n = queryMajor ? qElems : kElems;
@@ -102,6 +103,7 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
       {&b.gq, qElems * 2, true, bob},    {&b.gk, kElems * 2, true, bob},
       {&b.gv, kElems * 2, true, bob},    {&b.gdo, qElems * 2, true, bob},
       {&b.cRow, rowBytes, false, bob},   {&b.bRow, rowBytes, false, bob},
+      {&b.tOut, qElems * 2, true, dual},
   };
   for (const auto &o : outputs) {
     if (!o.wanted)
@@ -149,6 +151,10 @@ llvm::Error ProblemBuffers::launch() const {
                          t.k(inputs[kuV])},
                         {t.q(gq), t.k(gk), t.k(gv), t.q(gdo), {dRow->get()}, {cRow->get()},
                          {bRow->get()}});
+  case Op::fwd_dual:
+    return attentionForwardDual(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]),
+                                t.q(inputs[kuQ]), t.k(inputs[kuK]), t.k(inputs[kuV]), t.q(out),
+                                {lse->get()}, t.q(tOut));
   }
   return llvm::Error::success();
 }

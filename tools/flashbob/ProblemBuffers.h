@@ -17,7 +17,8 @@
 
 namespace flashbob::tool {
 
-// The inputs, numbered as the generator's tensor index.
+// The inputs, numbered as the generator's tensor index. uQ, uK, uV are BoB's cotangents and
+// fwd_dual's tangents (tQ, tK, tV).
 enum Input : unsigned { kQ, kK, kV, kdO, kuQ, kuK, kuV, kInputs };
 
 // Element `index` of input `tensor` as stored on the device (rounded to `dtype`): uniform on
@@ -50,6 +51,7 @@ struct ProblemBuffers {
   Buffer out, lse;                    // the forward's O and L (every op)
   Buffer dq, dk, dv;                  // bwd
   Buffer gq, gk, gv, gdo;             // bob
+  Buffer tOut;                        // fwd_dual: tO
   Buffer dRow, cRow, bRow;            // workspaces: D (bwd, bob), c and b (bob)
   Buffer offsetsQ, offsetsK;          // a packed batch's cu_seqlens
 };

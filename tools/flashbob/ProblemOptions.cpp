@@ -24,7 +24,9 @@ ProblemOptions::ProblemOptions(std::initializer_list<cl::SubCommand *> subcomman
           cl::init(Op::bob),
           cl::values(clEnumValN(Op::fwd, "fwd", "forward: O, L"),
                      clEnumValN(Op::bwd, "bwd", "backward: dQ, dK, dV"),
-                     clEnumValN(Op::bob, "bob", "backward-over-backward: gQ, gK, gV, gdO"))),
+                     clEnumValN(Op::bob, "bob", "backward-over-backward: gQ, gK, gV, gdO"),
+                     clEnumValN(Op::fwd_dual, "fwd_dual",
+                                "forward and its JVP in one kernel: O, L, tO"))),
       batch_("batch", cl::desc("Batch size"), cl::sub(subcommands_), cl::cat(problemCategory),
              cl::init(1)),
       heads_("heads", cl::desc("Heads"), cl::sub(subcommands_), cl::cat(problemCategory),
@@ -174,8 +176,8 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   if (seqK_ < 0)
     return bad(llvm::formatv("--seq-k: must be positive (or 0 for N), got {0}", int64_t(seqK_)));
   if (!bob::isSupportedHeadDim(headDim_))
-    return bad(llvm::formatv("--head-dim: {0} is unsupported (a multiple of {1} in [{1}, {2}])",
-                             int64_t(headDim_), bob::kHeadDimMultiple, bob::kMaxHeadDim));
+    return bad(llvm::formatv("--head-dim: {0} is unsupported ({1} to {2})", int64_t(headDim_),
+                             bob::kMinHeadDim, bob::kMaxHeadDim));
   if (dtype_ != "bf16" && dtype_ != "fp16")
     return bad("--dtype: unknown type '" + dtype_ + "' (bf16, fp16)");
   if (scale_.getNumOccurrences() && !(scale_ > 0 && std::isfinite(scale_)))

@@ -1,4 +1,4 @@
-// `flashbob run`: forward, backward or BoB on generated inputs on the GPU; prints the time, the
+// `flashbob run`: forward, backward, BoB or forward + JVP on generated inputs on the GPU; prints the time, the
 // device memory, and with --check the error of every output against the float64 oracle.
 //   flashbob run --op bob --batch 1 --heads 16 --seq-q 16384 --head-dim 128 --causal --check
 #include "jit/Tuning.h"
@@ -14,7 +14,8 @@
 namespace flashbob::tool {
 namespace cl = llvm::cl;
 
-cl::SubCommand runCommand("run", "Run attention (fwd, bwd, bob) on the GPU, time and check it");
+cl::SubCommand runCommand("run", "Run attention (fwd, bwd, bob, fwd_dual) on the GPU, time and "
+                                 "check it");
 cl::SubCommand tuneCommand("tune", "Autotune the kernels of an op for a problem and persist the "
                                    "winners (then run it like `run`)");
 

@@ -10,10 +10,16 @@ namespace flashbob::tool {
 namespace cl = llvm::cl;
 
 SpecOptions::SpecOptions(cl::SubCommand &sub)
-    : kernel("kernel", cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp"), cl::sub(sub),
-             cl::cat(specCategory), cl::init("fwd")),
-      headDim("head-dim", cl::desc("Head dimension d"), cl::sub(sub), cl::cat(specCategory),
-              cl::init(64)),
+    : kernel("kernel",
+             cl::desc("Kernel kind: fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual; the "
+                      "fused backward's (sm_90a) bwd-dot, bwd-fused, bwd-dq"),
+             cl::sub(sub), cl::cat(specCategory), cl::init("fwd")),
+      headDim("head-dim", cl::desc("Head dimension d: the tiles' width, a multiple of 16"),
+              cl::sub(sub), cl::cat(specCategory), cl::init(64)),
+      tensorDim("tensor-dim",
+                cl::desc("The tensors' width when narrower than the tiles (head-dim - 8: the "
+                         "kernel reads the columns past it as zeros); 0: head-dim"),
+                cl::sub(sub), cl::cat(specCategory), cl::init(0)),
       blockM("block-m", cl::desc("Query rows per tile"), cl::sub(sub), cl::cat(specCategory),
              cl::init(64)),
       blockN("block-n", cl::desc("Key rows per tile"), cl::sub(sub), cl::cat(specCategory),
@@ -73,13 +79,16 @@ llvm::Expected<compiler::KernelSpec> SpecOptions::spec() const {
   compiler::KernelSpec s;
   auto kind = compiler::parseKind(kernel);
   if (!kind)
-    return fail("--kernel: unknown kind '" + kernel + "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp)");
+    return fail("--kernel: unknown kind '" + kernel +
+                "' (fwd, bwd-q, bwd-kv, bob-q, bob-kv, fwd-jvp, fwd-dual, bwd-dot, bwd-fused, "
+                "bwd-dq)");
   s.kind = *kind;
   auto type = compiler::parseDtype(dtype);
   if (!type)
     return fail("--dtype: unknown type '" + dtype + "' (bf16, fp16)");
   s.dtype = *type;
   s.headDim = headDim;
+  s.tensorDim = tensorDim;
   s.tiles = {blockM, blockN, warps, stages, warpCols, producer};
   s.causal = causal;
   s.scaleArgument = scaleArgument;

@@ -16,7 +16,7 @@ struct SpecOptions {
   explicit SpecOptions(llvm::cl::SubCommand &sub);
 
   llvm::cl::opt<std::string> kernel;
-  IntegerOpt<int64_t> headDim, blockM, blockN, warps, warpCols, stages;
+  IntegerOpt<int64_t> headDim, tensorDim, blockM, blockN, warps, warpCols, stages;
   llvm::cl::opt<bool> producer;
   llvm::cl::opt<std::string> dtype;
   llvm::cl::opt<bool> causal;

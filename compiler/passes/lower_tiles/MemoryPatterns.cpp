@@ -19,6 +19,26 @@ using namespace mlir;
 namespace flashbob::bob::lowering {
 namespace {
 
+// The columns of global tensor `memref` when it is narrower than the tiles that move through it
+// (#bob.spec tensor_dim: its static head_dim, a multiple of 8 below `tileCols`); nullopt when
+// it is as wide. Columns from there on read as zeros and are never written: the verifier
+// (verifyTileTensor) keeps the width a whole number of 16-byte cp.async chunks and of the
+// 8-column groups of an mma fragment, so a chunk, an element pair or a fragment's 8 columns lie
+// either all before it or all after it.
+std::optional<int64_t> narrowerWidth(Type memref, int64_t tileCols) {
+  auto type = cast<MemRefType>(memref);
+  if (type.isDynamicDim(3) || type.getDimSize(3) >= tileCols)
+    return std::nullopt;
+  return type.getDimSize(3);
+}
+
+// `inside` and, for a tensor narrower than its tiles, `col` before its width.
+Value withinColumns(Emitter &e, Value inside, Value col, std::optional<int64_t> width) {
+  if (!width)
+    return inside;
+  return arith::AndIOp::create(e.b, inside, e.less(col, e.index(*width)));
+}
+
 // After this thread's writes to shared memory and before the barrier that publishes them: on
 // sm_90a wgmma reads shared memory through the async proxy, which does not see generic-proxy
 // writes (st.shared, cp.async) without this fence.
@@ -61,6 +81,7 @@ struct LoadSharedLowering : TilePattern<LoadSharedOp> {
     const int64_t chunksPerRow = tile.getCols() / elemsPerChunk;
     const int64_t chunks = tile.getRows() * chunksPerRow;
     const int64_t threads = 32 * conv->warps();
+    const std::optional<int64_t> width = narrowerWidth(op.getSrc().getType(), tile.getCols());
 
     // Nobody may still be reading the tile's previous contents (an async load's issuer
     // guarantees that itself: bob-pipeline-loads issues it right after a bob.wait_shared).
@@ -75,13 +96,15 @@ struct LoadSharedLowering : TilePattern<LoadSharedOp> {
         Value col = e.mul(arith::RemUIOp::create(e.b, chunk, e.index(chunksPerRow)),
                           e.index(elemsPerChunk));
         Value row = e.add(a.getRow(), r);
-        Value inBounds = e.less(row, a.getBound());
-        // Past the end: copy 0 source bytes (the 16 bytes are zero-filled) from a safe address.
+        Value inBounds = withinColumns(e, e.less(row, a.getBound()), col, width);
+        // Past the end (or the tensor's width): copy 0 source bytes (the 16 bytes are
+        // zero-filled) from a safe address.
         Value srcRow = arith::SelectOp::create(e.b, inBounds, row, e.index(0));
+        Value srcCol = width ? arith::SelectOp::create(e.b, inBounds, col, e.index(0)) : col;
         Value srcElems = arith::SelectOp::create(e.b, inBounds, e.index(elemsPerChunk), e.index(0));
         return nvgpu::DeviceAsyncCopyOp::create(
                    e.b, tokenType, a.getDst(), e.sharedIndices(layout, r, col), a.getSrc(),
-                   ValueRange{a.getBatch(), a.getHead(), srcRow, col},
+                   ValueRange{a.getBatch(), a.getHead(), srcRow, srcCol},
                    e.b.getIndexAttr(elemsPerChunk), srcElems, e.b.getUnitAttr())
             .getResult();
       };
@@ -230,6 +253,8 @@ struct StoreTileLowering : TilePattern<StoreTileOp> {
     auto conv = converter();
     layout::TileShape s = conv->shape(op.getValue().getType());
     Type elem = cast<MemRefType>(op.getDst().getType()).getElementType();
+    const std::optional<int64_t> width =
+        narrowerWidth(op.getDst().getType(), op.getValue().getType().getCols());
     ThreadCoords c = e.coords(conv);
     Value colBase = e.threadColBase(c, s);
     forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
@@ -238,10 +263,17 @@ struct StoreTileLowering : TilePattern<StoreTileOp> {
         for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
           Value pair =
               e.gather(a.getValue(), {s.accIndex(mi, ni, 2 * h), s.accIndex(mi, ni, 2 * h + 1)});
-          vector::StoreOp::create(
-              e.b, truncPair(e, pair, elem), a.getDst(),
-              ValueRange{a.getBatch(), a.getHead(), row, e.addConst(colBase, ni * 8)}, false,
-              pairAlignment(elem));
+          Value col = e.addConst(colBase, ni * 8);
+          auto store = [&] {
+            vector::StoreOp::create(e.b, truncPair(e, pair, elem), a.getDst(),
+                                    ValueRange{a.getBatch(), a.getHead(), row, col}, false,
+                                    pairAlignment(elem));
+          };
+          // A tensor narrower than the tile: its columns only.
+          if (width)
+            e.ifThen(e.less(col, e.index(*width)), store);
+          else
+            store();
         }
       });
     });
@@ -298,22 +330,24 @@ struct LoadTileLowering : TilePattern<LoadTileOp> {
     Type elem = cast<MemRefType>(op.getSrc().getType()).getElementType();
     auto resultType = cast<VectorType>(conv->convertType(op.getResult().getType()));
     auto pairType = VectorType::get({2}, rw.getF32Type());
+    const std::optional<int64_t> width =
+        narrowerWidth(op.getSrc().getType(), op.getResult().getType().getCols());
     ThreadCoords c = e.coords(conv);
     Value colBase = e.threadColBase(c, s);
     Value result = e.splat(resultType, 0.0);
     forEachOwnedRow(e, c, s, [&](Value tileRow, int64_t mi, int64_t h) {
       Value row = e.add(a.getRow(), tileRow);
       for (int64_t ni = 0; ni < s.nFrags(); ++ni) {
-        // Rows past the end read as zero.
+        Value col = e.addConst(colBase, ni * 8);
+        // Rows past the end (and columns past a narrower tensor's width) read as zero.
         auto loadPair = [&]() -> Value {
           Value raw = vector::LoadOp::create(e.b, VectorType::get({2}, elem), a.getSrc(),
-                                             ValueRange{a.getBatch(), a.getHead(), row,
-                                                        e.addConst(colBase, ni * 8)},
+                                             ValueRange{a.getBatch(), a.getHead(), row, col},
                                              false, pairAlignment(elem));
           return elem.isF32() ? raw : arith::ExtFOp::create(e.b, pairType, raw).getResult();
         };
-        Value pair = e.ifElse(pairType, e.less(row, a.getBound()), loadPair,
-                              [&] { return e.splat(pairType, 0.0); });
+        Value pair = e.ifElse(pairType, withinColumns(e, e.less(row, a.getBound()), col, width),
+                              loadPair, [&] { return e.splat(pairType, 0.0); });
         for (int64_t k = 0; k < 2; ++k)
           result = e.insert(e.extract(pair, k), result, s.accIndex(mi, ni, 2 * h + k));
       }

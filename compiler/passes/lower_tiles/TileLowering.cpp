@@ -6,6 +6,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 
 using namespace mlir;
 
@@ -99,9 +100,56 @@ Value Emitter::keepHere(Value value) {
       .getRes();
 }
 
+namespace {
+// Whether code inserted at `point` in `block` runs in a loop or after one in its function: some
+// enclosing op is a loop, or some op before the insertion point (at any level of nesting, up to
+// the function) is or holds one.
+bool inOrAfterLoop(Block *block, Block::iterator point) {
+  auto holdsLoop = [](Operation &op) {
+    bool found = false;
+    op.walk([&](LoopLikeOpInterface) { found = true; });
+    return found;
+  };
+  while (block) {
+    for (Operation &op : llvm::make_range(block->begin(), point))
+      if (holdsLoop(op))
+        return true;
+    Operation *parent = block->getParentOp();
+    if (!parent || parent->hasTrait<OpTrait::IsIsolatedFromAbove>())
+      return false;
+    if (isa<LoopLikeOpInterface>(parent))
+      return true;
+    block = parent->getBlock();
+    if (!block)
+      return false;
+    point = Block::iterator(parent);
+  }
+  return false;
+}
+} // namespace
+
+LLVM::InlineAsmOp Emitter::inlinePtx(Type resultType, ValueRange operands, StringRef ptx,
+                                     StringRef constraints) {
+  return LLVM::InlineAsmOp::create(b, resultType, operands, ptx, constraints,
+                                   /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
 ThreadCoords Emitter::coords(const TileTypeConverter *conv) {
   ThreadCoords c;
   c.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  // In a loop (the sweep) and after one, the thread index passes keepHere, so that what an op
+  // derives from it (its fragment's shared addresses, swizzled store addresses, a column group's
+  // descriptor offsets, its mask coordinates) is computed next to the op instead of hoisted out
+  // of the loop, or shared with the code before the loop, and held in registers across it: a
+  // few integer instructions a step against registers for the loop's whole length (bob_q
+  // d = 128 on sm_90a: 255 registers and 60 bytes of spills -> 242 and none; d = 96: the
+  // epilogue's addresses, shared with the prologue's, had spilled 8 bytes). Before the first
+  // loop LLVM keeps sharing them.
+  if (inOrAfterLoop(b.getInsertionBlock(), b.getInsertionPoint()))
+    c.tid = arith::IndexCastUIOp::create(
+        b, b.getIndexType(), keepHere(arith::IndexCastUIOp::create(b, b.getI64Type(), c.tid)));
   c.warp = arith::DivUIOp::create(b, c.tid, index(32));
   c.lane = arith::RemUIOp::create(b, c.tid, index(32));
   c.g = arith::DivUIOp::create(b, c.lane, index(4));

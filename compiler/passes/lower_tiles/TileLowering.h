@@ -68,10 +68,18 @@ public:
   // statement, so what is computed from the result is computed here, next to its use. LLVM's
   // loop-invariant code motion does not weigh register pressure; in kernels near the
   // 255-register limit the wgmma descriptors it hoisted out of the key/query loop spilled.
-  // (Tried and not kept: the thread index through an i32 statement, which removed bob_q's last
-  // spills but gave wrong results on the H200; commit ec2f83d, docs/performance.md.)
+  // coords() passes the thread index through it in and after loops (an earlier form that passed
+  // it through an i32 statement everywhere gave wrong results on the H200, cause not found:
+  // commit ec2f83d, docs/performance.md).
   mlir::Value keepHere(mlir::Value value);
-  // With column groups in `conv`, also the row warp and column group of the calling warp.
+  // One statement of inline PTX with side effects (llvm.inline_asm) on typed operands: for
+  // instructions upstream has no op or intrinsic for (register-A wgmma, bulk reductions,
+  // release reductions). `resultType` null: no results.
+  mlir::LLVM::InlineAsmOp inlinePtx(mlir::Type resultType, mlir::ValueRange operands,
+                                    llvm::StringRef ptx, llvm::StringRef constraints);
+  // With column groups in `conv`, also the row warp and column group of the calling warp. In and
+  // after a loop the thread index is kept here (keepHere), so that nothing derived from it is
+  // hoisted out of the loop or shared across it.
   ThreadCoords coords(const TileTypeConverter *conv = nullptr);
   // `if (cond) { then(); }` as an scf.if; the builder is back after it afterwards.
   void ifThen(mlir::Value cond, llvm::function_ref<void()> then);
@@ -173,6 +181,8 @@ void useConsumerBarriers(mlir::gpu::GPUFuncOp func);
 void populateMmaPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 // Reserves in local memory (LocalPatterns.cpp).
 void populateLocalPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+// Bulk reductions into global memory and the semaphores that order them (BulkPatterns.cpp).
+void populateBulkPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 
 // wgmma products in flight (WgmmaPattern.cpp): every product is its own commit group and is
 // waited for only where it must be, found before the conversion and marked there with

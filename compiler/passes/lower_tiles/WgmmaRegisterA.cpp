@@ -49,13 +49,6 @@ using namespace mlir;
 namespace flashbob::bob::lowering {
 namespace {
 
-LLVM::InlineAsmOp inlinePtx(Emitter &e, Type resultType, ValueRange operands, StringRef ptx,
-                            StringRef constraints) {
-  return LLVM::InlineAsmOp::create(e.b, resultType, operands, ptx, constraints,
-                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
-                                   LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
-}
-
 // "=f,...,=f" for the outputs, then "0,1,..." tying each input to its output.
 std::string tiedConstraints(ArrayRef<char> kinds) {
   std::string out;
@@ -115,7 +108,7 @@ struct WgmmaRegisterALowering : TilePattern<MmaOp> {
       for (int64_t r = 0; r < 4; ++r)
         operands.push_back(e.extract(a.getA(), as.operandIndex(0, kf, r)));
       operands.push_back(db.at(e, sliceOffset(e, lb, bKMajor, k0, e.index(0))));
-      Value d = inlinePtx(e, structType, operands, slicePtx(!(fromZero && k0 == 0)), constraints)
+      Value d = e.inlinePtx(structType, operands, slicePtx(!(fromZero && k0 == 0)), constraints)
                     .getRes();
       for (int64_t i = 0; i < half; ++i)
         acc[i] = LLVM::ExtractValueOp::create(e.b, d, ArrayRef<int64_t>{i});
@@ -153,7 +146,7 @@ struct ProductWaitLowering : TilePattern<ProductWaitOp> {
     auto structType = LLVM::LLVMStructType::getLiteral(rw.getContext(), types);
     const std::string ptx =
         llvm::formatv("wgmma.wait_group.sync.aligned {0};", op.getPending()).str();
-    Value out = inlinePtx(e, structType, scalars, ptx, tiedConstraints(kinds)).getRes();
+    Value out = e.inlinePtx(structType, scalars, ptx, tiedConstraints(kinds)).getRes();
     SmallVector<Value> results;
     int64_t at = 0;
     for (Value tile : a.getTiles()) {

@@ -93,7 +93,12 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     over each group inside the kernels, K and V never repeated. Tensors laid out (batch, seq,
     heads, head_dim), as flash-attn takes them, are passed as their .transpose(1, 2) views: the
     kernels read those strides directly, no copy, and O (like each gradient) comes back in its
-    input's memory order when that input is dense, as SDPA's does.
+    input's memory order when that input is dense, as SDPA's does. head_dim: 8 to 256; one that
+    is no multiple of 16 runs zero-padded to the next multiple, exactly (the kernels pad a
+    multiple of 8 themselves; any other head_dim is copied into padded memory inside the call).
+    v's head_dim may differ from q's and k's (multi-head latent attention: 192 and 128): O is
+    then (batch, heads, seq_q, v's head_dim), the scale still 1/sqrt(q's head_dim), and the call
+    runs on zero-padded copies at the wider width.
 
     window_size: (left, right), flash-attn's sliding window: query i sees key j only if
     i + seq_k - seq_q - left <= j <= i + seq_k - seq_q + right; -1 leaves a side unbounded, and
@@ -114,7 +119,7 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window_size=(
     config = _Config(bool(causal), left, right, scale, None, None, 0, 0)
     plan = None
     if key is not None:
-        plan = _launch.plan(q, k, config)
+        plan = _launch.plan(q, k, v, config)
         if len(_CHECKED) >= _CHECKED_KEPT:
             _CHECKED.clear()
         _CHECKED[key] = (config, plan)

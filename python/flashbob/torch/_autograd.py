@@ -9,6 +9,11 @@ watching (FakeTensors or torch.func's wrappers, vmap, a dispatch or torch-functi
 the kernels directly: torch.func.grad and jvp run a Function's forward and backward one level
 below the transform, on plain tensors, so those calls may be direct too.
 
+Forward mode alone (torch.func.jvp as the only transform, or eager dual tensors) is meant to run
+one kernel, not two: _DualFn's forward launches nothing and its forward-mode rule, which
+autograd calls right after it, computes O, L and tO in one sweep (fwd_dual) into the forward's
+outputs. Off for now (dual_ready says why).
+
 Eager code on plain tensors (no transform, no mode, no forward-mode AD level) takes a cheaper
 chain with the same kernels: _Forward, _Backward, _Bob. A Function written with setup_context
 costs its caller Signature.bind of every argument, functorch's unwrapping and, in the backward,
@@ -56,7 +61,8 @@ def plain(*tensors):
 def _call(kernel, op, tensors, config):
     """op(*tensors, *config), as the kernel's direct call when plain(*tensors)."""
     if plain(*tensors):
-        return kernel(_launch.plan(tensors[0], tensors[1], _launch.Config(*config)), *tensors)
+        return kernel(_launch.plan(tensors[0], tensors[1], tensors[2], _launch.Config(*config)),
+                      *tensors)
     return op(*tensors, *config)
 
 
@@ -95,6 +101,66 @@ class _AttentionFn(torch.autograd.Function):
         to = _call(_launch.forward_jvp, torch.ops.flashbob.forward_jvp,
                    (q, k, v, o, lse, tq, tk, tv), config)
         return to, None  # L is not differentiable (mark_non_differentiable)
+
+
+class _DualFn(_AttentionFn):
+    """_AttentionFn whose forward launches nothing: the forward-mode rule that always follows it
+    (dual_ready() checked that one will) computes O, L and tO in one sweep (fwd_dual) into the
+    outputs the forward allocated. Nothing reads O between the two: autograd calls jvp right
+    after setup_context, before the outputs reach the caller. The backward is _AttentionFn's,
+    from the O and L that jvp wrote."""
+
+    @staticmethod
+    def forward(q, k, v, *config):
+        packed = config[4] is not None
+        return _launch.empty(q, packed, v.shape[3]), _launch.rows(q)
+
+    @staticmethod
+    def jvp(ctx, tq, tk, tv, *_tconfig):
+        (q, k, v, o, lse), config = saved(ctx)
+        tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
+        plan = _launch.plan(q, k, v, _launch.Config(*config))
+        return _launch.forward_dual(plan, q, k, v, tq, tk, tv, o, lse), None
+
+
+try:
+    _interpreter_stack = torch._C._functorch.get_interpreter_stack
+    _tensor_level = torch._C._functorch.maybe_get_level
+    _JVP = torch._C._functorch.TransformType.Jvp
+except AttributeError:  # a torch without these hooks: never the deferred forward
+    _interpreter_stack = None
+
+
+_DEFERRED_FORWARD = False
+
+
+def dual_ready(q, k, v):
+    """Whether attention's forward-mode rule will run right after its forward, on tensors the
+    kernels take directly, so that _DualFn may defer the forward to it: under eager forward-mode
+    AD with a tangent on q, k or v and nothing else watching, or under torch.func.jvp alone (one
+    transform, a JVP, whose level wraps q, k or v; nested transforms keep the two kernels).
+
+    Off for now (always False): on the GPU, the forward-mode rule received tensors it could not
+    read directly under torch.func.jvp ("Cannot access data pointer of Tensor that doesn't have
+    storage" in _launch.forward_dual), so forward mode runs the forward and forward_jvp kernels
+    as before until the rule takes its tensors as the transform gives them."""
+    if not _DEFERRED_FORWARD:
+        return False
+    if (_interpreter_stack is None or _functorch_level is None or _dispatch_modes()
+            or _function_modes()):
+        return False
+    stack = _interpreter_stack()
+    if not stack:
+        if _forward_ad_level() < 0:
+            return False
+        for t in (q, k, v):
+            if type(t) is not torch.Tensor:
+                return False
+        return any(_forward_ad.unpack_dual(t).tangent is not None for t in (q, k, v))
+    if len(stack) != 1 or stack[0].key() != _JVP:
+        return False
+    level = stack[0].level()
+    return any(_tensor_level(t) == level for t in (q, k, v))
 
 
 class _BackwardFn(torch.autograd.Function):
@@ -151,7 +217,7 @@ class _BobFn(torch.autograd.Function):
 # torch's Function.apply binds forward's arguments through inspect.signature(forward) on every
 # call of a Function with setup_context; inspect returns a function's __signature__ as it is, so
 # the signature is computed once here instead.
-for _fn in (_AttentionFn, _BackwardFn, _BobFn):
+for _fn in (_AttentionFn, _DualFn, _BackwardFn, _BobFn):
     _fn.forward.__signature__ = inspect.signature(_fn.forward)
 del _fn
 
@@ -287,12 +353,14 @@ def attention(q, k, v, config, plan, with_lse):
         o, lse = torch.ops.flashbob.forward(q, k, v, *config)
     elif _eager_ok(q, k, v):
         if plan is None:
-            plan = _launch.plan(q, k, config)
+            plan = _launch.plan(q, k, v, config)
         if _needs_grad(q, k, v):
             if with_lse:
                 return _apply_forward_with_lse(q, k, v, plan)
             return _apply_forward(q, k, v, plan)
         o, lse = _launch.forward(plan, q, k, v)
+    elif dual_ready(q, k, v):
+        o, lse = _DualFn.apply(q, k, v, *config)
     else:
         o, lse = _AttentionFn.apply(q, k, v, *config)
     return (o, lse) if with_lse else o

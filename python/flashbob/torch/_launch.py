@@ -35,13 +35,16 @@ class Config(NamedTuple):
 DENSE = Config(False, -1, -1, 0.0, None, None, 0, 0)
 
 
-def problem(q, k, config):
-    """The C problem of (q, k) under `config` (a new struct: ring steps change theirs)."""
+def problem(q, k, config, value_dim=0):
+    """The C problem of (q, k) under `config` (a new struct: ring steps change theirs);
+    value_dim: v's head_dim where it differs from q's (0: the same)."""
     b, h, n, d = q.shape
     causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k = config[:6]
     windowed = window_left >= 0 or window_right >= 0
     c = _capi.Problem(b, h, n, k.shape[2], d, DTYPES[q.dtype], int(causal), float(scale),
                       k.shape[1], int(windowed), window_left, window_right)
+    if value_dim and value_dim != d:
+        c.head_dim_v = value_dim
     if cu_seqlens_q is not None:  # batch: the sequences; seq_q, seq_k: the packed totals
         c.batch = cu_seqlens_q.numel() - 1
         c.varlen = 1
@@ -56,13 +59,13 @@ class Plan:
     struct points to (contiguous int32, kept alive as long as the plan)."""
     __slots__ = ("c", "packed", "config")
 
-    def __init__(self, q, k, config):
+    def __init__(self, q, k, v, config):
         if config[4] is not None:  # the C API reads the offsets as contiguous int32
             config = config._replace(cu_seqlens_q=config[4].contiguous(),
                                      cu_seqlens_k=config[5].contiguous())
         self.config = config
         self.packed = config[4] is not None
-        self.c = problem(q, k, config)
+        self.c = problem(q, k, config, v.shape[3])
 
 
 # A dense problem's plan, made once per shape and configuration and never changed after (a
@@ -71,30 +74,34 @@ _PLANS = {}
 _PLANS_KEPT = 1024
 
 
-def plan(q, k, config):
+def plan(q, k, v, config):
     if config[4] is not None:
-        return Plan(q, k, config)
-    key = (q.shape, k.shape, q.dtype, config)
+        return Plan(q, k, v, config)
+    key = (q.shape, k.shape, v.shape[3], q.dtype, config)
     p = _PLANS.get(key)
     if p is None:
         if len(_PLANS) >= _PLANS_KEPT:
             _PLANS.clear()
-        p = _PLANS[key] = Plan(q, k, config)
+        p = _PLANS[key] = Plan(q, k, v, config)
     return p
 
 
-def _readable_layout(s, address, packed):
-    """Whether strides `s` and address are a layout the kernels read: unit stride along
-    head_dim, rows 16-byte aligned, no stride 0 (broadcast views), a 16-byte aligned start. A
-    packed batch's stride[0] is never read (its one batch)."""
+def _readable_layout(s, address, packed, head_dim):
+    """Whether strides `s` and address are a layout the C API takes: unit stride along
+    head_dim, no stride 0 (broadcast views), and rows 16-byte aligned with a 16-byte aligned
+    start, which the kernels read in place. A head_dim that is no multiple of 8 the library
+    copies into zero-padded memory itself (api/flashbob.h): any positive strides then. A packed
+    batch's stride[0] is never read (its one batch)."""
+    if head_dim % 8:
+        return s[3] == 1 and s[2] > 0 and s[1] > 0 and (packed or s[0] > 0)
     return (s[3] == 1 and s[2] > 0 and s[2] % 8 == 0 and s[1] > 0 and s[1] % 8 == 0
             and (packed or (s[0] > 0 and s[0] % 8 == 0)) and address % 16 == 0)
 
 
 def readable(t, packed=False):
-    """`t` as the kernels read it: itself, or a contiguous copy (a view at an element offset is
+    """`t` as the C API takes it: itself, or a contiguous copy (a view at an element offset is
     copied too: its contiguous() would be itself)."""
-    if _readable_layout(t.stride(), t.data_ptr(), packed):
+    if _readable_layout(t.stride(), t.data_ptr(), packed, t.shape[3]):
         return t
     return t.clone(memory_format=torch.contiguous_format)
 
@@ -105,7 +112,7 @@ def _inputs(values, packed, *tensors):
     ready = []
     for t in tensors:
         s, address = t.stride(), t.data_ptr()
-        if not _readable_layout(s, address, packed):
+        if not _readable_layout(s, address, packed, t.shape[3]):
             t = t.clone(memory_format=torch.contiguous_format)
             s, address = t.stride(), t.data_ptr()
         ready.append(t)
@@ -149,16 +156,26 @@ def on_device(t):
     return _CURRENT if index == _current_device() else torch.cuda.device(index)
 
 
-def empty(t, packed=False):
-    """An output shaped like `t`: in t's layout when t is dense (a (batch, seq, heads, head_dim)
-    caller's .transpose(1, 2) view gets its outputs in that memory order, as SDPA's), else
-    contiguous."""
+def empty(t, packed=False, width=None):
+    """An output shaped like `t` (`width` wide, when given: O is q's shape at v's head_dim): in
+    t's layout when t is dense (a (batch, seq, heads, head_dim) caller's .transpose(1, 2) view
+    gets its outputs in that memory order, as SDPA's), else contiguous."""
+    b, h, n, d = t.shape
+    w = d if width is None else width
     if packed:
         # (total, heads, head_dim) memory, as flash-attn returns it, in t's shape; strided, not a
         # view: a custom Function's view outputs would refuse the caller's in-place ops.
-        b, h, n, d = t.shape
-        return t.new_empty_strided((b, h, n, d), (n * h * d, d, h * d, 1))
-    return torch.empty_like(t)
+        return t.new_empty_strided((b, h, n, w), (n * h * w, w, h * w, 1))
+    if w == d:
+        return torch.empty_like(t)
+    # t's dimensions from the largest stride to the smallest (ties in their order), packed.
+    shape = (b, h, n, w)
+    order = sorted(range(4), key=t.stride, reverse=True)
+    strides, step = [0] * 4, 1
+    for i in reversed(order):
+        strides[i] = step
+        step *= shape[i]
+    return t.new_empty_strided(shape, strides)
 
 
 def rows(q, *lead):
@@ -172,7 +189,7 @@ def forward(p, q, k, v):
     """(O, L) of plan `p`."""
     packed, values = p.packed, []
     q, k, v = _inputs(values, packed, q, k, v)
-    o, lse = empty(q, packed), rows(q)
+    o, lse = empty(q, packed, v.shape[3]), rows(q)
     _outputs(values, o)
     structs = _capi.tensor_structs(values, 4)
     if q.get_device() == _current_device():  # the usual case: no guard needed (it costs 2 us)
@@ -211,6 +228,20 @@ def bob(p, q, k, v, o, lse, do, uq, uk, uv):
         _capi.bob(p.c, sq, sk, sv, so, sdo, lse.data_ptr(), suq, suk, suv, sgq, sgk, sgv, sgdo,
                   workspace.data_ptr(), stream(q))
     return gq, gk, gv, gdo
+
+
+def forward_dual(p, q, k, v, tq, tk, tv, o, lse):
+    """O, L and the forward's JVP tO in one sweep over the keys (fwd_dual): O and L written into
+    `o` and `lse` (allocated by a forward that deferred its kernel to this call, with empty() and
+    rows() of the same q), tO returned."""
+    packed, values = p.packed, []
+    q, k, v, tq, tk, tv = _inputs(values, packed, q, k, v, tq, tk, tv)
+    to = empty(q, packed, v.shape[3])
+    _outputs(values, o, to)
+    with on_device(q):
+        sq, sk, sv, stq, stk, stv, so, sto = _capi.tensor_structs(values, 8)
+        _capi.forward_dual(p.c, sq, sk, sv, stq, stk, stv, so, lse.data_ptr(), sto, stream(q))
+    return to
 
 
 def forward_jvp(p, q, k, v, o, lse, tq, tk, tv):

@@ -19,8 +19,8 @@ from ._launch import Config
 CONFIG_ARGS = len(Config._fields)
 
 
-def _plan(q, k, config):
-    return _launch.plan(q, k, Config(*config))
+def _plan(q, k, v, config):
+    return _launch.plan(q, k, v, Config(*config))
 
 
 def _forward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
@@ -29,7 +29,7 @@ def _forward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
                   max_seqlen_q: int, max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     config = (causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
               max_seqlen_k)
-    return _launch.forward(_plan(q, k, config), q, k, v)
+    return _launch.forward(_plan(q, k, v, config), q, k, v)
 
 
 def _backward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
@@ -40,7 +40,7 @@ def _backward_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.T
                    max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     config = (causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
               max_seqlen_k)
-    return _launch.backward(_plan(q, k, config), q, k, v, o, lse, do)
+    return _launch.backward(_plan(q, k, v, config), q, k, v, o, lse, do)
 
 
 def _bob_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
@@ -51,7 +51,7 @@ def _bob_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
               max_seqlen_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     config = (causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
               max_seqlen_k)
-    return _launch.bob(_plan(q, k, config), q, k, v, o, lse, do, uq, uk, uv)
+    return _launch.bob(_plan(q, k, v, config), q, k, v, o, lse, do, uq, uk, uv)
 
 
 def _forward_jvp_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
@@ -61,7 +61,7 @@ def _forward_jvp_body(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torc
                       max_seqlen_q: int, max_seqlen_k: int) -> torch.Tensor:
     config = (causal, window_left, window_right, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
               max_seqlen_k)
-    return _launch.forward_jvp(_plan(q, k, config), q, k, v, o, lse, tq, tk, tv)
+    return _launch.forward_jvp(_plan(q, k, v, config), q, k, v, o, lse, tq, tk, tv)
 
 
 forward = torch.library.custom_op("flashbob::forward", mutates_args=(), device_types="cuda")(
@@ -79,7 +79,7 @@ def _packed(config):
 
 @forward.register_fake
 def _(q, k, v, *config):
-    return _launch.empty(q, _packed(config)), _launch.rows(q)
+    return _launch.empty(q, _packed(config), v.shape[3]), _launch.rows(q)
 
 
 @backward.register_fake

@@ -3,7 +3,7 @@
 // RUN: flashbob-opt %s -split-input-file -verify-diagnostics
 
 // head_dim 0
-// expected-error @+1 {{head_dim 0 is unsupported: it must be a multiple of 16 in [16, 256]}}
+// expected-error @+1 {{head_dim 0 is unsupported: it must be a multiple of 16 in [16, 256] (the tiles' width; other head dims run zero-padded to the next multiple)}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
@@ -11,7 +11,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 0, block_m =
 // -----
 
 // head_dim not a multiple of 16
-// expected-error @+1 {{head_dim 100 is unsupported: it must be a multiple of 16 in [16, 256]}}
+// expected-error @+1 {{head_dim 100 is unsupported: it must be a multiple of 16 in [16, 256] (the tiles' width; other head dims run zero-padded to the next multiple)}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
@@ -19,7 +19,7 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 100, block_m
 // -----
 
 // head_dim above 256
-// expected-error @+1 {{head_dim 272 is unsupported: it must be a multiple of 16 in [16, 256]}}
+// expected-error @+1 {{head_dim 272 is unsupported: it must be a multiple of 16 in [16, 256] (the tiles' width; other head dims run zero-padded to the next multiple)}}
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 272, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   bob.return
 }
@@ -170,10 +170,21 @@ bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m 
 
 // -----
 
-// shared tiles hold bf16/f16
+// shared tiles hold bf16/f16 (operands) or f32 (sums staged for a bulk reduction)
 bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
-  // expected-error @+1 {{shared tiles hold bf16 or f16, not 'f32'}}
+  // expected-error @+1 {{shared tiles hold bf16, f16 or f32, not 'i32'}}
+  %a = bob.alloc_shared : !bob.smem<64x64xi32>
+  bob.return
+}
+
+// -----
+
+// an f32 shared tile is no product operand
+bob.kernel @k() attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
   %a = bob.alloc_shared : !bob.smem<64x64xf32>
+  %acc = bob.splat 0.0 : !bob.rtile<64x64xf32>
+  // expected-error @+1 {{multiplies bf16/f16 tiles, got 'f32' and 'f32'}}
+  %r = bob.mma %a, %a, %acc : !bob.smem<64x64xf32>, !bob.smem<64x64xf32>, !bob.rtile<64x64xf32>
   bob.return
 }
 
@@ -1009,5 +1020,76 @@ bob.kernel @k(%o: memref<?x?x?x64xbf16>, %m: !llvm.ptr) attributes {spec = #bob.
   %v = bob.splat 0.0 : !bob.rtile<64x64xf32>
   // expected-error @+1 {{a TMA store needs a staging tile}}
   "bob.store_tile"(%v, %o, %c0, %c0, %c0, %c0, %m) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1>}> : (!bob.rtile<64x64xf32>, memref<?x?x?x64xbf16>, index, index, index, index, !llvm.ptr) -> ()
+  bob.return
+}
+
+// -----
+
+// a bulk reduction adds f32 tiles
+bob.kernel @k(%dq: memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %t = bob.alloc_shared : !bob.smem<64x64xbf16>
+  // expected-error @+1 {{adds f32 tiles, got '!bob.smem<64x64xbf16>'}}
+  bob.bulk_reduce_add %t into %dq[%c0, %c0, %c0] bound %c0 : !bob.smem<64x64xbf16>, memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>
+  bob.return
+}
+
+// -----
+
+// into an f32 tensor
+bob.kernel @k(%dq: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %t = bob.alloc_shared : !bob.smem<64x64xf32>
+  // expected-error @+1 {{adds into an f32 tensor}}
+  bob.bulk_reduce_add %t into %dq[%c0, %c0, %c0] bound %c0 : !bob.smem<64x64xf32>, memref<?x?x?x64xbf16, strided<[?, ?, ?, 1]>>
+  bob.return
+}
+
+// -----
+
+// whose rows are the tile's
+bob.kernel @k(%dq: memref<?x?x?x128xf32, strided<[?, ?, ?, 1]>>) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %t = bob.alloc_shared : !bob.smem<64x64xf32>
+  // expected-error @+1 {{destination has head_dim 128 but the tile has 64 columns}}
+  bob.bulk_reduce_add %t into %dq[%c0, %c0, %c0] bound %c0 : !bob.smem<64x64xf32>, memref<?x?x?x128xf32, strided<[?, ?, ?, 1]>>
+  bob.return
+}
+
+// -----
+
+// bulk reductions are sm_90a's
+bob.kernel @k(%dq: memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
+  %c0 = arith.constant 0 : index
+  %t = bob.alloc_shared : !bob.smem<64x64xf32>
+  // expected-error @+1 {{needs arch sm_90a (bulk reductions, the async proxy), not sm_80}}
+  bob.bulk_reduce_add %t into %dq[%c0, %c0, %c0] bound %c0 : !bob.smem<64x64xf32>, memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>
+  bob.return
+}
+
+// -----
+
+bob.kernel @k() attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90>} {
+  // expected-error @+1 {{'bob.bulk_wait' op needs arch sm_90a}}
+  bob.bulk_wait
+  bob.return
+}
+
+// -----
+
+// semaphores are (batch, heads, index) i32
+bob.kernel @k(%sem: memref<?x?xi32>) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{semaphores must be a rank-3 i32 memref (batch, heads, index), got 'memref<?x?xi32>'}}
+  bob.semaphore_wait %sem[%c0, %c0, %c0] equals %c0 : memref<?x?xi32>
+  bob.return
+}
+
+// -----
+
+bob.kernel @k(%sem: memref<?x?x?xf32>) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{semaphores must be a rank-3 i32 memref}}
+  bob.semaphore_signal %sem[%c0, %c0, %c0] : memref<?x?x?xf32>
   bob.return
 }

@@ -200,3 +200,22 @@ bob.kernel @reserves(%x: memref<?xf32>) attributes {spec = #bob.spec<kind = bwd_
   %kept = bob.load_local %r : !bob.ltile<64x64xf32> -> !bob.rtile<64x64xf32>
   bob.return
 }
+// Sums across blocks (the fused backward's dQ): an f32 shared tile, a bulk reduction of it into
+// an f32 tensor, the waits for it (complete, or `read`), and the semaphore ops.
+// CHECK-LABEL: bob.kernel @bulk_sums
+// CHECK:      %[[T:.+]] = bob.alloc_shared : <64x64xf32>
+// CHECK:      bob.semaphore_wait %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] equals %{{.+}} : memref<?x?x?xi32>
+// CHECK-NEXT: bob.bulk_reduce_add %[[T]] into %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] bound %{{.+}} : <64x64xf32>, memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>
+// CHECK-NEXT: bob.bulk_wait read{{$}}
+// CHECK-NEXT: bob.bulk_wait{{$}}
+// CHECK-NEXT: bob.semaphore_signal %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] : memref<?x?x?xi32>
+bob.kernel @bulk_sums(%dq: memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>, %sem: memref<?x?x?xi32>) attributes {spec = #bob.spec<kind = bwd_kv, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_90a>} {
+  %c0 = arith.constant 0 : index
+  %t = bob.alloc_shared : !bob.smem<64x64xf32>
+  bob.semaphore_wait %sem[%c0, %c0, %c0] equals %c0 : memref<?x?x?xi32>
+  bob.bulk_reduce_add %t into %dq[%c0, %c0, %c0] bound %c0 : !bob.smem<64x64xf32>, memref<?x?x?x64xf32, strided<[?, ?, ?, 1]>>
+  bob.bulk_wait read
+  bob.bulk_wait
+  bob.semaphore_signal %sem[%c0, %c0, %c0] : memref<?x?x?xi32>
+  bob.return
+}

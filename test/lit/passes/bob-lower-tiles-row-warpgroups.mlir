@@ -12,8 +12,11 @@
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // P staged behind the warpgroup's own barrier (2 + thread / 32 / 4, 128 threads), before and
-// after the stores.
-// CHECK: %[[TID:.+]] = gpu.thread_id x
+// after the stores; in the loop the thread index passes keepHere (an empty asm statement).
+// CHECK: %[[TID0:.+]] = gpu.thread_id x
+// CHECK-NEXT: %[[TID64:.+]] = arith.index_castui %[[TID0]] : index to i64
+// CHECK-NEXT: %[[KEPT:.+]] = llvm.inline_asm has_side_effects "", "=l,0" %[[TID64]] : (i64) -> i64
+// CHECK-NEXT: %[[TID:.+]] = arith.index_castui %[[KEPT]] : i64 to index
 // CHECK-NEXT: %[[C32:.+]] = arith.constant 32 : index
 // CHECK-NEXT: %[[WARP:.+]] = arith.divui %[[TID]], %[[C32]] : index
 // CHECK: %[[WG:.+]] = arith.divui %[[WARP]], %{{.+}} : index
@@ -86,7 +89,10 @@ bob.kernel @one_warpgroup(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.for
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: %[[TID:.+]] = gpu.thread_id x
+// CHECK: %[[TID0:.+]] = gpu.thread_id x
+// CHECK-NEXT: %[[TID64:.+]] = arith.index_castui %[[TID0]] : index to i64
+// CHECK-NEXT: %[[KEPT:.+]] = llvm.inline_asm has_side_effects "", "=l,0" %[[TID64]] : (i64) -> i64
+// CHECK-NEXT: %[[TID:.+]] = arith.index_castui %[[KEPT]] : i64 to index
 // CHECK-NEXT: %[[C32:.+]] = arith.constant 32 : index
 // CHECK-NEXT: %[[WARP:.+]] = arith.divui %[[TID]], %[[C32]] : index
 // CHECK: %[[WG:.+]] = arith.divui %[[WARP]], %{{.+}} : index

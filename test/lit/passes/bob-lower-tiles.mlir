@@ -424,6 +424,42 @@ bob.kernel @store_shared() attributes {spec = #bob.spec<kind = fwd, head_dim = 6
   bob.return
 }
 
+// In and after a loop the thread index an op's lowering reads passes an empty asm statement
+// (keepHere), so that the addresses derived from it are formed next to the op, not hoisted out
+// of the loop (or shared with the code before it) and held in registers across it; before the
+// first loop it is read as it is.
+// CHECK-LABEL: gpu.func @thread_index_in_loops(
+// CHECK: %[[T0:.+]] = gpu.thread_id x
+// CHECK-NOT: llvm.inline_asm
+// CHECK: scf.for
+// CHECK: %[[T1:.+]] = gpu.thread_id x
+// CHECK-NEXT: %[[W1:.+]] = arith.index_castui %[[T1]] : index to i64
+// CHECK-NEXT: %[[K1:.+]] = llvm.inline_asm has_side_effects "", "=l,0" %[[W1]] : (i64) -> i64
+// CHECK-NEXT: %[[I1:.+]] = arith.index_castui %[[K1]] : i64 to index
+// CHECK: arith.divui %[[I1]], %{{.+}} : index
+// CHECK: vector.store
+// CHECK: scf.yield
+// CHECK: %[[T2:.+]] = gpu.thread_id x
+// CHECK-NEXT: %[[W2:.+]] = arith.index_castui %[[T2]] : index to i64
+// CHECK-NEXT: llvm.inline_asm has_side_effects "", "=l,0" %[[W2]] : (i64) -> i64
+// CHECK: vector.store
+// CHECK-LABEL: gpu.return
+bob.kernel @thread_index_in_loops(%q: !T) attributes {spec = #bob.spec<kind = fwd, head_dim = 64, block_m = 64, block_n = 64, warps = 4, stages = 1, dtype = bf16, causal = false, arch = sm_80>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %n = memref.dim %q, %c2 : !T
+  %s = bob.alloc_shared : !bob.smem<64x64xbf16>
+  %t = bob.splat 1.0 : !bob.rtile<64x64xf32>
+  bob.store_shared %t into %s : !bob.rtile<64x64xf32>, !bob.smem<64x64xbf16>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%a = %t) -> (!bob.rtile<64x64xf32>) {
+    bob.store_shared %a into %s : !bob.rtile<64x64xf32>, !bob.smem<64x64xbf16>
+    scf.yield %a : !bob.rtile<64x64xf32>
+  }
+  bob.store_shared %r into %s : !bob.rtile<64x64xf32>, !bob.smem<64x64xbf16>
+  bob.return
+}
+
 // load_tile: per owned row and column fragment, a guarded 2-element load widened to f32 (else
 // zeros). store_tile: per owned row, a guarded block of 8 truncating stores.
 // CHECK-LABEL: gpu.func @tile_io(
