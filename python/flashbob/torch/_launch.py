@@ -160,14 +160,14 @@ def empty(t, packed=False, width=None):
     """An output shaped like `t` (`width` wide, when given: O is q's shape at v's head_dim): in
     t's layout when t is dense (a (batch, seq, heads, head_dim) caller's .transpose(1, 2) view
     gets its outputs in that memory order, as SDPA's), else contiguous."""
+    if not packed and (width is None or width == t.shape[3]):
+        return torch.empty_like(t)  # the usual call, first: nothing else read (the host path)
     b, h, n, d = t.shape
     w = d if width is None else width
     if packed:
         # (total, heads, head_dim) memory, as flash-attn returns it, in t's shape; strided, not a
         # view: a custom Function's view outputs would refuse the caller's in-place ops.
         return t.new_empty_strided((b, h, n, w), (n * h * w, w, h * w, 1))
-    if w == d:
-        return torch.empty_like(t)
     # t's dimensions from the largest stride to the smallest (ties in their order), packed.
     shape = (b, h, n, w)
     order = sorted(range(4), key=t.stride, reverse=True)
