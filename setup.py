@@ -1,13 +1,14 @@
 """The wheel's build steps beyond pyproject.toml's metadata (docs/toolchain.md, "The wheel").
 
-build_py also builds libflashbob.so (CMake target FlashBobShared, in FLASHBOB_BUILD_DIR, default
-build/, configured first if it is not) and installs it stripped into the package (the CMake
-install component "python"), and records the git commit it was built from in
-flashbob/BUILD_COMMIT (when the source is a checkout), which `python -m flashbob.bench` names in
-its header. bdist_wheel tags the wheel py3-none-manylinux_2_NN_<arch>: the library is loaded
-through its C ABI with ctypes, so one wheel serves every Python 3, and 2.NN is the newest glibc
-symbol version the library needs, read from the built file (scripts/manylinux.py, which also
-holds the floor, manylinux_2_28, that the libflashbob_manylinux test holds it to).
+build_py starts from an empty flashbob/ in its build directory, also builds libflashbob.so (CMake
+target FlashBobShared, in FLASHBOB_BUILD_DIR, default build/, configured first if it is not) and
+installs it stripped into the package (the CMake install component "python"), and records the git
+commit it was built from in flashbob/BUILD_COMMIT (when the source is a checkout), which
+`python -m flashbob.bench` names in its header. bdist_wheel tags the wheel
+py3-none-manylinux_2_NN_<arch>: the library is loaded through its C ABI with ctypes, so one wheel
+serves every Python 3, and 2.NN is the newest glibc symbol version the library needs, read from
+the built file (scripts/manylinux.py, which also holds the floor, manylinux_2_28, that the
+libflashbob_manylinux test holds it to).
 """
 
 import os
@@ -29,6 +30,10 @@ import manylinux  # noqa: E402  (scripts/manylinux.py: the tag's one home)
 
 class BuildPyWithLibrary(build_py):
     def run(self):
+        # build_py copies into the same directory every time and removes nothing: a module since
+        # deleted or moved (flashbob/jax.py, now the package flashbob/jax/) would stay in every
+        # later wheel built from this tree.
+        shutil.rmtree(Path(self.build_lib) / "flashbob", ignore_errors=True)
         super().run()
         if not (BUILD / "CMakeCache.txt").is_file():
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []

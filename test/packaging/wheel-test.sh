@@ -3,8 +3,8 @@
 # carries the library the other tests ran), installed with pip into an empty directory without
 # network, then imported from there with no FLASHBOB_* or LD_LIBRARY_PATH set
 # (check_installed.py). Also: the tag states the library's real glibc floor, the wheel stays
-# under 40 MB, carries the license files, and the installed library links no LLVM/MLIR or their
-# dependencies.
+# under 40 MB, carries the license files and every module of the package, and the installed
+# library links no LLVM/MLIR or their dependencies.
 #   wheel-test.sh SOURCE_DIR BUILD_DIR PYTHON   (PYTHON with pip, setuptools and wheel)
 set -euo pipefail
 root=$1 build=$2 py=$3
@@ -31,6 +31,21 @@ cmp -s "$tmp/stripped.so" "$installed" || fail "the wheel's library is not this 
 if deps=$(ldd "$installed" | grep -E 'libMLIR|libLLVM|libz3|libicu|libxml2|libedit|not found'); then
   fail "the installed library loads: $deps"
 fi
+
+# The package's sources in the wheel are the checkout's, no more, no less: every module and the
+# FFI shim's source (flashbob.jax compiles it on first use, from beside jax/_ffi.py), so that a
+# subpackage missing from pyproject.toml's packages, or a file from its package-data, fails here
+# and not at a user's import; and nothing else, such as a module since deleted or moved left
+# behind in setuptools' build directory.
+sources() {
+  (cd "$1" && find . -path '*/__pycache__' -prune -o -type f \( -name '*.py' -o -name '*.cc' \) \
+     -printf '%P\n' | sort)
+}
+wheel_sources=$(sources "$tmp/site/flashbob")
+checkout_sources=$(sources "$root/python/flashbob")
+[ "$wheel_sources" = "$checkout_sources" ] ||
+  fail "the wheel's flashbob/ sources differ from python/flashbob (pyproject.toml, setup.py):
+$(diff <(echo "$checkout_sources") <(echo "$wheel_sources") | grep '^[<>]')"
 
 # The tag: py3-none-manylinux_2_NN_x86_64, NN the newest GLIBC_2.NN the library references.
 floor=$(objdump -T "$installed" | grep -o 'GLIBC_2\.[0-9]*' | cut -d. -f2 | sort -n | tail -1)

@@ -34,8 +34,10 @@ jax.config.update("jax_enable_x64", True)  # the float64 reference
 import jax.numpy as jnp  # noqa: E402
 from jax.interpreters import mlir  # noqa: E402
 
+import flashbob  # noqa: E402
 import flashbob.jax as fbj  # noqa: E402
 from flashbob import _capi  # noqa: E402
+from flashbob.jax import _ffi, _primitives  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TOL = {jnp.bfloat16: 5e-3, jnp.float16: 1e-3}
@@ -318,7 +320,7 @@ def test_ffi_shim_mirrors_the_c_header(tmp_path):
     if not (REPO / "api" / "flashbob.h").is_file():
         pytest.skip("not a source checkout: api/flashbob.h is missing")
     try:
-        command = fbj._compile_command()
+        command = _ffi._compile_command()
     except _capi.FlashBobError as e:
         pytest.skip(str(e))
     check = [c for c in command if c != "-ldl"]
@@ -360,12 +362,13 @@ def _reference_primitive(kind):
 
 @pytest.fixture(scope="module")
 def _registered_on_cpu():
-    for prim, kind in ((fbj._forward_p, "forward"), (fbj._forward_jvp_p, "forward_jvp"),
-                       (fbj._backward_p, "backward"), (fbj._bob_p, "bob")):
+    for prim, kind in ((_primitives.forward_p, "forward"),
+                       (_primitives.forward_jvp_p, "forward_jvp"),
+                       (_primitives.backward_p, "backward"), (_primitives.bob_p, "bob")):
         mlir.register_lowering(prim, mlir.lower_fun(_reference_primitive(kind),
                                                     multiple_results=True), platform="cpu")
-    mlir.register_lowering(fbj._backward_jvp_p, mlir.lower_fun(fbj._backward_jvp_eval,
-                                                               multiple_results=True),
+    mlir.register_lowering(_primitives.backward_jvp_p,
+                           mlir.lower_fun(_primitives.backward_jvp_eval, multiple_results=True),
                            platform="cpu")
 
 
@@ -743,7 +746,7 @@ def test_import_without_jax_says_what_is_needed(tmp_path):
     fake = tmp_path / "jax"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('no jaxlib here')\n")
-    path = os.pathsep.join([str(tmp_path), str(Path(fbj.__file__).resolve().parents[1])])
+    path = os.pathsep.join([str(tmp_path), str(Path(flashbob.__file__).resolve().parents[1])])
     out = subprocess.run([sys.executable, "-c", "import flashbob.jax"], capture_output=True,
                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=path))
     assert "flashbob.jax needs jax and jaxlib with CUDA support" in out.stderr, out.stderr
@@ -752,7 +755,7 @@ def test_import_without_jax_says_what_is_needed(tmp_path):
 def test_no_compiler_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-flashbob")
     with pytest.raises(_capi.FlashBobError, match="needs a C\\+\\+17 compiler"):
-        fbj._compiler()
+        _ffi._compiler()
     if shutil.which("c++") or shutil.which("g++") or shutil.which("clang++"):
         monkeypatch.delenv("CXX")
-        assert fbj._compiler()
+        assert _ffi._compiler()

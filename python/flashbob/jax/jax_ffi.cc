@@ -1,6 +1,6 @@
 // XLA FFI handlers for flashbob.jax: one per C API call (forward, backward, BoB, forward JVP),
 // each decoding XLA's buffers into the C API's problem and tensors and calling libflashbob.so
-// on XLA's CUDA stream. Built by flashbob/jax.py on first use (docs/jax.md, "The FFI shim"):
+// on XLA's CUDA stream. Built by flashbob/jax/_ffi.py on first use (docs/jax.md, "The FFI shim"):
 //
 //   c++ -std=c++17 -O2 -shared -fPIC -I<jax.ffi.include_dir()> jax_ffi.cc -o <cache>/... -ldl
 //
@@ -8,7 +8,7 @@
 // flashbob._capi resolved (the same handle, so one kernel cache per process) and looks up the
 // calls, and a stream is only a pointer passed through (the C API takes it as void*).
 //
-// Buffers, as flashbob/jax.py lays them out (row-major, XLA's default for custom calls):
+// Buffers, as flashbob.jax lays them out (row-major, XLA's default for custom calls):
 //   dense:  q (batch, seq_q, heads, d), k and v (batch, seq_k, heads_kv, d), row vectors (lse,
 //           workspaces) (batch, heads, seq_q) float32;
 //   packed: q (total_q, heads, d), k and v (total_k, heads_kv, d), row vectors (heads, total_q),
@@ -155,7 +155,7 @@ bool Find(void *handle, const char *name, Fn &slot, char *message, size_t size) 
 
 // --- From XLA's buffers to the C API's arguments ----------------------------------------------
 
-// The attributes every handler takes (flashbob/jax.py, _ffi_attributes).
+// The attributes every handler takes (flashbob/jax/_lowering.py, _ffi_attributes).
 struct Config {
   int64_t causal, window_left, window_right;
   double scale;
@@ -232,8 +232,8 @@ ffi::Error MakeProblem(const ffi::AnyBuffer &q, const ffi::AnyBuffer &k, const f
   return ffi::Error::Success();
 }
 
-// A workspace output flashbob/jax.py sized `copies` row vectors; checked, since the C API takes a
-// bare pointer and trusts its length.
+// A workspace output flashbob/jax/_lowering.py sized `copies` row vectors; checked, since the C
+// API takes a bare pointer and trusts its length.
 ffi::Error CheckWorkspace(const ffi::AnyBuffer &workspace, const abi::Problem &p, int copies) {
   const int64_t rows = p.varlen ? p.heads * p.seq_q : p.batch * p.heads * p.seq_q;
   if (static_cast<int64_t>(workspace.element_count()) < copies * rows)
@@ -319,7 +319,8 @@ ffi::Error ForwardJvp(cudaStream_t stream, ffi::AnyBuffer q, ffi::AnyBuffer k, f
 
 }  // namespace
 
-// The attributes, in the handlers' order (their names are flashbob/jax.py's _ffi_attributes).
+// The attributes, in the handlers' order (their names are flashbob/jax/_lowering.py's
+// _ffi_attributes).
 #define FLASHBOB_CONFIG_ATTRS                                                          \
   .Attr<int64_t>("causal")                                                             \
       .Attr<int64_t>("window_left")                                                    \
