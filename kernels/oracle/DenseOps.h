@@ -12,6 +12,12 @@ namespace flashbob::oracle::detail {
 
 // Every oracle error, the tiled model's too: std::invalid_argument("oracle: " + msg).
 [[noreturn]] void fail(const std::string& msg);
+// validateMatrix for a tensor of the values' side (V, dO, O, uV, tV): rows x p.valueDim().
+void validateValues(const Matrix& m, const char* name, const Problem& p, Index rows,
+                    const char* rowsName);
+// For the models that take V as wide as Q and K only (the ring and score-modification models,
+// as the API's ring steps): fails naming `model` when p.dv sets another width.
+void requireOneWidth(const Problem& p, const char* model);
 
 Matrix mulABt(const Matrix& A, const Matrix& B);                       // A B^T
 Matrix mulAB(const Matrix& A, const Matrix& B);                        // A B

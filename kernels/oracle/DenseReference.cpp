@@ -18,6 +18,7 @@
 namespace flashbob::oracle {
 
 using detail::fail;
+using detail::validateValues;
 
 namespace {
 
@@ -74,6 +75,12 @@ Problem makeProblem(Index N, Index M, Index d, bool causal) {
   return p;
 }
 
+Problem makeProblem(Index N, Index M, Index d, Index dv, bool causal) {
+  Problem p = makeProblem(N, M, d, causal);
+  p.dv = dv;
+  return p;
+}
+
 Index visibleKeyBegin(const Problem& p, Index queryBegin) {
   if (p.windowLeft < 0) return 0;
   // The first row of the block, queryBegin, sees keys >= queryBegin + (M - N) - left.
@@ -105,6 +112,8 @@ void validate(const Problem& p) {
   positive(p.N, "N");
   positive(p.M, "M");
   positive(p.d, "d");
+  if (p.dv < 0)
+    fail("dv must be positive (or 0 for d), got " + std::to_string(p.dv));
   if (!std::isfinite(p.scale)) {
     std::ostringstream os;
     os << "scale must be finite, got " << p.scale;
@@ -156,7 +165,7 @@ void validateQKV(const Problem& p, const Matrix& Q, const Matrix& K, const Matri
   validate(p);
   validateMatrix(Q, "Q", p.N, "N", p.d, "d");
   validateMatrix(K, "K", p.M, "M", p.d, "d");
-  validateMatrix(V, "V", p.M, "M", p.d, "d");
+  validateValues(V, "V", p, p.M, "M");
 }
 
 }  // namespace
@@ -166,6 +175,18 @@ void validateQKV(const Problem& p, const Matrix& Q, const Matrix& K, const Matri
 namespace detail {
 
 void fail(const std::string& msg) { throw std::invalid_argument("oracle: " + msg); }
+
+void validateValues(const Matrix& m, const char* name, const Problem& p, Index rows,
+                    const char* rowsName) {
+  // Named "dv" only where it differs from d: a problem of one width keeps its messages.
+  validateMatrix(m, name, rows, rowsName, p.valueDim(), p.valueDim() == p.d ? "d" : "dv");
+}
+
+void requireOneWidth(const Problem& p, const char* model) {
+  if (p.valueDim() != p.d)
+    fail("V must be as wide as Q and K in " + std::string(model) + " (dv = d), got d = " +
+         std::to_string(p.d) + ", dv = " + std::to_string(p.dv));
+}
 
 // C = A B^T  (A: n x d, B: m x d)
 Matrix mulABt(const Matrix& A, const Matrix& B) {
@@ -298,8 +319,8 @@ ForwardResult forward(const Problem& p, const Matrix& Q, const Matrix& K, const 
 BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
                         const Matrix& dO, const Matrix& O, const std::vector<double>& L) {
   validateQKV(p, Q, K, V);
-  validateMatrix(dO, "dO", p.N, "N", p.d, "d");
-  validateMatrix(O, "O", p.N, "N", p.d, "d");
+  validateValues(dO, "dO", p, p.N, "N");
+  validateValues(O, "O", p, p.N, "N");
   validateVector(L, "L", p.N, "N");
   const Matrix P = probabilities(p, Q, K, L);
   const Matrix dP = mulABt(dO, V);                // dP = dO V^T
@@ -320,7 +341,7 @@ BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, cons
 BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
                         const Matrix& dO) {
   validateQKV(p, Q, K, V);
-  validateMatrix(dO, "dO", p.N, "N", p.d, "d");  // before the forward, for a clear message
+  validateValues(dO, "dO", p, p.N, "N");  // before the forward, for a clear message
   const ForwardResult f = forward(p, Q, K, V);
   return backward(p, Q, K, V, dO, f.O, f.L);
 }
@@ -328,10 +349,10 @@ BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, cons
 BobResult bob(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
               const Matrix& dO, const Matrix& uQ, const Matrix& uK, const Matrix& uV) {
   validateQKV(p, Q, K, V);
-  validateMatrix(dO, "dO", p.N, "N", p.d, "d");
+  validateValues(dO, "dO", p, p.N, "N");
   validateMatrix(uQ, "uQ", p.N, "N", p.d, "d");
   validateMatrix(uK, "uK", p.M, "M", p.d, "d");
-  validateMatrix(uV, "uV", p.M, "M", p.d, "d");
+  validateValues(uV, "uV", p, p.M, "M");
   const double s = p.scale;
   const ForwardResult f = forward(p, Q, K, V);
   const Matrix P = probabilities(p, Q, K, f.L);
@@ -379,7 +400,7 @@ Matrix forwardJvp(const Problem& p, const Matrix& Q, const Matrix& K, const Matr
   validateQKV(p, Q, K, V);
   validateMatrix(tQ, "tQ", p.N, "N", p.d, "d");
   validateMatrix(tK, "tK", p.M, "M", p.d, "d");
-  validateMatrix(tV, "tV", p.M, "M", p.d, "d");
+  validateValues(tV, "tV", p, p.M, "M");
   const Matrix P = probabilities(p, Q, K, forward(p, Q, K, V).L);
   Matrix tS = add(mulABt(tQ, K), mulABt(Q, tK));    // tS = s (tQ K^T + Q tK^T)
   scaleInPlace(tS, p.scale);
@@ -439,7 +460,7 @@ namespace {
 // Checks one (batch, heads, rows, cols) tensor against the reference batch and head counts
 // (taken from Q) and the per-head problem sizes.
 void validateHeads(const HeadTensor& t, const char* name, Index batch, Index heads, Index rows,
-                   const char* rowsName, Index cols) {
+                   const char* rowsName, Index cols, const char* colsName = "d") {
   std::ostringstream os;
   os << name;
   if (t.batch != batch || t.heads != heads) {
@@ -452,13 +473,20 @@ void validateHeads(const HeadTensor& t, const char* name, Index batch, Index hea
     fail(os.str());
   }
   if (t.cols != cols) {
-    os << " has " << t.cols << " cols per head, expected d = " << cols;
+    os << " has " << t.cols << " cols per head, expected " << colsName << " = " << cols;
     fail(os.str());
   }
   if (t.data.size() != checkedSize(batch, heads, name) * checkedSize(rows, cols, name)) {
     os << " has " << t.data.size() << " elements, expected batch * heads * rows * cols";
     fail(os.str());
   }
+}
+
+// validateHeads for a tensor of the values' side (V, dO, uV): p.valueDim() columns.
+void validateValueHeads(const HeadTensor& t, const char* name, const Problem& p, Index batch,
+                        Index heads, Index rows, const char* rowsName) {
+  validateHeads(t, name, batch, heads, rows, rowsName, p.valueDim(),
+                p.valueDim() == p.d ? "d" : "dv");
 }
 
 void validateBatch(const Problem& p, const HeadTensor& Q) {
@@ -496,8 +524,9 @@ BatchedForwardResult forwardBatched(const Problem& p, const HeadTensor& Q, const
   validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
   const Index kv = keyValueHeads(Q, K);
   validateHeads(K, "K", Q.batch, kv, p.M, "M", p.d);
-  validateHeads(V, "V", Q.batch, kv, p.M, "M", p.d);
-  BatchedForwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
+  validateValueHeads(V, "V", p, Q.batch, kv, p.M, "M");
+  BatchedForwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.valueDim()),
+                         HeadTensor(Q.batch, Q.heads, p.N, 1)};
   forEachHead(Q, kv, [&](Index b, Index h, Index g) {
     ForwardResult f = forward(p, Q.head(b, h), K.head(b, g), V.head(b, g));
     r.O.setHead(b, h, f.O);
@@ -512,10 +541,11 @@ BatchedBackwardResult backwardBatched(const Problem& p, const HeadTensor& Q, con
   validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
   const Index kv = keyValueHeads(Q, K);
   validateHeads(K, "K", Q.batch, kv, p.M, "M", p.d);
-  validateHeads(V, "V", Q.batch, kv, p.M, "M", p.d);
-  validateHeads(dO, "dO", Q.batch, Q.heads, p.N, "N", p.d);
+  validateValueHeads(V, "V", p, Q.batch, kv, p.M, "M");
+  validateValueHeads(dO, "dO", p, Q.batch, Q.heads, p.N, "N");
   BatchedBackwardResult r{HeadTensor(Q.batch, Q.heads, p.N, p.d), HeadTensor(Q.batch, kv, p.M, p.d),
-                          HeadTensor(Q.batch, kv, p.M, p.d), HeadTensor(Q.batch, Q.heads, p.N, 1)};
+                          HeadTensor(Q.batch, kv, p.M, p.valueDim()),
+                          HeadTensor(Q.batch, Q.heads, p.N, 1)};
   forEachHead(Q, kv, [&](Index b, Index h, Index kh) {
     BackwardResult g = backward(p, Q.head(b, h), K.head(b, kh), V.head(b, kh), dO.head(b, h));
     r.dQ.setHead(b, h, g.dQ);
@@ -533,14 +563,15 @@ BatchedBobResult bobBatched(const Problem& p, const HeadTensor& Q, const HeadTen
   validateHeads(Q, "Q", Q.batch, Q.heads, p.N, "N", p.d);
   const Index kv = keyValueHeads(Q, K);
   validateHeads(K, "K", Q.batch, kv, p.M, "M", p.d);
-  validateHeads(V, "V", Q.batch, kv, p.M, "M", p.d);
-  validateHeads(dO, "dO", Q.batch, Q.heads, p.N, "N", p.d);
+  validateValueHeads(V, "V", p, Q.batch, kv, p.M, "M");
+  validateValueHeads(dO, "dO", p, Q.batch, Q.heads, p.N, "N");
   validateHeads(uQ, "uQ", Q.batch, Q.heads, p.N, "N", p.d);
   validateHeads(uK, "uK", Q.batch, kv, p.M, "M", p.d);
-  validateHeads(uV, "uV", Q.batch, kv, p.M, "M", p.d);
-  const Index B = Q.batch, H = Q.heads;
-  BatchedBobResult r{HeadTensor(B, H, p.N, p.d), HeadTensor(B, kv, p.M, p.d), HeadTensor(B, kv, p.M, p.d),
-                     HeadTensor(B, H, p.N, p.d), HeadTensor(B, H, p.N, 1), HeadTensor(B, H, p.N, 1)};
+  validateValueHeads(uV, "uV", p, Q.batch, kv, p.M, "M");
+  const Index B = Q.batch, H = Q.heads, dv = p.valueDim();
+  BatchedBobResult r{HeadTensor(B, H, p.N, p.d),  HeadTensor(B, kv, p.M, p.d),
+                     HeadTensor(B, kv, p.M, dv),  HeadTensor(B, H, p.N, dv),
+                     HeadTensor(B, H, p.N, 1),    HeadTensor(B, H, p.N, 1)};
   forEachHead(Q, kv, [&](Index b, Index h, Index kh) {
     BobResult g = bob(p, Q.head(b, h), K.head(b, kh), V.head(b, kh), dO.head(b, h), uQ.head(b, h),
                       uK.head(b, kh), uV.head(b, kh));
@@ -607,12 +638,19 @@ void setPackedRows(HeadTensor& t, Index begin, const HeadTensor& part) {
               t.data.begin() + (h * t.rows + begin) * t.cols);
 }
 
+// One packed input besides Q and K, and whether it is of the values' side (dv wide) or the
+// scores' (d wide).
+struct PackedInput {
+  const HeadTensor* tensor;
+  const char* name;
+  bool values;
+};
+
 // Q and K give the two sides' totals and head counts; `querySide` and `keySide` are the other
 // packed inputs of each side, which must match them (slicing trusts these shapes).
 void validatePacked(const Problem& head, const Packing& packing, const HeadTensor& Q,
-                    const HeadTensor& K,
-                    std::initializer_list<std::pair<const HeadTensor*, const char*>> querySide,
-                    std::initializer_list<std::pair<const HeadTensor*, const char*>> keySide) {
+                    const HeadTensor& K, std::initializer_list<PackedInput> querySide,
+                    std::initializer_list<PackedInput> keySide) {
   Problem p = head;
   p.N = p.M = 1; // the sizes come per sequence
   validate(p);
@@ -622,8 +660,14 @@ void validatePacked(const Problem& head, const Packing& packing, const HeadTenso
   validate(packing, Q.rows, K.rows);
   validateHeads(Q, "Q", 1, Q.heads, Q.rows, "cu_seqlens_q's total", p.d);
   validateHeads(K, "K", 1, K.heads, K.rows, "cu_seqlens_k's total", p.d);
-  for (auto [t, name] : querySide) validateHeads(*t, name, 1, Q.heads, Q.rows, "cu_seqlens_q's total", p.d);
-  for (auto [t, name] : keySide) validateHeads(*t, name, 1, K.heads, K.rows, "cu_seqlens_k's total", p.d);
+  for (auto [t, name, values] : querySide) {
+    if (values) validateValueHeads(*t, name, p, 1, Q.heads, Q.rows, "cu_seqlens_q's total");
+    else validateHeads(*t, name, 1, Q.heads, Q.rows, "cu_seqlens_q's total", p.d);
+  }
+  for (auto [t, name, values] : keySide) {
+    if (values) validateValueHeads(*t, name, p, 1, K.heads, K.rows, "cu_seqlens_k's total");
+    else validateHeads(*t, name, 1, K.heads, K.rows, "cu_seqlens_k's total", p.d);
+  }
 }
 
 // fn(s, sequence problem, query rows begin, key rows begin) for every sequence with query rows
@@ -644,8 +688,8 @@ namespace dense {
 
 BatchedForwardResult forwardVarlen(const Problem& head, const Packing& packing, const HeadTensor& Q,
                                    const HeadTensor& K, const HeadTensor& V) {
-  validatePacked(head, packing, Q, K, {}, {{&V, "V"}});
-  BatchedForwardResult r{HeadTensor(1, Q.heads, Q.rows, Q.cols),
+  validatePacked(head, packing, Q, K, {}, {{&V, "V", true}});
+  BatchedForwardResult r{HeadTensor(1, Q.heads, Q.rows, V.cols),
                          HeadTensor(1, Q.heads, Q.rows, 1, -std::numeric_limits<double>::infinity())};
   forEachSequence(head, packing, [&](const Problem& p, Index q0, Index k0) {
     BatchedForwardResult f = forwardBatched(p, packedRows(Q, q0, p.N), packedRows(K, k0, p.M),
@@ -659,9 +703,9 @@ BatchedForwardResult forwardVarlen(const Problem& head, const Packing& packing, 
 BatchedBackwardResult backwardVarlen(const Problem& head, const Packing& packing,
                                      const HeadTensor& Q, const HeadTensor& K, const HeadTensor& V,
                                      const HeadTensor& dO) {
-  validatePacked(head, packing, Q, K, {{&dO, "dO"}}, {{&V, "V"}});
+  validatePacked(head, packing, Q, K, {{&dO, "dO", true}}, {{&V, "V", true}});
   BatchedBackwardResult r{HeadTensor(1, Q.heads, Q.rows, Q.cols), HeadTensor(1, K.heads, K.rows, K.cols),
-                          HeadTensor(1, K.heads, K.rows, K.cols), HeadTensor(1, Q.heads, Q.rows, 1)};
+                          HeadTensor(1, K.heads, K.rows, V.cols), HeadTensor(1, Q.heads, Q.rows, 1)};
   forEachSequence(head, packing, [&](const Problem& p, Index q0, Index k0) {
     BatchedBackwardResult g = backwardBatched(p, packedRows(Q, q0, p.N), packedRows(K, k0, p.M),
                                               packedRows(V, k0, p.M), packedRows(dO, q0, p.N));
@@ -676,11 +720,11 @@ BatchedBackwardResult backwardVarlen(const Problem& head, const Packing& packing
 BatchedBobResult bobVarlen(const Problem& head, const Packing& packing, const HeadTensor& Q,
                            const HeadTensor& K, const HeadTensor& V, const HeadTensor& dO,
                            const HeadTensor& uQ, const HeadTensor& uK, const HeadTensor& uV) {
-  validatePacked(head, packing, Q, K, {{&dO, "dO"}, {&uQ, "uQ"}},
-                 {{&V, "V"}, {&uK, "uK"}, {&uV, "uV"}});
+  validatePacked(head, packing, Q, K, {{&dO, "dO", true}, {&uQ, "uQ", false}},
+                 {{&V, "V", true}, {&uK, "uK", false}, {&uV, "uV", true}});
   const Index H = Q.heads, kv = K.heads;
   BatchedBobResult r{HeadTensor(1, H, Q.rows, Q.cols),  HeadTensor(1, kv, K.rows, K.cols),
-                     HeadTensor(1, kv, K.rows, K.cols), HeadTensor(1, H, Q.rows, Q.cols),
+                     HeadTensor(1, kv, K.rows, V.cols), HeadTensor(1, H, Q.rows, V.cols),
                      HeadTensor(1, H, Q.rows, 1),       HeadTensor(1, H, Q.rows, 1)};
   forEachSequence(head, packing, [&](const Problem& p, Index q0, Index k0) {
     BatchedBobResult g = bobBatched(p, packedRows(Q, q0, p.N), packedRows(K, k0, p.M),

@@ -37,11 +37,14 @@ struct Matrix {
   const double* row(Index i) const { return data.data() + i * cols; }
 };
 
-// One attention head. Q, dO, uQ are N x d; K, V, uK, uV are M x d.
+// One attention head. Q, uQ are N x d and K, uK are M x d (the scores' side); V, uV are M x dv
+// and dO is N x dv (the values' side), dv being d unless set (multi-head latent attention: d =
+// 192, dv = 128). The outputs take their operand's width: O, tO, gdO N x dv; dV, gV M x dv.
 struct Problem {
   Index N = 0;          // queries
   Index M = 0;          // keys
-  Index d = 0;          // head dimension
+  Index d = 0;          // head dimension of Q and K (the scale's default is 1 / sqrt(d))
+  Index dv = 0;         // head dimension of V, dO and O; 0 means d (see valueDim())
   bool causal = false;  // bottom-right aligned causal mask
   double scale = 0.0;   // s in S = s Q K^T; see defaultScale()
   // Sliding window (flash-attn's window_size): query i sees key j only if
@@ -55,6 +58,8 @@ struct Problem {
   // a window leaves empty: by definition P = 0, O = 0, L = -inf there, and those rows
   // contribute nothing to any gradient (their D, c, b, dQ, gQ, gdO are 0).
   Index causalOffset() const { return M - N; }
+  // The values' head dimension: dv, or d when dv is 0.
+  Index valueDim() const { return dv > 0 ? dv : d; }
   // Keys past the diagonal a query sees (-1: all).
   Index rightReach() const { return causal ? 0 : windowRight; }
   bool masked(Index i, Index j) const {
@@ -66,6 +71,8 @@ struct Problem {
 
 double defaultScale(Index d);  // 1 / sqrt(d)
 Problem makeProblem(Index N, Index M, Index d, bool causal);  // scale = defaultScale(d)
+// ... with V of head dimension dv (the scale is still defaultScale(d)).
+Problem makeProblem(Index N, Index M, Index d, Index dv, bool causal);
 
 // Loop bounds for skipping tiles the mask hides entirely (what the GPU kernels use too).
 // Keys [visibleKeyBegin(p, i0), visibleKeyEnd(p, i1)) contain every key visible to any query
@@ -78,7 +85,7 @@ Index visibleQueryBegin(const Problem& p, Index keyBegin);
 Index visibleQueryEnd(const Problem& p, Index keyEnd);
 
 // ---- Argument checking -----------------------------------------------------------------
-// N, M, d > 0 and scale finite.
+// N, M, d > 0, dv >= 0 (0: d) and scale finite.
 void validate(const Problem& p);
 // `m` must be rows x cols with rows * cols elements; the message names `name`, and
 // `rowsName` / `colsName` (e.g. "M", "d") say which problem size was expected.
@@ -91,23 +98,24 @@ void validateSavedDQ(const Matrix& dQ, const Problem& p, Index rows, const char*
 
 // ---- Results ------------------------------------------------------------------------------
 struct ForwardResult {
-  Matrix O;               // N x d
+  Matrix O;               // N x dv
   std::vector<double> L;  // N, log-sum-exp of the unmasked row of S (-inf if none)
 };
 
 // The forward and its JVP together (tiled::forwardDual).
 struct ForwardDualResult {
   ForwardResult fwd;
-  Matrix tO;  // N x d, the change of O along the tangents
+  Matrix tO;  // N x dv, the change of O along the tangents
 };
 
 struct BackwardResult {
-  Matrix dQ, dK, dV;      // N x d, M x d, M x d
-  std::vector<double> D;  // N, rowsum(dO o O)
+  Matrix dQ, dK, dV;      // N x d, M x d, M x dv
+  std::vector<double> D;  // N, rowsum(dO o O) (a sum over dv)
 };
 
 struct BobResult {
   Matrix gQ, gK, gV, gdO;       // gradients of <uQ,dQ>+<uK,dK>+<uV,dV> wrt Q, K, V, dO
+                                // (N x d, M x d, M x dv, N x dv)
   std::vector<double> c, b;     // N each: c = rowsum(G o P), b = rowsum(G o dS)+rowsum(P o W)-c o D
 };
 
@@ -123,8 +131,9 @@ BackwardResult backward(const Problem& p, const Matrix& Q, const Matrix& K, cons
                         const Matrix& dO, const Matrix& O, const std::vector<double>& L);
 BobResult bob(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
               const Matrix& dO, const Matrix& uQ, const Matrix& uK, const Matrix& uV);
-// The forward's JVP: tO, the derivative of O along tangents (tQ, tK, tV) of (Q, K, V), written
-// as the chain rule through S and the softmax (not through BoB's c, as the kernel is).
+// The forward's JVP: tO (N x dv), the derivative of O along tangents (tQ, tK, tV) of (Q, K, V)
+// (tV is M x dv), written as the chain rule through S and the softmax (not through BoB's c, as
+// the kernel is).
 Matrix forwardJvp(const Problem& p, const Matrix& Q, const Matrix& K, const Matrix& V,
                   const Matrix& tQ, const Matrix& tK, const Matrix& tV);
 
@@ -132,7 +141,8 @@ Matrix forwardJvp(const Problem& p, const Matrix& Q, const Matrix& K, const Matr
 
 // ---- Multi-head / batch (dense) -------------------------------------------------------------
 // Contiguous (batch, heads, rows, cols) tensor; head (b, h) is a row-major rows x cols block.
-// Per-row vectors (L, D, c, b) use cols = 1.
+// Per-row vectors (L, D, c, b) use cols = 1; the values' side (V, dO, uV; O, dV, gV, gdO) has
+// cols = the problem's valueDim().
 struct HeadTensor {
   Index batch = 0, heads = 0, rows = 0, cols = 0;
   std::vector<double> data;
@@ -172,7 +182,7 @@ BatchedBobResult bobBatched(const Problem& head, const HeadTensor& Q, const Head
 // (1, heads, total, cols), sequence s holding query rows [cuQ[s], cuQ[s + 1]) and key rows
 // [cuK[s], cuK[s + 1]). Each sequence attends only to itself, as its own problem with
 // N = its query rows and M = its key rows (the mask, causal bottom-right and the window, per
-// sequence); `head` gives d, causal, the scale and the window (its N and M are not used). A
+// sequence); `head` gives d, dv, causal, the scale and the window (its N and M are not used). A
 // sequence with no query rows contributes nothing; one with no key rows gives O = 0, L = -inf
 // and zero gradients, as a fully masked row does. The key side may have fewer heads (GQA).
 // cuQ and cuK: batch + 1 offsets each, from 0, non-decreasing, ending at the tensors' rows.

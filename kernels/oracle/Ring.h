@@ -6,8 +6,9 @@
 // reference by test/unit/RingOracleTest.cpp.
 //
 // Every step function masks with the global Problem at the shard rows' global positions
-// (Problem::masked), so a shard of any layout is masked as the whole sequence is. Errors in the
-// arguments throw std::invalid_argument("oracle: ...") naming the argument.
+// (Problem::masked), so a shard of any layout is masked as the whole sequence is. V is as wide
+// as Q and K (a Problem with another dv is refused, as the API refuses such ring steps). Errors
+// in the arguments throw std::invalid_argument("oracle: ...") naming the argument.
 #pragma once
 
 #include "kernels/oracle/Oracle.h"

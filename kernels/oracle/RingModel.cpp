@@ -41,6 +41,7 @@ void validateRows(const std::vector<Index>& rows, const char* name, Index n, con
 
 void validateStep(const Problem& p, const QueryShard& q, const KeyShard& k, unsigned needs) {
   validate(p);
+  requireOneWidth(p, "the ring model");
   validateRows(q.rows, "query shard rows", p.N, "N");
   validateRows(k.rows, "key shard rows", p.M, "M");
   const Index n = size(q.rows), m = size(k.rows);
@@ -101,6 +102,7 @@ void scatterRows(std::vector<double>& out, const std::vector<Index>& rows, const
 
 void validateDriver(const Problem& p, const Ring& ring) {
   validate(p);
+  requireOneWidth(p, "the ring model");
   if (p.N != p.M)
     fail("the ring model shards queries and keys alike and needs N = M, got N = " + std::to_string(p.N) +
          ", M = " + std::to_string(p.M));
@@ -272,6 +274,7 @@ void addPass1(Pass1Partial& total, const Pass1Partial& part) {
 Pass1Rows finishPass1(const Problem& p, const QueryShard& q, const Pass1Partial& total, const Matrix& O,
                       const Matrix& dQ, X2Source x2) {
   validate(p);
+  requireOneWidth(p, "the ring model");
   const Index n = size(q.rows);
   validateVector(q.D, "D", n, "query shard rows");
   validateMatrix(O, "O", n, "query shard rows", p.d, "d");

@@ -21,7 +21,8 @@
 // the sink has no value row, so the row's probabilities sum to 1 - exp(z_h - L_i).
 //
 // The unmodified API in Oracle.h is untouched; with an empty ScoreMod these functions compute
-// the same math (the tests check it), not necessarily bit for bit.
+// the same math (the tests check it), not necessarily bit for bit. V is as wide as Q and K here:
+// a Problem with another dv is refused.
 #pragma once
 
 #include "kernels/oracle/Oracle.h"

@@ -129,6 +129,7 @@ ScoreModGrads zeroGrads(const ScoreMod& mod) {
 Index validateModInputs(const Problem& p, const ScoreMod& mod, const HeadTensor& Q,
                         const HeadTensor& K, NamedHeads querySide, NamedHeads keySide) {
   validate(p);
+  requireOneWidth(p, "the score-modification models");
   if (Q.batch <= 0 || Q.heads <= 0) fail("Q needs positive batch and heads");
   if (K.heads <= 0 || Q.heads % K.heads != 0)
     fail("K has " + std::to_string(K.heads) + " heads, which does not divide Q's " + std::to_string(Q.heads));

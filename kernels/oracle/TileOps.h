@@ -30,14 +30,15 @@ struct TileBuf {
   double operator()(Index r, Index c) const { return v[at(r * ld + c)]; }
 };
 
-// Per-block accumulator: rows x d, zeroed at the start of each block.
+// Per-block accumulator: rows x d (or dv), zeroed at the start of each block.
 inline Matrix zeroAcc(Index rows, Index d) { return Matrix(rows, d, 0.0); }
 
 inline void count(TileStats* stats) {
   if (stats) ++stats->tiles;
 }
 
-// T = alpha * A[i0:i1] B[j0:j1]^T        (an MMA with inner dimension d)
+// T = alpha * A[i0:i1] B[j0:j1]^T        (an MMA with inner dimension A's width: d, or dv for
+//                                         dO V^T and dO uV^T)
 inline void tileABt(const Tile& t, const Matrix& A, const Matrix& B, double alpha, TileBuf& T) {
   for (Index r = 0; r < t.rows(); ++r) {
     const double* a = A.row(t.i0 + r);
@@ -50,7 +51,7 @@ inline void tileABt(const Tile& t, const Matrix& A, const Matrix& B, double alph
   }
 }
 
-// acc (tile rows x d) += alpha * T B[j0:j1]        (query-side accumulation)
+// acc (tile rows x B's width) += alpha * T B[j0:j1]        (query-side accumulation)
 inline void accTB(const Tile& t, const TileBuf& T, const Matrix& B, double alpha, Matrix& acc) {
   for (Index r = 0; r < t.rows(); ++r) {
     double* out = acc.row(r);
@@ -62,7 +63,7 @@ inline void accTB(const Tile& t, const TileBuf& T, const Matrix& B, double alpha
   }
 }
 
-// acc (tile cols x d) += alpha * T^T A[i0:i1]      (key-side accumulation)
+// acc (tile cols x A's width) += alpha * T^T A[i0:i1]      (key-side accumulation)
 inline void accTtA(const Tile& t, const TileBuf& T, const Matrix& A, double alpha, Matrix& acc) {
   for (Index r = 0; r < t.rows(); ++r) {
     const double* aRow = A.row(t.i0 + r);

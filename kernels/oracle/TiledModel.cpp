@@ -5,7 +5,8 @@
 // thread block of a key-major kernel. Memory rules the kernels must obey, obeyed here too:
 //   * no N x M matrix is ever allocated; tiles (block_m x block_n) are recomputed on the fly
 //     into a fixed scratch (registers / shared memory on a GPU);
-//   * per-block accumulators are block x d (registers on a GPU);
+//   * per-block accumulators are block x d, or block x dv for those shaped like V (registers on a
+//     GPU);
 //   * the only extra global state is O(N) per-row scalars: L (forward), D (backward), c, b (BoB).
 // Causal and sliding windows: tiles the mask hides entirely are skipped by loop bounds
 // (visibleKeyBegin/End, visibleQueryBegin/End), and the remaining tiles are masked per element.
@@ -70,7 +71,7 @@ void validateInputs(const Problem& p, const Tiling& t, const Matrix& Q, const Ma
   validate(t);
   validateMatrix(Q, "Q", p.N, "N", p.d, "d");
   validateMatrix(K, "K", p.M, "M", p.d, "d");
-  validateMatrix(V, "V", p.M, "M", p.d, "d");
+  detail::validateValues(V, "V", p, p.M, "M");
 }
 
 }  // namespace
@@ -88,7 +89,8 @@ namespace tiled {
 ForwardResult forward(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& K,
                       const Matrix& V, TileStats* stats) {
   validateInputs(p, t, Q, K, V);
-  ForwardResult out{Matrix(p.N, p.d), std::vector<double>(at(p.N), kNegInf)};
+  const Index dv = p.valueDim();
+  ForwardResult out{Matrix(p.N, dv), std::vector<double>(at(p.N), kNegInf)};
   TileBuf S(p, t);
 
   for (Index i0 = 0; i0 < p.N; i0 += t.block_m) {  // one thread block per query block
@@ -96,7 +98,7 @@ ForwardResult forward(const Problem& p, const Tiling& t, const Matrix& Q, const 
     const Index rows = i1 - i0;
     std::vector<double> m(at(rows), kNegInf);  // running row max of S
     std::vector<double> l(at(rows), 0.0);      // running sum of exp(S - m)
-    Matrix acc = zeroAcc(rows, p.d);           // running sum of exp(S - m) V
+    Matrix acc = zeroAcc(rows, dv);            // running sum of exp(S - m) V
 
     // Key blocks outside [keyBegin, keyEnd) are fully masked (causal, window): skipped.
     const Index keyBegin = visibleKeyBegin(p, i0), keyEnd = visibleKeyEnd(p, i1);
@@ -115,13 +117,13 @@ ForwardResult forward(const Problem& p, const Tiling& t, const Matrix& Q, const 
         const double alpha = std::exp(m[at(r)] - mNew);
         double rowSum = 0;
         double* a = acc.row(r);
-        for (Index k = 0; k < p.d; ++k) a[k] *= alpha;
+        for (Index k = 0; k < dv; ++k) a[k] *= alpha;
         for (Index c = 0; c < tile.cols(); ++c) {
           if (p.masked(i0 + r, j0 + c)) continue;
           const double e = std::exp(S(r, c) - mNew);
           rowSum += e;
           const double* v = V.row(j0 + c);
-          for (Index k = 0; k < p.d; ++k) a[k] += e * v[k];
+          for (Index k = 0; k < dv; ++k) a[k] += e * v[k];
         }
         l[at(r)] = alpha * l[at(r)] + rowSum;
         m[at(r)] = mNew;
@@ -130,7 +132,7 @@ ForwardResult forward(const Problem& p, const Tiling& t, const Matrix& Q, const 
     // Epilogue: normalize and save the log-sum-exp, the only per-row state the backward needs.
     for (Index r = 0; r < rows; ++r) {
       if (l[at(r)] == 0.0) continue;  // fully masked row: O = 0, L = -inf by definition
-      for (Index k = 0; k < p.d; ++k) out.O(i0 + r, k) = acc(r, k) / l[at(r)];
+      for (Index k = 0; k < dv; ++k) out.O(i0 + r, k) = acc(r, k) / l[at(r)];
       out.L[at(i0 + r)] = m[at(r)] + std::log(l[at(r)]);
     }
   }
@@ -144,9 +146,10 @@ ForwardDualResult forwardDual(const Problem& p, const Tiling& t, const Matrix& Q
   validateInputs(p, t, Q, K, V);
   validateMatrix(tQ, "tQ", p.N, "N", p.d, "d");
   validateMatrix(tK, "tK", p.M, "M", p.d, "d");
-  validateMatrix(tV, "tV", p.M, "M", p.d, "d");
-  ForwardDualResult out{{Matrix(p.N, p.d), std::vector<double>(at(p.N), kNegInf)},
-                        Matrix(p.N, p.d)};
+  detail::validateValues(tV, "tV", p, p.M, "M");
+  const Index dv = p.valueDim();
+  ForwardDualResult out{{Matrix(p.N, dv), std::vector<double>(at(p.N), kNegInf)},
+                        Matrix(p.N, dv)};
   TileBuf S(p, t), G(p, t), tmp(p, t);
 
   for (Index i0 = 0; i0 < p.N; i0 += t.block_m) {  // one thread block per query block
@@ -155,8 +158,8 @@ ForwardDualResult forwardDual(const Problem& p, const Tiling& t, const Matrix& Q
     std::vector<double> m(at(rows), kNegInf);  // running row max of S
     std::vector<double> l(at(rows), 0.0);      // running sum of exp(S - m)
     std::vector<double> cg(at(rows), 0.0);     // running sum of exp(S - m) o G
-    Matrix accO = zeroAcc(rows, p.d);          // running sum of exp(S - m) V
-    Matrix accT = zeroAcc(rows, p.d);          // ... of exp(S - m) tV + (exp(S - m) o G) V
+    Matrix accO = zeroAcc(rows, dv);           // running sum of exp(S - m) V
+    Matrix accT = zeroAcc(rows, dv);           // ... of exp(S - m) tV + (exp(S - m) o G) V
 
     const Index keyBegin = visibleKeyBegin(p, i0), keyEnd = visibleKeyEnd(p, i1);
     for (Index j0 = keyBegin - keyBegin % t.block_n; j0 < keyEnd; j0 += t.block_n) {
@@ -174,7 +177,7 @@ ForwardDualResult forwardDual(const Problem& p, const Tiling& t, const Matrix& Q
         const double alpha = std::exp(m[at(r)] - mNew);
         double rowSum = 0, rowSumG = 0;
         double *o = accO.row(r), *tt = accT.row(r);
-        for (Index k = 0; k < p.d; ++k) {
+        for (Index k = 0; k < dv; ++k) {
           o[k] *= alpha;
           tt[k] *= alpha;
         }
@@ -185,7 +188,7 @@ ForwardDualResult forwardDual(const Problem& p, const Tiling& t, const Matrix& Q
           rowSum += e;
           rowSumG += eg;
           const double *v = V.row(j0 + c), *tv = tV.row(j0 + c);
-          for (Index k = 0; k < p.d; ++k) {
+          for (Index k = 0; k < dv; ++k) {
             o[k] += e * v[k];
             tt[k] += e * tv[k] + eg * v[k];
           }
@@ -199,7 +202,7 @@ ForwardDualResult forwardDual(const Problem& p, const Tiling& t, const Matrix& Q
     for (Index r = 0; r < rows; ++r) {
       if (l[at(r)] == 0.0) continue;  // fully masked row: O = 0, tO = 0, L = -inf by definition
       const double c = cg[at(r)] / l[at(r)];
-      for (Index k = 0; k < p.d; ++k) {
+      for (Index k = 0; k < dv; ++k) {
         out.fwd.O(i0 + r, k) = accO(r, k) / l[at(r)];
         out.tO(i0 + r, k) = accT(r, k) / l[at(r)] - c * out.fwd.O(i0 + r, k);
       }
@@ -214,23 +217,24 @@ BackwardResult backward(const Problem& p, const Tiling& t, const Matrix& Q, cons
                         const Matrix& V, const Matrix& dO, const ForwardResult& fwd,
                         TileStats* stats) {
   validateInputs(p, t, Q, K, V);
-  validateMatrix(dO, "dO", p.N, "N", p.d, "d");
-  validateMatrix(fwd.O, "O", p.N, "N", p.d, "d");
+  detail::validateValues(dO, "dO", p, p.N, "N");
+  detail::validateValues(fwd.O, "O", p, p.N, "N");
   validateVector(fwd.L, "L", p.N, "N");
 
-  BackwardResult out{Matrix(p.N, p.d), Matrix(p.M, p.d), Matrix(p.M, p.d),
+  const Index dv = p.valueDim();
+  BackwardResult out{Matrix(p.N, p.d), Matrix(p.M, p.d), Matrix(p.M, dv),
                      std::vector<double>(at(p.N), 0.0)};
-  // Preprocess (its own small kernel): D = rowsum(dO o O), O(N d) work. It replaces
+  // Preprocess (its own small kernel): D = rowsum(dO o O), O(N dv) work. It replaces
   // rowsum(P o dP), which would need a full sweep over keys before dS could be formed.
   for (Index i = 0; i < p.N; ++i)
-    for (Index k = 0; k < p.d; ++k) out.D[at(i)] += dO(i, k) * fwd.O(i, k);
+    for (Index k = 0; k < dv; ++k) out.D[at(i)] += dO(i, k) * fwd.O(i, k);
 
   TileBuf P(p, t), dP(p, t), dS(p, t);
   // Key-major: a thread block owns a key block, keeps dK, dV in registers and sweeps the
   // query blocks; dQ contributions go straight to global memory (atomic adds on a GPU).
   for (Index j0 = 0; j0 < p.M; j0 += t.block_n) {
     const Index j1 = std::min(j0 + t.block_n, p.M);
-    Matrix dKacc = zeroAcc(j1 - j0, p.d), dVacc = zeroAcc(j1 - j0, p.d);
+    Matrix dKacc = zeroAcc(j1 - j0, p.d), dVacc = zeroAcc(j1 - j0, dv);
     // Query rows outside [visibleQueryBegin, visibleQueryEnd) see none of these keys: start at
     // the block holding the first, stop after the block holding the last.
     const Index qBegin = visibleQueryBegin(p, j0), qEnd = visibleQueryEnd(p, j1);
@@ -249,11 +253,10 @@ BackwardResult backward(const Problem& p, const Tiling& t, const Matrix& Q, cons
       for (Index r = 0; r < tile.rows(); ++r)
         for (Index k = 0; k < p.d; ++k) out.dQ(i0 + r, k) += dQpart(r, k);
     }
-    for (Index c = 0; c < j1 - j0; ++c)
-      for (Index k = 0; k < p.d; ++k) {
-        out.dK(j0 + c, k) = dKacc(c, k);
-        out.dV(j0 + c, k) = dVacc(c, k);
-      }
+    for (Index c = 0; c < j1 - j0; ++c) {
+      for (Index k = 0; k < p.d; ++k) out.dK(j0 + c, k) = dKacc(c, k);
+      for (Index k = 0; k < dv; ++k) out.dV(j0 + c, k) = dVacc(c, k);
+    }
   }
   return out;
 }
@@ -264,11 +267,11 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
               const Matrix& uV, const ForwardResult& fwd, const BackwardResult& bwd, X2Source x2,
               TileStats* stats) {
   validateInputs(p, t, Q, K, V);
-  validateMatrix(dO, "dO", p.N, "N", p.d, "d");
+  detail::validateValues(dO, "dO", p, p.N, "N");
   validateMatrix(uQ, "uQ", p.N, "N", p.d, "d");
   validateMatrix(uK, "uK", p.M, "M", p.d, "d");
-  validateMatrix(uV, "uV", p.M, "M", p.d, "d");
-  validateMatrix(fwd.O, "O", p.N, "N", p.d, "d");
+  detail::validateValues(uV, "uV", p, p.M, "M");
+  detail::validateValues(fwd.O, "O", p, p.N, "N");
   validateVector(fwd.L, "L", p.N, "N");
   validateVector(bwd.D, "D", p.N, "N");
   if (x2 == X2Source::FromDQ)
@@ -278,12 +281,14 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
   const double s = p.scale;
   const std::vector<double>& L = fwd.L;
   const std::vector<double>& D = bwd.D;
-  BobResult out{Matrix(p.N, p.d), Matrix(p.M, p.d), Matrix(p.M, p.d), Matrix(p.N, p.d),
+  const Index dv = p.valueDim();
+  BobResult out{Matrix(p.N, p.d), Matrix(p.M, p.d), Matrix(p.M, dv), Matrix(p.N, dv),
                 std::vector<double>(at(p.N), 0.0), std::vector<double>(at(p.N), 0.0)};
   BobTiles T(p, t);
 
   // Pass 1, query-major. gQ and gdO are affine in the row scalars c, b, which are only known
-  // after the whole key sweep; so the sweep accumulates four c,b-free block x d accumulators
+  // after the whole key sweep; so the sweep accumulates four c,b-free accumulators, block x d
+  // but X4 block x dv (a sum of rows of uV and V)
   //   X1 = dS uK + (G o dS + P o W) K     X2 = (P o dP) K
   //   X3 = P K                            X4 = P uV + (P o G) V
   // together with c, b as tile row sums, and the epilogue finishes
@@ -292,7 +297,7 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
     const Index i1 = std::min(i0 + t.block_m, p.N);
     const Index rows = i1 - i0;
     Matrix X1 = zeroAcc(rows, p.d), X2 = zeroAcc(rows, p.d), X3 = zeroAcc(rows, p.d),
-           X4 = zeroAcc(rows, p.d);
+           X4 = zeroAcc(rows, dv);
     std::vector<double> c(at(rows), 0.0), b(at(rows), 0.0);
 
     const Index keyBegin = visibleKeyBegin(p, i0), keyEnd = visibleKeyEnd(p, i1);
@@ -330,10 +335,10 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
       // instead of a fifth accumulator and its MMA.
       if (x2 == X2Source::FromDQ)
         for (Index k = 0; k < p.d; ++k) X2(r, k) = bwd.dQ(i, k) / s + D[at(i)] * X3(r, k);
-      for (Index k = 0; k < p.d; ++k) {
+      for (Index k = 0; k < p.d; ++k)
         out.gQ(i, k) = s * (X1(r, k) - c[at(r)] * X2(r, k) - b[at(r)] * X3(r, k));
+      for (Index k = 0; k < dv; ++k)
         out.gdO(i, k) = X4(r, k) - c[at(r)] * fwd.O(i, k);
-      }
       out.c[at(i)] = c[at(r)];  // c, b go to global memory (2 floats per row) for pass 2
       out.b[at(i)] = b[at(r)];
     }
@@ -342,11 +347,12 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
   // Pass 2, key-major, like a FlashAttention backward: reload L, D, c, b per query row,
   // recompute the same tiles, form the two cotangent tiles
   //   dPbar = P o (G - c),   Sbar = G o dS + P o W - c o (P o dP) - b o P
-  // and accumulate gK = s (dS^T uQ + Sbar^T Q), gV = dPbar^T dO in two block x d accumulators.
+  // and accumulate gK = s (dS^T uQ + Sbar^T Q), gV = dPbar^T dO in two accumulators (block x d,
+  // block x dv).
   TileBuf dPbar(p, t), Sbar(p, t);
   for (Index j0 = 0; j0 < p.M; j0 += t.block_n) {
     const Index j1 = std::min(j0 + t.block_n, p.M);
-    Matrix gKacc = zeroAcc(j1 - j0, p.d), gVacc = zeroAcc(j1 - j0, p.d);
+    Matrix gKacc = zeroAcc(j1 - j0, p.d), gVacc = zeroAcc(j1 - j0, dv);
     const Index qBegin = visibleQueryBegin(p, j0), qEnd = visibleQueryEnd(p, j1);
     for (Index i0 = qBegin - qBegin % t.block_m; i0 < qEnd; i0 += t.block_m) {
       const Tile tile{i0, std::min(i0 + t.block_m, p.N), j0, j1};
@@ -365,11 +371,10 @@ BobResult bob(const Problem& p, const Tiling& t, const Matrix& Q, const Matrix& 
       accTtA(tile, Sbar, Q, s, gKacc);    // gK += s Sbar^T Q
       accTtA(tile, dPbar, dO, 1.0, gVacc);  // gV += dPbar^T dO
     }
-    for (Index col = 0; col < j1 - j0; ++col)
-      for (Index k = 0; k < p.d; ++k) {
-        out.gK(j0 + col, k) = gKacc(col, k);
-        out.gV(j0 + col, k) = gVacc(col, k);
-      }
+    for (Index col = 0; col < j1 - j0; ++col) {
+      for (Index k = 0; k < p.d; ++k) out.gK(j0 + col, k) = gKacc(col, k);
+      for (Index k = 0; k < dv; ++k) out.gV(j0 + col, k) = gVacc(col, k);
+    }
   }
   return out;
 }

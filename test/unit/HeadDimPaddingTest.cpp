@@ -6,7 +6,9 @@
 // dV and D; BoB's gQ, gK, gV, gdO, c and b; the forward's JVP tO; and a ring step's partials
 // (O and L, dQ, dK, dV, pass 1's X1..X4, c and beta, pass 2's gK, gV). The scale is what the
 // padding must not change: with the padded width's default 1/sqrt(kernelHeadDim(d)) the
-// outputs differ, and the test says so.
+// outputs differ, and the test says so. With V of another width d_v ("v of another width"),
+// both sides pad to kernelHeadDim(max(d, d_v)): the outputs shaped like Q and K are right in
+// their first d columns, those shaped like V in their first d_v.
 #include "compiler/dialect/Target.h"
 #include "jit/HeadDims.h"
 #include "kernels/oracle/Oracle.h"
@@ -15,6 +17,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -56,24 +59,26 @@ Problem paddedOracleProblem(const Problem &p, bool wrongScale) {
   api.seqQ = p.N;
   api.seqK = p.M;
   api.headDim = p.d;
+  api.headDimV = p.dv;
   api.causal = p.causal;
   api.windowLeft = p.windowLeft;
   api.windowRight = p.windowRight;
   const AttentionProblem kernels = jit::paddedProblem(api);
   Problem q = p;
   q.d = kernels.headDim;
+  q.dv = kernels.headDimV; // one width: 0
   q.scale = wrongScale ? defaultScale(q.d) : kernels.effectiveScale();
   return q;
 }
 
-// Worst relative error of the padded problem's outputs' first d columns against the unpadded
-// problem's; every padding column must be exactly zero.
+// Worst relative error of the padded problem's outputs' first columns (as many as the unpadded
+// output has: d, or d_v for those shaped like V) against the unpadded problem's; every padding
+// column must be exactly zero.
 struct Compare {
-  Index d;
   double worst = 0;
   void matrix(const char *name, const Matrix &paddedOut, const Matrix &want) {
     bool restZero = false;
-    const Matrix got = firstColumns(paddedOut, d, restZero);
+    const Matrix got = firstColumns(paddedOut, want.cols, restZero);
     INFO(name);
     CHECK(restZero);
     worst = std::max(worst, relErr(got, want));
@@ -88,21 +93,22 @@ struct Case {
   Index n, m, d;
   bool causal;
   Index windowLeft = -1, windowRight = -1;
+  Index dv = 0; // V's head dim (0: d)
 };
 
 // Every dense output and the forward's JVP: the padded problem's against the unpadded one's.
 double denseWorst(const Case &c, bool wrongScale) {
-  Problem p = makeProblem(c.n, c.m, c.d, c.causal);
+  Problem p = makeProblem(c.n, c.m, c.d, c.dv, c.causal);
   p.windowLeft = c.windowLeft;
   p.windowRight = c.windowRight;
   const Problem q = paddedOracleProblem(p, wrongScale);
-  REQUIRE(q.d == bob::kernelHeadDim(c.d));
+  REQUIRE(q.d == bob::kernelHeadDim(std::max(p.d, p.valueDim())));
   const Inputs in = randomInputs(p, 1000 + uint64_t(c.d));
   const Index w = q.d;
   const Matrix Q = padded(in.Q, w), K = padded(in.K, w), V = padded(in.V, w),
                dO = padded(in.dO, w), uQ = padded(in.uQ, w), uK = padded(in.uK, w),
                uV = padded(in.uV, w);
-  Compare cmp{c.d};
+  Compare cmp;
   const ForwardResult f = dense::forward(p, in.Q, in.K, in.V), fp = dense::forward(q, Q, K, V);
   cmp.matrix("O", fp.O, f.O);
   cmp.rows("L", fp.L, f.L);
@@ -160,7 +166,7 @@ double ringStepWorst(Index d, bool wrongScale) {
   ring::KeyShard ks, ksPadded;
   shards(d, qs, ks);
   shards(q.d, qsPadded, ksPadded);
-  Compare cmp{d};
+  Compare cmp;
   const ForwardResult f = ring::forwardStep(p, qs, ks), fp = ring::forwardStep(q, qsPadded, ksPadded);
   cmp.matrix("step O", fp.O, f.O);
   cmp.rows("step L", fp.L, f.L);
@@ -199,6 +205,18 @@ TEST_CASE("zero-padded head dims: every output's first d columns are the unpadde
     CHECK(denseWorst(c, false) <= 1e-12);
     // The padded width's default scale is another problem: O already differs by far more.
     CHECK(denseWorst(c, true) > 1e-3);
+  }
+  // V of another width (d_v): multi-head latent attention's 192 and 128 (q's width is the
+  // padded one), V wider than Q and K, and widths that are no multiple of 16 on both sides.
+  const Case otherWidths[] = {{33, 41, 192, true, -1, -1, 128}, {29, 23, 64, false, -1, -1, 96},
+                              {20, 20, 24, true, 3, -1, 72},    {17, 25, 100, false, -1, -1, 20}};
+  for (const Case &c : otherWidths) {
+    INFO("d " << c.d << " d_v " << c.dv << " N " << c.n << " M " << c.m
+              << (c.causal ? " causal" : ""));
+    CHECK(denseWorst(c, false) <= 1e-12);
+    // Where the padded width is d itself, its default scale is the problem's own.
+    if (bob::kernelHeadDim(std::max(c.d, c.dv)) != c.d)
+      CHECK(denseWorst(c, true) > 1e-3);
   }
   for (Index d : {8, 72, 100}) {
     INFO("ring step, d " << d);

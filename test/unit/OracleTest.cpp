@@ -1,6 +1,7 @@
 // Tests of the float64 oracle (kernels/oracle): the dense reference against finite differences,
 // the tiled two-pass model against the dense reference, argument checking, and the causal edge
-// cases (N != M, fully masked rows, tile skipping).
+// cases (N != M, fully masked rows, tile skipping). Problems whose V is of another width than Q
+// and K (dv != d, makeProblem's five-argument form) run through the same checks.
 //
 // Set FLASHBOB_ORACLE_REPORT=1 to print the worst error measured by each check.
 #include "kernels/oracle/Oracle.h"
@@ -102,9 +103,10 @@ T fdGradient(T x, const F& f) {
 
 TEST_CASE("dense BoB equals per-element finite differences of the first backward", "[oracle][dense][bob][fd]") {
   // Tiny problems so every entry of Q, K, V, dO is differentiated; N < M and N > M causal
-  // (the latter has fully masked rows 0 and 1).
-  const Problem problems[] = {makeProblem(3, 4, 2, false), makeProblem(3, 5, 2, true),
-                              makeProblem(5, 3, 2, true), makeProblem(4, 4, 3, true)};
+  // (the latter has fully masked rows 0 and 1); V wider and narrower than Q and K.
+  const Problem problems[] = {makeProblem(3, 4, 2, false),   makeProblem(3, 5, 2, true),
+                              makeProblem(5, 3, 2, true),    makeProblem(4, 4, 3, true),
+                              makeProblem(3, 4, 2, 3, false), makeProblem(5, 3, 3, 2, true)};
   std::uint64_t seed = 11;
   for (const Problem& p : problems) {
     INFO(describe(p));
@@ -124,16 +126,18 @@ TEST_CASE("dense BoB equals per-element finite differences of the first backward
 }
 
 TEST_CASE("dense BoB equals directional finite differences of the first backward", "[oracle][dense][bob][fd]") {
-  const Problem problems[] = {makeProblem(7, 11, 5, true), makeProblem(11, 7, 5, true),
-                              makeProblem(9, 9, 4, true), makeProblem(6, 13, 8, false),
-                              makeProblem(12, 12, 16, false), makeProblem(13, 6, 1, true)};
+  const Problem problems[] = {makeProblem(7, 11, 5, true),      makeProblem(11, 7, 5, true),
+                              makeProblem(9, 9, 4, true),       makeProblem(6, 13, 8, false),
+                              makeProblem(12, 12, 16, false),   makeProblem(13, 6, 1, true),
+                              makeProblem(7, 11, 6, 4, true),   makeProblem(11, 7, 3, 8, true),
+                              makeProblem(6, 13, 12, 8, false)};
   std::uint64_t seed = 100;
   for (const Problem& p : problems) {
     INFO(describe(p));
     const Inputs in = randomInputs(p, seed++);
     std::mt19937_64 rng(seed++);
     const Matrix eQ = randomMatrix(p.N, p.d, rng), eK = randomMatrix(p.M, p.d, rng),
-                 eV = randomMatrix(p.M, p.d, rng), edO = randomMatrix(p.N, p.d, rng);
+                 eV = randomMatrix(p.M, p.valueDim(), rng), edO = randomMatrix(p.N, p.valueDim(), rng);
     const BobResult r = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
     // Each input alone, then all four together: F(x + h e) differentiated in h.
     for (int which = 0; which < 5; ++which) {
@@ -153,16 +157,18 @@ TEST_CASE("dense BoB equals directional finite differences of the first backward
 }
 
 TEST_CASE("the forward's JVP equals finite differences of O, and BoB's gdO at u = t", "[oracle][dense][jvp][fd]") {
-  const Problem problems[] = {makeProblem(7, 11, 5, true), makeProblem(11, 7, 5, true),
-                              makeProblem(6, 13, 8, false), makeProblem(13, 6, 1, true)};
+  const Problem problems[] = {makeProblem(7, 11, 5, true),    makeProblem(11, 7, 5, true),
+                              makeProblem(6, 13, 8, false),   makeProblem(13, 6, 1, true),
+                              makeProblem(7, 11, 6, 3, true), makeProblem(6, 13, 4, 9, false)};
   std::uint64_t seed = 300;
   for (const Problem& p : problems) {
     INFO(describe(p));
     const Inputs in = randomInputs(p, seed++);
     // Tangents tQ, tK, tV: uQ, uK, uV. Every entry of tO against a central difference of O.
     const Matrix tO = dense::forwardJvp(p, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+    REQUIRE(tO.cols == p.valueDim());
     for (Index i = 0; i < p.N; ++i)
-      for (Index c = 0; c < p.d; ++c) {
+      for (Index c = 0; c < p.valueDim(); ++c) {
         const double fd = derivative([&](double h) {
           return dense::forward(p, axpy(in.Q, h, in.uQ), axpy(in.K, h, in.uK),
                                 axpy(in.V, h, in.uV))
@@ -182,8 +188,9 @@ TEST_CASE("the forward's JVP equals finite differences of O, and BoB's gdO at u 
 
 TEST_CASE("dense backward equals finite differences of sum(O o R)", "[oracle][dense][backward][fd]") {
   // backward(dO = R) is the gradient of <R, O(Q, K, V)>.
-  const Problem problems[] = {makeProblem(3, 4, 2, false), makeProblem(4, 6, 3, true),
-                              makeProblem(6, 4, 3, true), makeProblem(17, 23, 8, true)};
+  const Problem problems[] = {makeProblem(3, 4, 2, false),    makeProblem(4, 6, 3, true),
+                              makeProblem(6, 4, 3, true),     makeProblem(17, 23, 8, true),
+                              makeProblem(4, 6, 3, 5, true),  makeProblem(6, 4, 5, 2, true)};
   std::uint64_t seed = 200;
   for (const Problem& p : problems) {
     INFO(describe(p));
@@ -203,8 +210,8 @@ TEST_CASE("dense backward equals finite differences of sum(O o R)", "[oracle][de
     // D = rowsum(dO o O), and the saved-state overload gives the same gradients.
     const ForwardResult f = dense::forward(p, in.Q, in.K, in.V);
     for (Index i = 0; i < p.N; ++i) {
-      double Di = 0;
-      for (Index k = 0; k < p.d; ++k) Di += R(i, k) * f.O(i, k);
+      double Di = 0;  // over the values' width
+      for (Index k = 0; k < p.valueDim(); ++k) Di += R(i, k) * f.O(i, k);
       CHECK(g.D[static_cast<std::size_t>(i)] == Approx(Di).margin(1e-14));
     }
     const BackwardResult saved = dense::backward(p, in.Q, in.K, in.V, R, f.O, f.L);
@@ -215,7 +222,8 @@ TEST_CASE("dense backward equals finite differences of sum(O o R)", "[oracle][de
 }
 
 TEST_CASE("dense forward is a masked softmax with bottom-right causal alignment", "[oracle][dense][forward]") {
-  for (const Problem& p : {makeProblem(6, 9, 4, true), makeProblem(9, 6, 4, true), makeProblem(5, 7, 3, false)}) {
+  for (const Problem& p : {makeProblem(6, 9, 4, true), makeProblem(9, 6, 4, true), makeProblem(5, 7, 3, false),
+                           makeProblem(9, 6, 4, 7, true), makeProblem(5, 7, 6, 2, false)}) {
     INFO(describe(p));
     const Inputs in = randomInputs(p, 300);
     const ForwardResult f = dense::forward(p, in.Q, in.K, in.V);
@@ -227,21 +235,22 @@ TEST_CASE("dense forward is a masked softmax with bottom-right causal alignment"
       const double Li = f.L[static_cast<std::size_t>(i)];
       if (keys.empty()) {
         CHECK(Li == -std::numeric_limits<double>::infinity());
-        for (Index k = 0; k < p.d; ++k) CHECK(f.O(i, k) == 0.0);
+        for (Index k = 0; k < p.valueDim(); ++k) CHECK(f.O(i, k) == 0.0);
         continue;
       }
       // O_i = sum_j exp(S_ij - L_i) V_j with the probabilities summing to one.
       double total = 0;
-      std::vector<double> Oi(static_cast<std::size_t>(p.d), 0.0);
+      std::vector<double> Oi(static_cast<std::size_t>(p.valueDim()), 0.0);
       for (Index j : keys) {
         double S = 0;
         for (Index k = 0; k < p.d; ++k) S += in.Q(i, k) * in.K(j, k);
         const double P = std::exp(p.scale * S - Li);
         total += P;
-        for (Index k = 0; k < p.d; ++k) Oi[static_cast<std::size_t>(k)] += P * in.V(j, k);
+        for (Index k = 0; k < p.valueDim(); ++k) Oi[static_cast<std::size_t>(k)] += P * in.V(j, k);
       }
       CHECK(total == Approx(1.0).epsilon(1e-13));
-      for (Index k = 0; k < p.d; ++k) CHECK(f.O(i, k) == Approx(Oi[static_cast<std::size_t>(k)]).margin(1e-13));
+      REQUIRE(f.O.cols == p.valueDim());
+      for (Index k = 0; k < p.valueDim(); ++k) CHECK(f.O(i, k) == Approx(Oi[static_cast<std::size_t>(k)]).margin(1e-13));
     }
   }
 }
@@ -252,6 +261,11 @@ namespace {
 
 struct Worst {
   double fwd = 0, bwd = 0, bob = 0;
+};
+
+// The head dims of a problem: Q and K's d, V's dv (0: d).
+struct Widths {
+  Index d, dv;
 };
 
 // Compares every output of the tiled model with the dense reference (relErr per output).
@@ -284,15 +298,17 @@ TEST_CASE("tiled model equals the dense reference", "[oracle][tiled]") {
   const Shape shapes[] = {{64, 64}, {37, 53}, {53, 37}, {70, 70}};
   // Tiles dividing N and M, not dividing, 1 x 1, rectangular, and larger than the problem.
   const Tiling tilings[] = {{16, 16}, {13, 7}, {1, 1}, {32, 8}, {128, 96}};
+  // Head dims (d, dv): one width (dv = 0 means d), then V narrower and wider than Q and K.
+  const Widths widths[] = {{1, 0}, {16, 0}, {64, 0}, {128, 0}, {3, 1}, {16, 40}, {64, 24}};
   std::uint64_t seed = 400;
   Worst worst;
-  for (Index d : {1, 16, 64, 128})
+  for (const Widths& w : widths)
     for (const Shape& sh : shapes)
       for (bool causal : {false, true})
         for (const Tiling& t : tilings) {
           // 1 x 1 tiles only at small d: they test the same edges, just slowly.
-          if (t.block_m == 1 && d > 16) continue;
-          const Problem p = makeProblem(sh.N, sh.M, d, causal);
+          if (t.block_m == 1 && std::max(w.d, w.dv) > 16) continue;
+          const Problem p = makeProblem(sh.N, sh.M, w.d, w.dv, causal);
           INFO(describe(p) << " block_m=" << t.block_m << " block_n=" << t.block_n);
           const Worst w = compareTiledWithDense(p, t, seed++);
           CHECK(w.fwd < 1e-12);
@@ -328,14 +344,15 @@ TEST_CASE("the tiled forward with its JVP in one sweep equals the dense forward 
   };
   const Shape shapes[] = {{64, 64}, {37, 53}, {53, 37}, {70, 70}};
   const Tiling tilings[] = {{16, 16}, {13, 7}, {1, 1}, {32, 8}, {128, 96}};
+  const Widths widths[] = {{1, 0}, {16, 0}, {64, 0}, {3, 1}, {16, 40}};
   std::uint64_t seed = 460;
   double worst = 0;
-  for (Index d : {1, 16, 64})
+  for (const Widths& w : widths)
     for (const Shape& sh : shapes)
       for (bool causal : {false, true})
         for (const Tiling& t : tilings) {
-          if (t.block_m == 1 && d > 16) continue;
-          const Problem p = makeProblem(sh.N, sh.M, d, causal);
+          if (t.block_m == 1 && std::max(w.d, w.dv) > 16) continue;
+          const Problem p = makeProblem(sh.N, sh.M, w.d, w.dv, causal);
           INFO(describe(p) << " block_m=" << t.block_m << " block_n=" << t.block_n);
           const Inputs in = randomInputs(p, seed++);
           const ForwardDualResult r =
@@ -555,227 +572,270 @@ TEST_CASE("bad arguments throw std::invalid_argument naming the argument", "[ora
                       Contains("V has batch x heads = 2 x 3, expected 2 x 2"));
   REQUIRE_THROWS_WITH(dense::forwardBatched(p, Qb, Kb, Vshort), Contains("V has 5 rows per head, expected M = 6"));
   REQUIRE_THROWS_WITH(dense::forwardBatched(p, HeadTensor(0, 3, p.N, p.d), Kb, Kb), Contains("Q batch must be positive"));
+
+  // V of another width: the values' side (V, dO, O, uV, tV) is checked against dv, and says so;
+  // the scores' side (uQ) against d.
+  const Problem pv = makeProblem(5, 6, 4, 3, true);
+  const Inputs inv = randomInputs(pv, 601);
+  const ForwardResult fv = dense::forward(pv, inv.Q, inv.K, inv.V);
+  REQUIRE_THROWS_WITH(dense::forward(pv, in.Q, in.K, in.V), Contains("oracle: V has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(dense::backward(pv, inv.Q, inv.K, inv.V, in.dO), Contains("dO has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(dense::backward(pv, inv.Q, inv.K, inv.V, inv.dO, f.O, fv.L), Contains("O has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(dense::bob(pv, inv.Q, inv.K, inv.V, inv.dO, inv.uQ, inv.uK, in.uV), Contains("uV has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(dense::bob(pv, inv.Q, inv.K, inv.V, inv.dO, inv.dO, inv.uK, inv.uV), Contains("uQ has 3 cols, expected d = 4"));
+  REQUIRE_THROWS_WITH(dense::forwardJvp(pv, inv.Q, inv.K, inv.V, inv.uQ, inv.uK, in.uV), Contains("tV has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(tiled::forward(pv, t, inv.Q, inv.K, in.V), Contains("V has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(tiled::backward(pv, t, inv.Q, inv.K, inv.V, inv.dO, f), Contains("O has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(tiled::bob(pv, t, inv.Q, inv.K, inv.V, in.dO, inv.uQ, inv.uK, inv.uV), Contains("dO has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(tiled::forwardDual(pv, t, inv.Q, inv.K, inv.V, inv.uQ, inv.uK, in.uV), Contains("tV has 4 cols, expected dv = 3"));
+  REQUIRE_THROWS_WITH(dense::forwardBatched(pv, Qb, Kb, Kb), Contains("V has 4 cols per head, expected dv = 3"));
+  Problem negativeDv = pv;
+  negativeDv.dv = -1;
+  REQUIRE_THROWS_WITH(dense::forward(negativeDv, inv.Q, inv.K, in.V), Contains("dv must be positive (or 0 for d), got -1"));
 }
 
 // ---- 5. Fully masked rows --------------------------------------------------------------------
 
 TEST_CASE("fully masked rows (causal, M < N) are finite, zero, and equal in dense and tiled", "[oracle][causal][masked]") {
-  const Problem p = makeProblem(20, 8, 16, true);  // rows 0..11 see no key
-  const Index masked = p.N - p.M;
-  const Inputs in = randomInputs(p, 700);
-  const Tiling t{8, 8};  // the first query block is entirely masked, the second partly
-  const ForwardResult df = dense::forward(p, in.Q, in.K, in.V), tf = tiled::forward(p, t, in.Q, in.K, in.V);
-  const BackwardResult db = dense::backward(p, in.Q, in.K, in.V, in.dO), tb = tiled::backward(p, t, in.Q, in.K, in.V, in.dO, tf);
-  const BobResult dr = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
-  for (X2Source x2 : {X2Source::FromDQ, X2Source::Accumulate}) {
-    const BobResult tr = tiled::bob(p, t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, tf, tb, x2);
-    for (const BobResult* r : {&dr, &tr}) {
-      for (const std::vector<double>* v : {&r->gQ.data, &r->gK.data, &r->gV.data, &r->gdO.data, &r->c, &r->b})
-        CHECK(allFinite(*v));
-      for (Index i = 0; i < masked; ++i) {
-        CHECK(r->c[static_cast<std::size_t>(i)] == 0.0);
-        CHECK(r->b[static_cast<std::size_t>(i)] == 0.0);
-        for (Index k = 0; k < p.d; ++k) {
-          CHECK(r->gQ(i, k) == 0.0);
-          CHECK(r->gdO(i, k) == 0.0);
+  // Rows 0..11 see no key; V as wide as Q and K, then wider.
+  for (const Problem& p : {makeProblem(20, 8, 16, true), makeProblem(20, 8, 16, 24, true)}) {
+    INFO(describe(p));
+    const Index masked = p.N - p.M;
+    const Inputs in = randomInputs(p, 700);
+    const Tiling t{8, 8};  // the first query block is entirely masked, the second partly
+    const ForwardResult df = dense::forward(p, in.Q, in.K, in.V), tf = tiled::forward(p, t, in.Q, in.K, in.V);
+    const BackwardResult db = dense::backward(p, in.Q, in.K, in.V, in.dO), tb = tiled::backward(p, t, in.Q, in.K, in.V, in.dO, tf);
+    const BobResult dr = dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+    for (X2Source x2 : {X2Source::FromDQ, X2Source::Accumulate}) {
+      const BobResult tr = tiled::bob(p, t, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, tf, tb, x2);
+      for (const BobResult* r : {&dr, &tr}) {
+        for (const std::vector<double>* v : {&r->gQ.data, &r->gK.data, &r->gV.data, &r->gdO.data, &r->c, &r->b})
+          CHECK(allFinite(*v));
+        for (Index i = 0; i < masked; ++i) {
+          CHECK(r->c[static_cast<std::size_t>(i)] == 0.0);
+          CHECK(r->b[static_cast<std::size_t>(i)] == 0.0);
+          for (Index k = 0; k < p.d; ++k) CHECK(r->gQ(i, k) == 0.0);
+          for (Index k = 0; k < p.valueDim(); ++k) CHECK(r->gdO(i, k) == 0.0);
         }
       }
+      CHECK(relErr(tr.gQ, dr.gQ) < 1e-12);
+      CHECK(relErr(tr.gK, dr.gK) < 1e-12);
+      CHECK(relErr(tr.gV, dr.gV) < 1e-12);
+      CHECK(relErr(tr.gdO, dr.gdO) < 1e-12);
+      CHECK(relErr(tr.c, dr.c) < 1e-12);
+      CHECK(relErr(tr.b, dr.b) < 1e-12);
     }
-    CHECK(relErr(tr.gQ, dr.gQ) < 1e-12);
-    CHECK(relErr(tr.gK, dr.gK) < 1e-12);
-    CHECK(relErr(tr.gV, dr.gV) < 1e-12);
-    CHECK(relErr(tr.gdO, dr.gdO) < 1e-12);
-    CHECK(relErr(tr.c, dr.c) < 1e-12);
-    CHECK(relErr(tr.b, dr.b) < 1e-12);
-  }
-  for (const ForwardResult* f : {&df, &tf}) {
-    CHECK(allFinite(f->O.data));
+    for (const ForwardResult* f : {&df, &tf}) {
+      CHECK(allFinite(f->O.data));
+      for (Index i = 0; i < p.N; ++i)
+        CHECK(std::isinf(f->L[static_cast<std::size_t>(i)]) == (i < masked));
+      for (Index i = 0; i < masked; ++i)
+        for (Index k = 0; k < p.valueDim(); ++k) CHECK(f->O(i, k) == 0.0);
+    }
+    for (const BackwardResult* b : {&db, &tb}) {
+      CHECK(allFinite(b->dQ.data));
+      CHECK(allFinite(b->dK.data));
+      CHECK(allFinite(b->dV.data));
+      CHECK(allFinite(b->D));
+      for (Index i = 0; i < masked; ++i) {
+        CHECK(b->D[static_cast<std::size_t>(i)] == 0.0);
+        for (Index k = 0; k < p.d; ++k) CHECK(b->dQ(i, k) == 0.0);
+      }
+    }
+    CHECK(relErr(tf.O, df.O) < 1e-12);
+    CHECK(relErr(tf.L, df.L) < 1e-12);
+    CHECK(relErr(tb.dQ, db.dQ) < 1e-12);
+    CHECK(relErr(tb.dK, db.dK) < 1e-12);
+    CHECK(relErr(tb.dV, db.dV) < 1e-12);
+    // The forward with its JVP in one sweep: O = 0, tO = 0 and L = -inf in the rows that see no
+    // key, the others the dense forward's and JVP's.
+    const ForwardDualResult fd = tiled::forwardDual(p, t, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+    const Matrix dtO = dense::forwardJvp(p, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
+    CHECK(allFinite(fd.fwd.O.data));
+    CHECK(allFinite(fd.tO.data));
     for (Index i = 0; i < p.N; ++i)
-      CHECK(std::isinf(f->L[static_cast<std::size_t>(i)]) == (i < masked));
+      CHECK(std::isinf(fd.fwd.L[static_cast<std::size_t>(i)]) == (i < masked));
     for (Index i = 0; i < masked; ++i)
-      for (Index k = 0; k < p.d; ++k) CHECK(f->O(i, k) == 0.0);
+      for (Index k = 0; k < p.valueDim(); ++k) {
+        CHECK(fd.fwd.O(i, k) == 0.0);
+        CHECK(fd.tO(i, k) == 0.0);
+        CHECK(dtO(i, k) == 0.0);
+      }
+    CHECK(relErr(fd.fwd.O, df.O) < 1e-12);
+    CHECK(relErr(fd.fwd.L, df.L) < 1e-12);
+    CHECK(relErr(fd.tO, dtO) < 1e-12);
   }
-  for (const BackwardResult* b : {&db, &tb}) {
-    CHECK(allFinite(b->dQ.data));
-    CHECK(allFinite(b->dK.data));
-    CHECK(allFinite(b->dV.data));
-    CHECK(allFinite(b->D));
-    for (Index i = 0; i < masked; ++i) {
-      CHECK(b->D[static_cast<std::size_t>(i)] == 0.0);
-      for (Index k = 0; k < p.d; ++k) CHECK(b->dQ(i, k) == 0.0);
-    }
-  }
-  CHECK(relErr(tf.O, df.O) < 1e-12);
-  CHECK(relErr(tf.L, df.L) < 1e-12);
-  CHECK(relErr(tb.dQ, db.dQ) < 1e-12);
-  CHECK(relErr(tb.dK, db.dK) < 1e-12);
-  CHECK(relErr(tb.dV, db.dV) < 1e-12);
-  // The forward with its JVP in one sweep: O = 0, tO = 0 and L = -inf in the rows that see no
-  // key, the others the dense forward's and JVP's.
-  const ForwardDualResult fd = tiled::forwardDual(p, t, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
-  const Matrix dtO = dense::forwardJvp(p, in.Q, in.K, in.V, in.uQ, in.uK, in.uV);
-  CHECK(allFinite(fd.fwd.O.data));
-  CHECK(allFinite(fd.tO.data));
-  for (Index i = 0; i < p.N; ++i)
-    CHECK(std::isinf(fd.fwd.L[static_cast<std::size_t>(i)]) == (i < masked));
-  for (Index i = 0; i < masked; ++i)
-    for (Index k = 0; k < p.d; ++k) {
-      CHECK(fd.fwd.O(i, k) == 0.0);
-      CHECK(fd.tO(i, k) == 0.0);
-      CHECK(dtO(i, k) == 0.0);
-    }
-  CHECK(relErr(fd.fwd.O, df.O) < 1e-12);
-  CHECK(relErr(fd.fwd.L, df.L) < 1e-12);
-  CHECK(relErr(fd.tO, dtO) < 1e-12);
 }
 
 // ---- Multi-head -------------------------------------------------------------------------------
 
 TEST_CASE("batched dense calls equal per-head calls", "[oracle][dense][batched]") {
-  const Problem p = makeProblem(7, 9, 4, true);
-  const Index B = 2, H = 3;
-  std::mt19937_64 rng(800);
-  auto randomTensor = [&](Index rows) {
-    HeadTensor t(B, H, rows, p.d);
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    for (double& x : t.data) x = u(rng);
-    return t;
-  };
-  const HeadTensor Q = randomTensor(p.N), K = randomTensor(p.M), V = randomTensor(p.M), dO = randomTensor(p.N),
-                   uQ = randomTensor(p.N), uK = randomTensor(p.M), uV = randomTensor(p.M);
-  const BatchedForwardResult f = dense::forwardBatched(p, Q, K, V);
-  const BatchedBackwardResult g = dense::backwardBatched(p, Q, K, V, dO);
-  const BatchedBobResult r = dense::bobBatched(p, Q, K, V, dO, uQ, uK, uV);
-  for (Index b = 0; b < B; ++b)
-    for (Index h = 0; h < H; ++h) {
-      const ForwardResult f1 = dense::forward(p, Q.head(b, h), K.head(b, h), V.head(b, h));
-      CHECK(f.O.head(b, h).data == f1.O.data);
-      CHECK(f.L.head(b, h).data == f1.L);
-      const BackwardResult g1 = dense::backward(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h));
-      CHECK(g.dQ.head(b, h).data == g1.dQ.data);
-      CHECK(g.dK.head(b, h).data == g1.dK.data);
-      CHECK(g.dV.head(b, h).data == g1.dV.data);
-      CHECK(g.D.head(b, h).data == g1.D);
-      const BobResult r1 = dense::bob(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h),
-                                      uQ.head(b, h), uK.head(b, h), uV.head(b, h));
-      CHECK(r.gQ.head(b, h).data == r1.gQ.data);
-      CHECK(r.gK.head(b, h).data == r1.gK.data);
-      CHECK(r.gV.head(b, h).data == r1.gV.data);
-      CHECK(r.gdO.head(b, h).data == r1.gdO.data);
-      CHECK(r.c.head(b, h).data == r1.c);
-      CHECK(r.b.head(b, h).data == r1.b);
-    }
-  // Heads really differ (the loop did not reuse one head).
-  CHECK(r.gQ.head(0, 0).data != r.gQ.head(1, 2).data);
+  // V as wide as Q and K, then narrower.
+  for (const Problem& p : {makeProblem(7, 9, 4, true), makeProblem(7, 9, 4, 3, true)}) {
+    INFO(describe(p));
+    const Index B = 2, H = 3;
+    std::mt19937_64 rng(800);
+    auto randomTensor = [&](Index rows, Index cols) {
+      HeadTensor t(B, H, rows, cols);
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      for (double& x : t.data) x = u(rng);
+      return t;
+    };
+    const Index d = p.d, dv = p.valueDim();
+    const HeadTensor Q = randomTensor(p.N, d), K = randomTensor(p.M, d), V = randomTensor(p.M, dv),
+                     dO = randomTensor(p.N, dv), uQ = randomTensor(p.N, d), uK = randomTensor(p.M, d),
+                     uV = randomTensor(p.M, dv);
+    const BatchedForwardResult f = dense::forwardBatched(p, Q, K, V);
+    const BatchedBackwardResult g = dense::backwardBatched(p, Q, K, V, dO);
+    const BatchedBobResult r = dense::bobBatched(p, Q, K, V, dO, uQ, uK, uV);
+    CHECK(f.O.cols == dv);
+    CHECK(g.dV.cols == dv);
+    CHECK(r.gV.cols == dv);
+    CHECK(r.gdO.cols == dv);
+    for (Index b = 0; b < B; ++b)
+      for (Index h = 0; h < H; ++h) {
+        const ForwardResult f1 = dense::forward(p, Q.head(b, h), K.head(b, h), V.head(b, h));
+        CHECK(f.O.head(b, h).data == f1.O.data);
+        CHECK(f.L.head(b, h).data == f1.L);
+        const BackwardResult g1 = dense::backward(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h));
+        CHECK(g.dQ.head(b, h).data == g1.dQ.data);
+        CHECK(g.dK.head(b, h).data == g1.dK.data);
+        CHECK(g.dV.head(b, h).data == g1.dV.data);
+        CHECK(g.D.head(b, h).data == g1.D);
+        const BobResult r1 = dense::bob(p, Q.head(b, h), K.head(b, h), V.head(b, h), dO.head(b, h),
+                                        uQ.head(b, h), uK.head(b, h), uV.head(b, h));
+        CHECK(r.gQ.head(b, h).data == r1.gQ.data);
+        CHECK(r.gK.head(b, h).data == r1.gK.data);
+        CHECK(r.gV.head(b, h).data == r1.gV.data);
+        CHECK(r.gdO.head(b, h).data == r1.gdO.data);
+        CHECK(r.c.head(b, h).data == r1.c);
+        CHECK(r.b.head(b, h).data == r1.b);
+      }
+    // Heads really differ (the loop did not reuse one head).
+    CHECK(r.gQ.head(0, 0).data != r.gQ.head(1, 2).data);
+  }
 }
 
 TEST_CASE("grouped-query attention: shared key/value heads, their gradients summed over the group (finite differences)",
           "[oracle][dense][batched][gqa][fd]") {
-  const Problem p = makeProblem(4, 5, 3, true);
-  const Index B = 2, H = 4, KV = 2, group = H / KV;
-  std::mt19937_64 rng(900);
-  auto randomTensor = [&](Index heads, Index rows) {
-    HeadTensor t(B, heads, rows, p.d);
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    for (double& x : t.data) x = u(rng);
-    return t;
-  };
-  const HeadTensor Q = randomTensor(H, p.N), K = randomTensor(KV, p.M), V = randomTensor(KV, p.M),
-                   dO = randomTensor(H, p.N), uQ = randomTensor(H, p.N), uK = randomTensor(KV, p.M),
-                   uV = randomTensor(KV, p.M);
-  const BatchedForwardResult f = dense::forwardBatched(p, Q, K, V);
-  const BatchedBackwardResult g = dense::backwardBatched(p, Q, K, V, dO);
-  const BatchedBobResult r = dense::bobBatched(p, Q, K, V, dO, uQ, uK, uV);
-  REQUIRE(g.dK.heads == KV);
-  REQUIRE(r.gV.heads == KV);
+  // V as wide as Q and K, then narrower.
+  for (const Problem& p : {makeProblem(4, 5, 3, true), makeProblem(4, 5, 3, 2, true)}) {
+    INFO(describe(p));
+    const Index B = 2, H = 4, KV = 2, group = H / KV;
+    std::mt19937_64 rng(900);
+    auto randomTensor = [&](Index heads, Index rows, Index cols) {
+      HeadTensor t(B, heads, rows, cols);
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      for (double& x : t.data) x = u(rng);
+      return t;
+    };
+    const Index d = p.d, dv = p.valueDim();
+    const HeadTensor Q = randomTensor(H, p.N, d), K = randomTensor(KV, p.M, d), V = randomTensor(KV, p.M, dv),
+                     dO = randomTensor(H, p.N, dv), uQ = randomTensor(H, p.N, d), uK = randomTensor(KV, p.M, d),
+                     uV = randomTensor(KV, p.M, dv);
+    const BatchedForwardResult f = dense::forwardBatched(p, Q, K, V);
+    const BatchedBackwardResult g = dense::backwardBatched(p, Q, K, V, dO);
+    const BatchedBobResult r = dense::bobBatched(p, Q, K, V, dO, uQ, uK, uV);
+    REQUIRE(g.dK.heads == KV);
+    REQUIRE(r.gV.heads == KV);
 
-  // As K and V repeated to every query head, with the key-side gradients summed over a group.
-  auto repeated = [&](const HeadTensor& t) {
-    HeadTensor out(B, H, t.rows, t.cols);
+    // As K and V repeated to every query head, with the key-side gradients summed over a group.
+    auto repeated = [&](const HeadTensor& t) {
+      HeadTensor out(B, H, t.rows, t.cols);
+      for (Index b = 0; b < B; ++b)
+        for (Index h = 0; h < H; ++h) out.setHead(b, h, t.head(b, h / group));
+      return out;
+    };
+    const BatchedForwardResult fr = dense::forwardBatched(p, Q, repeated(K), repeated(V));
+    const BatchedBackwardResult gr = dense::backwardBatched(p, Q, repeated(K), repeated(V), dO);
+    const BatchedBobResult rr = dense::bobBatched(p, Q, repeated(K), repeated(V), dO, uQ, repeated(uK), repeated(uV));
+    CHECK(f.O.data == fr.O.data);
+    CHECK(g.dQ.data == gr.dQ.data);
+    CHECK(r.gQ.data == rr.gQ.data);
+    CHECK(r.gdO.data == rr.gdO.data);
     for (Index b = 0; b < B; ++b)
-      for (Index h = 0; h < H; ++h) out.setHead(b, h, t.head(b, h / group));
-    return out;
-  };
-  const BatchedForwardResult fr = dense::forwardBatched(p, Q, repeated(K), repeated(V));
-  const BatchedBackwardResult gr = dense::backwardBatched(p, Q, repeated(K), repeated(V), dO);
-  const BatchedBobResult rr = dense::bobBatched(p, Q, repeated(K), repeated(V), dO, uQ, repeated(uK), repeated(uV));
-  CHECK(f.O.data == fr.O.data);
-  CHECK(g.dQ.data == gr.dQ.data);
-  CHECK(r.gQ.data == rr.gQ.data);
-  CHECK(r.gdO.data == rr.gdO.data);
-  for (Index b = 0; b < B; ++b)
-    for (Index kh = 0; kh < KV; ++kh) {
-      Matrix dK(p.M, p.d), gK(p.M, p.d), gV(p.M, p.d);
-      for (Index j = 0; j < group; ++j) {
-        const Index h = kh * group + j;
-        for (std::size_t k = 0; k < dK.data.size(); ++k) {
-          dK.data[k] += gr.dK.head(b, h).data[k];
-          gK.data[k] += rr.gK.head(b, h).data[k];
-          gV.data[k] += rr.gV.head(b, h).data[k];
+      for (Index kh = 0; kh < KV; ++kh) {
+        Matrix dK(p.M, d), gK(p.M, d), gV(p.M, dv);
+        for (Index j = 0; j < group; ++j) {
+          const Index h = kh * group + j;
+          for (std::size_t k = 0; k < dK.data.size(); ++k) {
+            dK.data[k] += gr.dK.head(b, h).data[k];
+            gK.data[k] += rr.gK.head(b, h).data[k];
+          }
+          for (std::size_t k = 0; k < gV.data.size(); ++k) gV.data[k] += rr.gV.head(b, h).data[k];
         }
+        CHECK(g.dK.head(b, kh).data == dK.data);
+        CHECK(r.gK.head(b, kh).data == gK.data);
+        CHECK(r.gV.head(b, kh).data == gV.data);
       }
-      CHECK(g.dK.head(b, kh).data == dK.data);
-      CHECK(r.gK.head(b, kh).data == gK.data);
-      CHECK(r.gV.head(b, kh).data == gV.data);
-    }
 
-  // Finite differences through the shared heads: dK of sum(O o dO) over every query head, and
-  // BoB's gK, gV as derivatives of <uQ, dQ> + <uK, dK> + <uV, dV>.
-  const HeadTensor fdK = fdGradient(K, [&](const HeadTensor& k) { return dot(dense::forwardBatched(p, Q, k, V).O.data, dO.data); });
-  auto pairing = [&](const HeadTensor& k, const HeadTensor& v) {
-    return backwardPairing(dense::backwardBatched(p, Q, k, v, dO), uQ, uK, uV);
-  };
-  const HeadTensor fgK = fdGradient(K, [&](const HeadTensor& k) { return pairing(k, V); });
-  const HeadTensor fgV = fdGradient(V, [&](const HeadTensor& v) { return pairing(K, v); });
-  const double eK = relErr(g.dK.data, fdK.data), egK = relErr(r.gK.data, fgK.data),
-               egV = relErr(r.gV.data, fgV.data);
-  report.note("FD GQA dK, gK, gV (max abs/max)", std::max({eK, egK, egV}));
-  CHECK(eK < 1e-6);
-  CHECK(egK < 1e-6);
-  CHECK(egV < 1e-6);
+    // Finite differences through the shared heads: dK of sum(O o dO) over every query head, and
+    // BoB's gK, gV as derivatives of <uQ, dQ> + <uK, dK> + <uV, dV>.
+    const HeadTensor fdK = fdGradient(K, [&](const HeadTensor& k) { return dot(dense::forwardBatched(p, Q, k, V).O.data, dO.data); });
+    auto pairing = [&](const HeadTensor& k, const HeadTensor& v) {
+      return backwardPairing(dense::backwardBatched(p, Q, k, v, dO), uQ, uK, uV);
+    };
+    const HeadTensor fgK = fdGradient(K, [&](const HeadTensor& k) { return pairing(k, V); });
+    const HeadTensor fgV = fdGradient(V, [&](const HeadTensor& v) { return pairing(K, v); });
+    const double eK = relErr(g.dK.data, fdK.data), egK = relErr(r.gK.data, fgK.data),
+                 egV = relErr(r.gV.data, fgV.data);
+    report.note("FD GQA dK, gK, gV (max abs/max)", std::max({eK, egK, egV}));
+    CHECK(eK < 1e-6);
+    CHECK(egK < 1e-6);
+    CHECK(egV < 1e-6);
+  }
 }
 
 TEST_CASE("variable-length batches: packed sequences attend only to themselves (finite differences)",
           "[oracle][dense][varlen][fd]") {
   const Index H = 2, KV = 1, d = 2;
   std::mt19937_64 rng(950);
-  auto randomTensor = [&](Index heads, Index rows) {
-    HeadTensor t(1, heads, rows, d);
+  auto randomWide = [&](Index heads, Index rows, Index cols) {
+    HeadTensor t(1, heads, rows, cols);
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     for (double& x : t.data) x = u(rng);
     return t;
   };
+  auto randomTensor = [&](Index heads, Index rows) { return randomWide(heads, rows, d); };
 
   SECTION("equal lengths are the dense batch, reshaped") {
-    const Problem p = windowed(makeProblem(4, 5, d, true), 2, -1);
-    const Packing packing{{0, 4, 8}, {0, 5, 10}};
-    const HeadTensor Q = randomTensor(H, 8), K = randomTensor(KV, 10), V = randomTensor(KV, 10),
-                     dO = randomTensor(H, 8), uQ = randomTensor(H, 8), uK = randomTensor(KV, 10),
-                     uV = randomTensor(KV, 10);
-    // (1, heads, 2 x rows, d) -> (2, heads, rows, d)
-    auto batched = [](const HeadTensor& t) {
-      const Index rows = t.rows / 2;
-      HeadTensor out(2, t.heads, rows, t.cols);
-      for (Index b = 0; b < 2; ++b)
-        for (Index h = 0; h < t.heads; ++h)
-          for (Index i = 0; i < rows; ++i)
-            for (Index c = 0; c < t.cols; ++c)
-              out.data[((b * t.heads + h) * rows + i) * t.cols + c] =
-                  t.data[(h * t.rows + b * rows + i) * t.cols + c];
-      return out;
-    };
-    const BatchedBobResult r = dense::bobVarlen(p, packing, Q, K, V, dO, uQ, uK, uV);
-    const BatchedBobResult rb = dense::bobBatched(p, batched(Q), batched(K), batched(V), batched(dO),
-                                                  batched(uQ), batched(uK), batched(uV));
-    CHECK(batched(r.gQ).data == rb.gQ.data);
-    CHECK(batched(r.gK).data == rb.gK.data);
-    CHECK(batched(r.gV).data == rb.gV.data);
-    CHECK(batched(r.gdO).data == rb.gdO.data);
-    CHECK(batched(r.b).data == rb.b.data);
-    CHECK(batched(dense::forwardVarlen(p, packing, Q, K, V).O).data ==
-          dense::forwardBatched(p, batched(Q), batched(K), batched(V)).O.data);
-    CHECK(batched(dense::backwardVarlen(p, packing, Q, K, V, dO).dK).data ==
-          dense::backwardBatched(p, batched(Q), batched(K), batched(V), batched(dO)).dK.data);
+    // V as wide as Q and K, then wider.
+    for (const Index dv : {d, Index{3}}) {
+      INFO("dv=" << dv);
+      const Problem p = windowed(makeProblem(4, 5, d, dv, true), 2, -1);
+      const Packing packing{{0, 4, 8}, {0, 5, 10}};
+      const HeadTensor Q = randomTensor(H, 8), K = randomTensor(KV, 10), V = randomWide(KV, 10, dv),
+                       dO = randomWide(H, 8, dv), uQ = randomTensor(H, 8), uK = randomTensor(KV, 10),
+                       uV = randomWide(KV, 10, dv);
+      // (1, heads, 2 x rows, d) -> (2, heads, rows, d)
+      auto batched = [](const HeadTensor& t) {
+        const Index rows = t.rows / 2;
+        HeadTensor out(2, t.heads, rows, t.cols);
+        for (Index b = 0; b < 2; ++b)
+          for (Index h = 0; h < t.heads; ++h)
+            for (Index i = 0; i < rows; ++i)
+              for (Index c = 0; c < t.cols; ++c)
+                out.data[((b * t.heads + h) * rows + i) * t.cols + c] =
+                    t.data[(h * t.rows + b * rows + i) * t.cols + c];
+        return out;
+      };
+      const BatchedBobResult r = dense::bobVarlen(p, packing, Q, K, V, dO, uQ, uK, uV);
+      const BatchedBobResult rb = dense::bobBatched(p, batched(Q), batched(K), batched(V), batched(dO),
+                                                    batched(uQ), batched(uK), batched(uV));
+      CHECK(batched(r.gQ).data == rb.gQ.data);
+      CHECK(batched(r.gK).data == rb.gK.data);
+      CHECK(batched(r.gV).data == rb.gV.data);
+      CHECK(batched(r.gdO).data == rb.gdO.data);
+      CHECK(batched(r.b).data == rb.b.data);
+      CHECK(batched(dense::forwardVarlen(p, packing, Q, K, V).O).data ==
+            dense::forwardBatched(p, batched(Q), batched(K), batched(V)).O.data);
+      const BatchedBackwardResult g = dense::backwardVarlen(p, packing, Q, K, V, dO),
+                                  gb = dense::backwardBatched(p, batched(Q), batched(K), batched(V),
+                                                              batched(dO));
+      CHECK(batched(g.dK).data == gb.dK.data);
+      CHECK(batched(g.dV).data == gb.dV.data);
+      CHECK(g.dV.cols == dv);
+    }
   }
 
   SECTION("mixed lengths, an empty sequence and one without keys") {

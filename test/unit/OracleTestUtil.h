@@ -30,11 +30,11 @@ inline Inputs randomInputs(const Problem& p, std::uint64_t seed) {
   Inputs in;
   in.Q = randomMatrix(p.N, p.d, rng);
   in.K = randomMatrix(p.M, p.d, rng);
-  in.V = randomMatrix(p.M, p.d, rng);
-  in.dO = randomMatrix(p.N, p.d, rng);
+  in.V = randomMatrix(p.M, p.valueDim(), rng);
+  in.dO = randomMatrix(p.N, p.valueDim(), rng);
   in.uQ = randomMatrix(p.N, p.d, rng);
   in.uK = randomMatrix(p.M, p.d, rng);
-  in.uV = randomMatrix(p.M, p.d, rng);
+  in.uV = randomMatrix(p.M, p.valueDim(), rng);
   return in;
 }
 
@@ -64,8 +64,9 @@ inline std::string describe(const Problem& p) {
   std::string window;
   if (p.windowLeft >= 0 || p.windowRight >= 0)
     window = " window (" + std::to_string(p.windowLeft) + ", " + std::to_string(p.windowRight) + ")";
+  const std::string dv = p.valueDim() != p.d ? " dv=" + std::to_string(p.valueDim()) : "";
   return "N=" + std::to_string(p.N) + " M=" + std::to_string(p.M) + " d=" + std::to_string(p.d) +
-         (p.causal ? " causal" : " full") + window;
+         dv + (p.causal ? " causal" : " full") + window;
 }
 
 // `p` with the sliding window (left, right).

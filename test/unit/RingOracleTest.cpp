@@ -309,6 +309,11 @@ TEST_CASE("ring oracle: bad arguments throw std::invalid_argument naming the arg
   REQUIRE_THROWS_WITH(ring::bob(unscaled, ring::Ring{2}, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV, f, b,
                                 X2Source::FromDQ),
                       Contains("oracle: scale must be nonzero with X2Source::FromDQ"));
+  // V of another width than Q and K: not modelled here (the API refuses such ring steps).
+  Problem otherWidth = p;
+  otherWidth.dv = 3;
+  REQUIRE_THROWS_WITH(ring::forward(otherWidth, ring::Ring{2}, in.Q, in.K, in.V),
+                      Contains("oracle: V must be as wide as Q and K in the ring model (dv = d), got d = 4, dv = 3"));
 
   // Step functions: the shard's rows and each field the step reads.
   Shards s = shardInputs(p, ring::Ring{2}, in, f);

@@ -359,6 +359,11 @@ TEST_CASE("score mods: argument checking", "[oracle][scoremod][validate]") {
   m = ScoreMod{};
   m.sinks = {0.0, 0.0};
   REQUIRE_THROWS_WITH(run(m), Contains("sinks"));
+  // V of another width than Q and K: not modelled with score modifications.
+  Problem otherWidth = c.p;
+  otherWidth.dv = 2;
+  REQUIRE_THROWS_WITH(dense::forwardMod(otherWidth, ScoreMod{}, c.Q, c.K, c.V),
+                      Contains("oracle: V must be as wide as Q and K in the score-modification models (dv = d)"));
 
   // Cotangents and tangents of the parameters must be shaped like them.
   std::mt19937_64 rng(6001);

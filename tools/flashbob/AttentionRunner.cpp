@@ -25,14 +25,14 @@ const char *opName(Op op) {
   }
   return "?";
 }
-double flopsPerPair(Op op) {
+FlopCount flopsPerPair(Op op) {
   switch (op) {
-  case Op::fwd: return 4;
-  case Op::bwd: return 10;
-  case Op::bob: return 36;
-  case Op::fwd_dual: return 12;
+  case Op::fwd: return {2, 2};
+  case Op::bwd: return {6, 4};
+  case Op::bob: return {22, 14};
+  case Op::fwd_dual: return {6, 6};
   }
-  return 0;
+  return {0, 0};
 }
 
 namespace {
@@ -136,15 +136,23 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
       std::string(p.causal ? " causal" : "") +
       (p.windowed() ? llvm::formatv(" window ({0}, {1})", p.windowLeft, p.rightReach()).str()
                     : "");
+  const FlopCount f = flopsPerPair(opt.op);
+  const bool oneWidth = p.valueDim() == p.headDim;
+  const std::string perPair =
+      oneWidth ? llvm::formatv("{0:F2} d", f.oneWidth()).str()
+               : llvm::formatv("{0:F2} d + {1:F2} d_v", f.scores, f.values).str();
   const std::string count =
-      p.windowed() || p.varlen ? llvm::formatv("{0:F2} d per visible pair", flopsPerPair(opt.op)).str()
-               : llvm::formatv("{0:F2} N M d{1}", flopsPerPair(opt.op), p.causal ? " / 2" : "").str();
+      p.windowed() || p.varlen ? perPair + " per visible pair"
+      : oneWidth ? llvm::formatv("{0:F2} N M d{1}", f.oneWidth(), p.causal ? " / 2" : "").str()
+                 : llvm::formatv("({0}) N M{1}", perPair, p.causal ? " / 2" : "").str();
+  const std::string dims = oneWidth ? llvm::formatv("d={0}", p.headDim).str()
+                                    : llvm::formatv("d={0} d_v={1}", p.headDim, p.valueDim()).str();
   const std::string batch =
       p.varlen ? llvm::formatv("{0} packed (longest {1}, {2})", p.batch, p.maxSeqQ, p.maxSeqK).str()
                : std::to_string(p.batch);
-  os << llvm::formatv("{0} batch={1} heads={2} N={3} M={4} d={5} {6}{7}: median {8:F3} ms over {9} "
+  os << llvm::formatv("{0} batch={1} heads={2} N={3} M={4} {5} {6}{7}: median {8:F3} ms over {9} "
                       "runs, {10:F1} TFLOP/s ({11})\n",
-                      opName(opt.op), batch, heads, p.seqQ, p.seqK, p.headDim,
+                      opName(opt.op), batch, heads, p.seqQ, p.seqK, dims,
                       p.dtype == DType::bf16 ? "bf16" : "fp16", mask, report.medianMs,
                       report.timesMs.size(), report.tflops, count);
   os << llvm::formatv("first call (JIT compile or disk cache, then run): {0:F1} ms\n",
@@ -161,10 +169,14 @@ void printRun(const RunOptions &opt, const RunReport &report, llvm::raw_ostream 
                         "as zeros\n",
                         p.headDim, bob::kernelHeadDim(p.headDim));
     break;
-  case jit::HeadDimPadding::copy:
-    os << llvm::formatv("head_dim {0}: each call copies its tensors into zero-padded memory "
-                        "{1} wide around the kernels (allocated and freed on the stream)\n",
-                        p.headDim, bob::kernelHeadDim(p.headDim));
+  case jit::HeadDimPadding::copy: // one width for q, k and v: that of the wider side
+    os << llvm::formatv("head_dim {0}{1}: each call copies its tensors into zero-padded memory "
+                        "{2} wide around the kernels (allocated and freed on the stream)\n",
+                        p.headDim,
+                        p.valueDim() != p.headDim
+                            ? llvm::formatv(" (head_dim_v {0})", p.valueDim()).str()
+                            : std::string(),
+                        jit::paddedProblem(p).headDim);
     break;
   }
 }
@@ -204,7 +216,7 @@ llvm::Expected<RunReport> runAttention(const RunOptions &opt, llvm::raw_ostream 
       pairs += pairsPerHead(one) * p.heads;
     }
   }
-  report.flops = flopsPerPair(opt.op) * pairs * p.headDim;
+  report.flops = flopsPerPair(opt.op).perPair(p.headDim, p.valueDim()) * pairs;
   report.tflops = report.flops / (report.medianMs * 1e-3) / 1e12;
   FLASHBOB_CU(driver, cuMemGetInfo(&free1, &total));
   report.deviceUsedBytes = static_cast<double>(free0) - static_cast<double>(free1);

@@ -20,10 +20,23 @@ namespace flashbob::tool {
 enum class Op { fwd, bwd, bob, fwd_dual };
 
 const char *opName(Op op);
-// Canonical flops per head and unmasked (query, key) pair, in units of d (docs/bob-math.md):
-// forward 4, backward 10 (S and dP recomputed, dQ, dK, dV), BoB 36, forward + JVP 12 (three
-// products of the forward's size: S, G and the accumulations, docs/performance.md).
-double flopsPerPair(Op op);
+// Canonical flops per head and unmasked (query, key) pair (docs/bob-math.md, "Work"): 2 per
+// multiply-add of each block product, counted as `scores` per unit of d (the products whose
+// inner or output width is q's and k's: S, G and the outputs shaped like q and k) plus
+// `values` per unit of d_v (those over v's width: P V, dP = dO V^T, W = dO uV^T and the
+// outputs shaped like v):
+//   forward   2 d +  2 d_v   S; P V                                      (4 d at d_v = d)
+//   backward  6 d +  4 d_v   S, dQ, dK; dP, dV                           (10 d)
+//   BoB      22 d + 14 d_v   pass 1 S, G (two), X1 (two), X3; dP, W, X4 (two)
+//                            pass 2 S, G (two), gK (two); dP, W, gV      (36 d)
+//   fwd_dual  6 d +  6 d_v   S, G (two); P V, P tV, (P o G) V            (12 d)
+struct FlopCount {
+  double scores, values;
+  double perPair(int64_t d, int64_t dv) const { return scores * d + values * dv; }
+  // In units of d where d_v = d.
+  double oneWidth() const { return scores + values; }
+};
+FlopCount flopsPerPair(Op op);
 
 struct RunOptions {
   Op op = Op::bob;

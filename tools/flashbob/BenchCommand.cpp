@@ -85,6 +85,8 @@ llvm::json::Object problemJson(const RunOptions &o) {
     json["scale"] = *p.scale;
   if (p.grouped())
     json["heads_kv"] = p.keyValueHeads();
+  if (p.valueDim() != p.headDim)
+    json["head_dim_v"] = p.valueDim();
   if (p.windowed())
     json["window"] = llvm::json::Array{p.windowLeft, p.rightReach()};
   if (p.varlen) { // seq_q and seq_k are then the packed totals
@@ -274,9 +276,12 @@ llvm::json::Object benchJson(const RunOptions &o, const DeviceInfo &device, int 
   out["first_call_ms"] = r.firstMs;
   out["l2_flush_bytes"] = int64_t(flushBytes);
   out["flops"] = r.flops;
-  out["flop_count"] = llvm::formatv("{0} N M d per head{1}", flopsPerPair(o.op),
-                                    o.problem.causal ? ", halved (causal)" : "")
-                          .str();
+  const FlopCount count = flopsPerPair(o.op);
+  out["flop_count"] =
+      (o.problem.valueDim() == o.problem.headDim
+           ? llvm::formatv("{0} N M d per head", count.oneWidth()).str()
+           : llvm::formatv("({0} d + {1} d_v) N M per head", count.scores, count.values).str()) +
+      (o.problem.causal ? ", halved (causal)" : "");
   out["tflops"] = r.tflops;
   out["ceiling"] = ceilingJson(refs);
   out["percent_of_ceiling"] = optionalNumber(f.pctCeiling);

@@ -17,27 +17,27 @@ namespace {
 // N x M of the largest head the dense oracle holds whole (key-major outputs need all of it).
 constexpr int64_t kDenseLimit = 2048LL * 2048;
 
-// One output compared: `rows` rows from row `first` of head (0, 0), each d elements of the
-// dtype (a tensor) or one f32 (a row vector: L, D, c, b).
+// One output compared: `rows` rows from row `first` of head (0, 0), each `width` elements of
+// the dtype (a tensor: d, or d_v for those shaped like v) or one f32 (width 0: a row vector, L,
+// D, c, b).
 struct Compared {
   const char *name;
   const ProblemBuffers::Buffer *buffer;
-  bool rowVector;
+  int64_t width;
   int64_t first, rows;
   const std::vector<double> *ref;
 };
 
 llvm::Expected<std::vector<double>> readRows(CudaDriver &driver, const Compared &c,
                                              const AttentionProblem &p) {
-  if (c.rowVector) {
+  if (c.width == 0) {
     std::vector<float> f(static_cast<size_t>(c.rows));
     FLASHBOB_CU(driver, cuMemcpyDtoH(f.data(), (*c.buffer)->get() + c.first * 4, f.size() * 4));
     return std::vector<double>(f.begin(), f.end());
   }
-  const int64_t d = p.headDim;
-  std::vector<uint16_t> bits(static_cast<size_t>(c.rows * d));
-  FLASHBOB_CU(driver,
-              cuMemcpyDtoH(bits.data(), (*c.buffer)->get() + c.first * d * 2, bits.size() * 2));
+  std::vector<uint16_t> bits(static_cast<size_t>(c.rows * c.width));
+  FLASHBOB_CU(driver, cuMemcpyDtoH(bits.data(), (*c.buffer)->get() + c.first * c.width * 2,
+                                   bits.size() * 2));
   std::vector<double> v(bits.size());
   for (size_t i = 0; i < bits.size(); ++i)
     v[i] = fromBits(bits[i], p.dtype);
@@ -51,17 +51,19 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
   // an exact sub-problem (keeping the causal alignment). Key-major outputs need every query and
   // are checked only when the whole head is small enough for the dense oracle.
   const AttentionProblem &p = buffers.problem;
-  const int64_t d = p.headDim;
+  const int64_t d = p.headDim, dv = p.valueDim();
   const bool full = p.seqQ <= kDenseLimit / p.seqK;
   const int64_t r = full ? p.seqQ : std::min(checkRows, p.seqQ);
   const int64_t row0 = p.seqQ - r;
+  // Rows [first, first + rows) of input `tensor` as generated (its own width: d or d_v).
   auto hostRows = [&](unsigned tensor, int64_t first, int64_t rows) {
-    oracle::Matrix m(rows, d);
-    for (int64_t i = 0; i < rows * d; ++i)
-      m.data[i] = inputElement(seed, tensor, (first * d) + i, p.dtype);
+    const int64_t width = valueWidth(tensor) ? dv : d;
+    oracle::Matrix m(rows, width);
+    for (int64_t i = 0; i < rows * width; ++i)
+      m.data[i] = inputElement(seed, tensor, (first * width) + i, p.dtype);
     return m;
   };
-  oracle::Problem sub = oracle::makeProblem(r, p.seqK, d, p.causal);
+  oracle::Problem sub = oracle::makeProblem(r, p.seqK, d, dv, p.causal);
   sub.scale = p.effectiveScale(); // what the kernels got
   sub.windowLeft = p.windowLeft;     // the last r rows keep their diagonal: M - r = row0 + M - N
   sub.windowRight = p.windowRight;
@@ -94,15 +96,15 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
   switch (b.op) {
   case Op::fwd:
     fw = oracle::dense::forward(sub, q, k, v);
-    outputs = {{"O", &b.out, false, row0, r, &fw->O.data}, {"L", &b.lse, true, row0, r, &fw->L}};
+    outputs = {{"O", &b.out, dv, row0, r, &fw->O.data}, {"L", &b.lse, 0, row0, r, &fw->L}};
     break;
   case Op::fwd_dual: // O and L as the forward's, tO as the forward's JVP's along (uQ, uK, uV)
     fw = oracle::dense::forward(sub, q, k, v);
     tO = oracle::dense::forwardJvp(sub, q, k, v, hostRows(kuQ, row0, r), hostRows(kuK, 0, p.seqK),
                                    hostRows(kuV, 0, p.seqK));
-    outputs = {{"O", &b.out, false, row0, r, &fw->O.data},
-               {"L", &b.lse, true, row0, r, &fw->L},
-               {"tO", &b.tOut, false, row0, r, &tO->data}};
+    outputs = {{"O", &b.out, dv, row0, r, &fw->O.data},
+               {"L", &b.lse, 0, row0, r, &fw->L},
+               {"tO", &b.tOut, dv, row0, r, &tO->data}};
     break;
   case Op::bwd:
     for (int64_t h = 0; h < group; ++h) {
@@ -115,10 +117,10 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
       addTo(bw->dK, one.dK);
       addTo(bw->dV, one.dV);
     }
-    outputs = {{"dQ", &b.dq, false, row0, r, &bw->dQ.data}, {"D", &b.dRow, true, row0, r, &bw->D}};
+    outputs = {{"dQ", &b.dq, d, row0, r, &bw->dQ.data}, {"D", &b.dRow, 0, row0, r, &bw->D}};
     if (full)
-      outputs.insert(outputs.end(), {{"dK", &b.dk, false, 0, p.seqK, &bw->dK.data},
-                                     {"dV", &b.dv, false, 0, p.seqK, &bw->dV.data}});
+      outputs.insert(outputs.end(), {{"dK", &b.dk, d, 0, p.seqK, &bw->dK.data},
+                                     {"dV", &b.dv, dv, 0, p.seqK, &bw->dV.data}});
     break;
   case Op::bob:
     for (int64_t h = 0; h < group; ++h) {
@@ -133,13 +135,13 @@ llvm::Error checkAgainstOracle(CudaDriver &driver, const ProblemBuffers &buffers
       addTo(bb->gK, one.gK);
       addTo(bb->gV, one.gV);
     }
-    outputs = {{"gQ", &b.gq, false, row0, r, &bb->gQ.data},
-               {"gdO", &b.gdo, false, row0, r, &bb->gdO.data},
-               {"c", &b.cRow, true, row0, r, &bb->c},
-               {"b", &b.bRow, true, row0, r, &bb->b}};
+    outputs = {{"gQ", &b.gq, d, row0, r, &bb->gQ.data},
+               {"gdO", &b.gdo, dv, row0, r, &bb->gdO.data},
+               {"c", &b.cRow, 0, row0, r, &bb->c},
+               {"b", &b.bRow, 0, row0, r, &bb->b}};
     if (full)
-      outputs.insert(outputs.end(), {{"gK", &b.gk, false, 0, p.seqK, &bb->gK.data},
-                                     {"gV", &b.gv, false, 0, p.seqK, &bb->gV.data}});
+      outputs.insert(outputs.end(), {{"gK", &b.gk, d, 0, p.seqK, &bb->gK.data},
+                                     {"gV", &b.gv, dv, 0, p.seqK, &bb->gV.data}});
     break;
   }
 

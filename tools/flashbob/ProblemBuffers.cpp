@@ -30,6 +30,9 @@ std::vector<uint16_t> generateInput(uint64_t seed, unsigned tensor, size_t n, DT
 }
 } // namespace
 
+bool valueWidth(unsigned tensor) { return tensor == kV || tensor == kdO || tensor == kuV; }
+bool queryRows(unsigned tensor) { return tensor == kQ || tensor == kdO || tensor == kuQ; }
+
 double inputElement(uint64_t seed, unsigned tensor, uint64_t index, DType dtype) {
   return fromBits(toBits(oracle::generatedInput(seed, tensor, index), dtype), dtype);
 }
@@ -45,10 +48,12 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
   ProblemBuffers b;
   b.op = op;
   b.problem = p;
-  // A packed batch's tensors are (1, heads, total rows, d).
-  const size_t batch = static_cast<size_t>(p.tensorBatch()), d = static_cast<size_t>(p.headDim);
+  // A packed batch's tensors are (1, heads, total rows, d), or d_v wide for v and its kin.
+  const size_t batch = static_cast<size_t>(p.tensorBatch()), d = static_cast<size_t>(p.headDim),
+               dv = static_cast<size_t>(p.valueDim());
   const size_t bh = batch * p.heads, bhKv = batch * p.keyValueHeads();
   const size_t qElems = bh * p.seqQ * d, kElems = bhKv * p.seqK * d;
+  const size_t qValueElems = bh * p.seqQ * dv, kValueElems = bhKv * p.seqK * dv;
   const size_t rowBytes = bh * p.seqQ * 4;
   const bool grad = op == Op::bwd || op == Op::bob, bob = op == Op::bob,
              dual = op == Op::fwd_dual;
@@ -79,8 +84,8 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
   for (unsigned t = 0; t < kInputs; ++t) {
     if ((t == kdO && !grad) || (t >= kuQ && !bob && !dual))
       continue;
-    const bool queryMajor = t == kQ || t == kdO || t == kuQ;
-    const size_t n = queryMajor ? qElems : kElems;
+    const size_t n = valueWidth(t) ? (queryRows(t) ? qValueElems : kValueElems)
+                                   : (queryRows(t) ? qElems : kElems);
     // The device buffer first: a problem too large for the GPU fails here, in one line, before
     // the host copy of its inputs is made.
     auto buffer = newBuffer(n * 2, b.tensorBytes);
@@ -97,13 +102,13 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
     bool tensor; // else an O(N) workspace
     bool wanted;
   } outputs[] = {
-      {&b.out, qElems * 2, true, true},  {&b.lse, rowBytes, false, true},
-      {&b.dRow, rowBytes, false, grad},  {&b.dq, qElems * 2, true, op == Op::bwd},
-      {&b.dk, kElems * 2, true, op == Op::bwd}, {&b.dv, kElems * 2, true, op == Op::bwd},
-      {&b.gq, qElems * 2, true, bob},    {&b.gk, kElems * 2, true, bob},
-      {&b.gv, kElems * 2, true, bob},    {&b.gdo, qElems * 2, true, bob},
-      {&b.cRow, rowBytes, false, bob},   {&b.bRow, rowBytes, false, bob},
-      {&b.tOut, qElems * 2, true, dual},
+      {&b.out, qValueElems * 2, true, true},   {&b.lse, rowBytes, false, true},
+      {&b.dRow, rowBytes, false, grad},         {&b.dq, qElems * 2, true, op == Op::bwd},
+      {&b.dk, kElems * 2, true, op == Op::bwd}, {&b.dv, kValueElems * 2, true, op == Op::bwd},
+      {&b.gq, qElems * 2, true, bob},           {&b.gk, kElems * 2, true, bob},
+      {&b.gv, kValueElems * 2, true, bob},      {&b.gdo, qValueElems * 2, true, bob},
+      {&b.cRow, rowBytes, false, bob},          {&b.bRow, rowBytes, false, bob},
+      {&b.tOut, qValueElems * 2, true, dual},
   };
   for (const auto &o : outputs) {
     if (!o.wanted)
@@ -118,20 +123,26 @@ llvm::Expected<ProblemBuffers> ProblemBuffers::allocate(CudaDriver &driver, Op o
 }
 
 namespace {
-// Contiguous (batch, heads, rows, d) views of the buffers: query-major and key-major (with the
-// key/value heads).
+// Contiguous (batch, heads, rows, width) views of the buffers: query-major and key-major (with
+// the key/value heads), headDim wide (q, k) or valueDim() wide (qv, kv: v and its kin).
 struct Views {
   const AttentionProblem &p;
   Tensor q(const ProblemBuffers::Buffer &b) const { return p.contiguous(b->get(), p.seqQ); }
   Tensor k(const ProblemBuffers::Buffer &b) const {
     return p.contiguous(b->get(), p.seqK, p.keyValueHeads());
   }
+  Tensor qv(const ProblemBuffers::Buffer &b) const {
+    return p.contiguous(b->get(), p.seqQ, p.heads, p.valueDim());
+  }
+  Tensor kv(const ProblemBuffers::Buffer &b) const {
+    return p.contiguous(b->get(), p.seqK, p.keyValueHeads(), p.valueDim());
+  }
 };
 } // namespace
 
 llvm::Error ProblemBuffers::forward() const {
   Views t{problem};
-  return attentionForward(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]), t.q(out),
+  return attentionForward(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.kv(inputs[kV]), t.qv(out),
                           {lse->get()});
 }
 
@@ -141,20 +152,20 @@ llvm::Error ProblemBuffers::launch() const {
   case Op::fwd:
     return forward();
   case Op::bwd:
-    return attentionBackward(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]), t.q(out),
-                             t.q(inputs[kdO]), {lse->get()}, t.q(dq), t.k(dk), t.k(dv),
-                             {dRow->get()});
+    return attentionBackward(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.kv(inputs[kV]),
+                             t.qv(out), t.qv(inputs[kdO]), {lse->get()}, t.q(dq), t.k(dk),
+                             t.kv(dv), {dRow->get()});
   case Op::bob:
     return attentionBob(problem,
-                        {t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]), t.q(out),
-                         t.q(inputs[kdO]), {lse->get()}, t.q(inputs[kuQ]), t.k(inputs[kuK]),
-                         t.k(inputs[kuV])},
-                        {t.q(gq), t.k(gk), t.k(gv), t.q(gdo), {dRow->get()}, {cRow->get()},
+                        {t.q(inputs[kQ]), t.k(inputs[kK]), t.kv(inputs[kV]), t.qv(out),
+                         t.qv(inputs[kdO]), {lse->get()}, t.q(inputs[kuQ]), t.k(inputs[kuK]),
+                         t.kv(inputs[kuV])},
+                        {t.q(gq), t.k(gk), t.kv(gv), t.qv(gdo), {dRow->get()}, {cRow->get()},
                          {bRow->get()}});
   case Op::fwd_dual:
-    return attentionForwardDual(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.k(inputs[kV]),
-                                t.q(inputs[kuQ]), t.k(inputs[kuK]), t.k(inputs[kuV]), t.q(out),
-                                {lse->get()}, t.q(tOut));
+    return attentionForwardDual(problem, t.q(inputs[kQ]), t.k(inputs[kK]), t.kv(inputs[kV]),
+                                t.q(inputs[kuQ]), t.k(inputs[kuK]), t.kv(inputs[kuV]), t.qv(out),
+                                {lse->get()}, t.qv(tOut));
   }
   return llvm::Error::success();
 }

@@ -20,6 +20,10 @@ namespace flashbob::tool {
 // The inputs, numbered as the generator's tensor index. uQ, uK, uV are BoB's cotangents and
 // fwd_dual's tangents (tQ, tK, tV).
 enum Input : unsigned { kQ, kK, kV, kdO, kuQ, kuK, kuV, kInputs };
+// Whether input `tensor` is of the values' side (v, dO, uV: the problem's valueDim() wide) or
+// the scores' (q, k, uQ, uK: headDim wide); and whether its rows are the queries' (else keys').
+bool valueWidth(unsigned tensor);
+bool queryRows(unsigned tensor);
 
 // Element `index` of input `tensor` as stored on the device (rounded to `dtype`): uniform on
 // [-sqrt 3, sqrt 3) before rounding (unit variance).
@@ -45,9 +49,11 @@ struct ProblemBuffers {
 
   Op op = Op::bob;
   AttentionProblem problem;
-  double tensorBytes = 0;    // inputs and outputs: N x d and M x d
+  double tensorBytes = 0;    // inputs and outputs: N x d and M x d (x d_v for v's kin)
   double workspaceBytes = 0; // L, D, c, b: O(N)
   std::array<Buffer, kInputs> inputs; // by Input; null where the op does not read it
+  // Outputs shaped like q and k are headDim wide, those shaped like v (o, dv, gv, gdo, tOut)
+  // valueDim().
   Buffer out, lse;                    // the forward's O and L (every op)
   Buffer dq, dk, dv;                  // bwd
   Buffer gq, gk, gv, gdo;             // bob

@@ -45,6 +45,10 @@ ProblemOptions::ProblemOptions(std::initializer_list<cl::SubCommand *> subcomman
             cl::cat(problemCategory), cl::init(0)),
       headDim_("head-dim", cl::desc("Head dimension d"), cl::sub(subcommands_),
                cl::cat(problemCategory), cl::init(64)),
+      headDimV_("head-dim-v",
+                cl::desc("Head dimension d_v of v, o and dO, as in multi-head latent attention "
+                         "(default --head-dim)"),
+                cl::sub(subcommands_), cl::cat(problemCategory), cl::init(0)),
       seqlensQ_("seqlens-q",
                 cl::desc("Variable-length batch: each sequence's query rows, packed one after "
                          "another (flash-attn's varlen; instead of --batch and --seq-q)"),
@@ -178,6 +182,9 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   if (!bob::isSupportedHeadDim(headDim_))
     return bad(llvm::formatv("--head-dim: {0} is unsupported ({1} to {2})", int64_t(headDim_),
                              bob::kMinHeadDim, bob::kMaxHeadDim));
+  if (headDimV_.getNumOccurrences() && !bob::isSupportedHeadDim(headDimV_))
+    return bad(llvm::formatv("--head-dim-v: {0} is unsupported ({1} to {2})",
+                             int64_t(headDimV_), bob::kMinHeadDim, bob::kMaxHeadDim));
   if (dtype_ != "bf16" && dtype_ != "fp16")
     return bad("--dtype: unknown type '" + dtype_ + "' (bf16, fp16)");
   if (scale_.getNumOccurrences() && !(scale_ > 0 && std::isfinite(scale_)))
@@ -192,6 +199,7 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   p.seqQ = seqQ_;
   p.seqK = seqK_ ? int64_t(seqK_) : p.seqQ;
   p.headDim = headDim_;
+  p.headDimV = headDimV_; // 0 unless given: --head-dim's
   p.dtype = dtype_ == "bf16" ? DType::bf16 : DType::fp16;
   p.causal = causal_;
   p.windowLeft = windowLeft_;
@@ -204,14 +212,18 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
   } else if (!seqlensK_.empty()) {
     return bad("--seqlens-k: needs --seqlens-q (the sequences' query rows)");
   }
-  // Every byte count of the run (the largest tensor is batch x heads x max(N, M) x d of 2-byte
-  // elements) must fit in 64 bits: beyond that the sizes would wrap before any allocation.
+  // Every byte count of the run (the largest tensor is batch x heads x max(N, M) x max(d, d_v)
+  // of 2-byte elements) must fit in 64 bits: beyond that the sizes would wrap before any
+  // allocation.
   int64_t bytes = 2;
-  for (int64_t factor : {p.tensorBatch(), p.heads, std::max(p.seqQ, p.seqK), p.headDim})
+  for (int64_t factor : {p.tensorBatch(), p.heads, std::max(p.seqQ, p.seqK),
+                         std::max(p.headDim, p.valueDim())})
     if (__builtin_mul_overflow(bytes, factor, &bytes))
-      return bad(llvm::formatv("--batch {0} --heads {1} --seq-q {2} --seq-k {3} --head-dim {4}: "
+      return bad(llvm::formatv("--batch {0} --heads {1} --seq-q {2} --seq-k {3} --head-dim {4}{5}: "
                                "too large (a tensor's byte count overflows 64 bits)",
-                               p.batch, p.heads, p.seqQ, p.seqK, p.headDim));
+                               p.batch, p.heads, p.seqQ, p.seqK, p.headDim,
+                               p.headDimV ? " --head-dim-v " + std::to_string(p.headDimV)
+                                          : std::string()));
 
   // The API's own checks (the sizes the kernels can index, a scale float32 can hold, the grid's
   // limits), here so that they come before the driver is looked for, worded for the flags.

@@ -39,7 +39,7 @@ private:
   llvm::cl::opt<Op> op_;
   IntegerOpt<int64_t> batch_, heads_, headsKv_, seqQ_;
   llvm::cl::alias seq_;
-  IntegerOpt<int64_t> seqK_, headDim_;
+  IntegerOpt<int64_t> seqK_, headDim_, headDimV_;
   IntegerList<int64_t> seqlensQ_, seqlensK_;
   llvm::cl::opt<std::string> dtype_;
   llvm::cl::opt<bool> causal_;
