@@ -65,12 +65,7 @@ void buildBackwardFused(KernelBuilder &kb) {
   auto final = tiles(kb, kb.sweep({zero, zero}, [&](Value query0, ValueRange carried) {
     auto in = tiles(kb, carried);
     Tile dK = in[0], dV = in[1];
-    Tile lseLog2 = lseToLog2(kb.loadSweptRows(Operand::lse, query0));
-    Tile dCol = kb.loadSweptRows(Operand::D, query0);
-    Tile scoresT = productT(kb, ks, qs);
-    Tile dPT = productT(kb, vs, dOs);
-    Tile pT = probabilities(kb, scoresT, lseLog2, kb.ownStart, query0);
-    Tile dST = pT * (dPT - dCol);
+    auto [pT, dST] = backwardTilesT(kb, ks, vs, qs, dOs, query0);
     // Stored before the products so that P^T's staging store (bob-stage-operands, before dV's
     // product) joins it: one barrier pair for both.
     kb.storeInto(dST, dSTs);

@@ -138,6 +138,16 @@ Tile rowsSeeingSeveralKeys(KernelBuilder &kb) {
   return {kb, rows};
 }
 
+BackwardTilesT backwardTilesT(KernelBuilder &kb, Value ks, Value vs, Value qs, Value dOs,
+                              Value query0) {
+  Tile lseLog2 = lseToLog2(kb.loadSweptRows(Operand::lse, query0));
+  Tile dCol = kb.loadSweptRows(Operand::D, query0);
+  Tile scoresT = productT(kb, ks, qs);
+  Tile dPT = productT(kb, vs, dOs);
+  Tile pT = probabilities(kb, scoresT, lseLog2, kb.ownStart, query0);
+  return {pT, pT * (dPT - dCol)};
+}
+
 Tile outputDotRows(KernelBuilder &kb) {
   // dO before O: the order of bob_q's measured PTX (before this helper, bwd_q loaded O first;
   // its PTX differs from then by that order alone).

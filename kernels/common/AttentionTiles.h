@@ -43,6 +43,15 @@ Tile lseToLog2(const Tile &lse);
 Tile probabilities(KernelBuilder &kb, const Tile &scores, const Tile &lseLog2, mlir::Value row0,
                    mlir::Value col0);
 
+// The first backward's tiles of a key block and the swept query block at `query0` (key-major:
+// keys on rows; bwd_kv and the fused backward): P^T and dS^T = P^T o (dP^T - D), from the swept
+// rows' L and D, with the raw products S^T = K Q^T and dP^T = V dO^T issued together.
+struct BackwardTilesT {
+  Tile pT, dST;
+};
+BackwardTilesT backwardTilesT(KernelBuilder &kb, mlir::Value ks, mlir::Value vs, mlir::Value qs,
+                              mlir::Value dOs, mlir::Value query0);
+
 // One block of the forward's online softmax (FlashAttention-2, in log2 units; fwd and fwd_dual):
 // P = exp2(S - new max) with S the masked scores s log2(e) Q K^T of the block's own rows and
 // the key block at `col0`, the running row max and sum carried over, and
