@@ -12,7 +12,7 @@ below the transform, on plain tensors, so those calls may be direct too.
 Forward mode alone (torch.func.jvp as the only transform, or eager dual tensors) is meant to run
 one kernel, not two: _DualFn's forward launches nothing and its forward-mode rule, which
 autograd calls right after it, computes O, L and tO in one sweep (fwd_dual) into the forward's
-outputs. Off for now (dual_ready says why).
+outputs, when dual_ready says that rule will run. Off for now (dual_ready says why).
 
 Eager code on plain tensors (no transform, no mode, no forward-mode AD level) takes a cheaper
 chain with the same kernels: _Forward, _Backward, _Bob. A Function written with setup_context
@@ -117,15 +117,25 @@ class _DualFn(_AttentionFn):
 
     @staticmethod
     def jvp(ctx, tq, tk, tv, *_tconfig):
+        # Under torch.func.jvp the saved tensors and the tangents are the transform's wrappers,
+        # which have no storage: the kernel runs on the tensors they wrap (O and L among them,
+        # the forward's own outputs, which the wrappers then show) and tO is wrapped back.
+        level = _jvp_level()
+        unwrap = (lambda t: t) if level is None else _unwrapped
         (q, k, v, o, lse), config = saved(ctx)
+        q, k, v, o, lse, tq, tk, tv = map(unwrap, (q, k, v, o, lse, tq, tk, tv))
+        config = tuple(map(unwrap, config))
         tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
         plan = _launch.plan(q, k, v, _launch.Config(*config))
-        return _launch.forward_dual(plan, q, k, v, tq, tk, tv, o, lse), None
+        to = _launch.forward_dual(plan, q, k, v, tq, tk, tv, o, lse)
+        return (to if level is None else _wrap_for_grad(to, level)), None
 
 
 try:
     _interpreter_stack = torch._C._functorch.get_interpreter_stack
     _tensor_level = torch._C._functorch.maybe_get_level
+    _get_unwrapped = torch._C._functorch.get_unwrapped
+    _wrap_for_grad = torch._C._functorch._wrap_for_grad
     _JVP = torch._C._functorch.TransformType.Jvp
 except AttributeError:  # a torch without these hooks: never the deferred forward
     _interpreter_stack = None
@@ -134,16 +144,33 @@ except AttributeError:  # a torch without these hooks: never the deferred forwar
 _DEFERRED_FORWARD = False
 
 
+def _unwrapped(t):
+    """The tensor a torch.func wrapper holds, through every wrapper (the tangents may come
+    wrapped otherwise than the primals); anything else as it is."""
+    while isinstance(t, torch.Tensor) and _functorch_wrapped(t):
+        t = _get_unwrapped(t)
+    return t
+
+
+def _jvp_level():
+    """The level of the one torch.func.jvp that dual_ready allowed, or None (eager forward-mode
+    AD, whose tensors are the kernels' own)."""
+    stack = _interpreter_stack()
+    return stack[0].level() if stack else None
+
+
 def dual_ready(q, k, v):
     """Whether attention's forward-mode rule will run right after its forward, on tensors the
     kernels take directly, so that _DualFn may defer the forward to it: under eager forward-mode
     AD with a tangent on q, k or v and nothing else watching, or under torch.func.jvp alone (one
     transform, a JVP, whose level wraps q, k or v; nested transforms keep the two kernels).
 
-    Off for now (always False): on the GPU, the forward-mode rule received tensors it could not
-    read directly under torch.func.jvp ("Cannot access data pointer of Tensor that doesn't have
-    storage" in _launch.forward_dual), so forward mode runs the forward and forward_jvp kernels
-    as before until the rule takes its tensors as the transform gives them."""
+    Off for now (always False): on the GPU, the forward-mode rule received, under
+    torch.func.jvp, tensors it could not read directly ("Cannot access data pointer of Tensor
+    that doesn't have storage" in _launch.forward_dual, after unwrapping the transform's level
+    of the saved tensors), so forward mode runs the forward and forward_jvp kernels until the
+    rule is shown to read every tensor the transform passes it (_unwrapped now goes through
+    every wrapper; not yet run on a GPU)."""
     if not _DEFERRED_FORWARD:
         return False
     if (_interpreter_stack is None or _functorch_level is None or _dispatch_modes()
