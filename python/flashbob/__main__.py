@@ -30,6 +30,9 @@ def main(argv=None):
     except _capi.FlashBobError as e:
         print(f"flashbob: {e}", file=sys.stderr)
         return 1
+    # The tool's messages (the autotuner's candidates and pick) go to stderr as the C++ tool
+    # prints them: Python's logging, unconfigured, would show warnings only.
+    _capi.log_to_stderr(library)
     return library.flashbob_cli_main(len(args), c_argv)
 
 

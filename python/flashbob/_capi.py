@@ -230,6 +230,12 @@ _lib = None
 _lib_lock = threading.Lock()
 
 
+def log_to_stderr(lib):
+    """The library's messages back on its own default (INFO and above to stderr), not the
+    "flashbob" logger that loading it routed them to: for the command-line tool."""
+    lib.flashbob_set_log_callback(_LogCallback(), None)  # a NULL callback
+
+
 def _library():
     """The loaded library; loads it on first use (a failure raises FlashBobError, and the next
     call tries again)."""

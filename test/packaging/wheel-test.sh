@@ -80,6 +80,16 @@ for command in env devices cache compile run bench demo; do
 done
 out=$(run_tool FLASHBOB_CACHE_DIR="$tmp/cache" "$py" "$tool" env 2>&1) || fail "flashbob env failed: $out"
 [[ $out == *"$tmp/cache"* ]] || fail "flashbob env does not show the cache directory it was given: $out"
+# The tool prints the library's messages itself, on stderr, as the C++ tool does: not through
+# Python's logging, which would hide INFO (`tune` names the autotuner's pick). The fake CUDA
+# driver of the tests stands in for a GPU.
+fake=$build/lib/libfake_cuda.so
+[ -f "$fake" ] || fail "no $fake: build the fake_cuda target first"
+out=$(run_tool FLASHBOB_CACHE_DIR="$tmp/cache" FLASHBOB_CUDA_DRIVER="$fake" "$py" "$tool" tune \
+        --op fwd --head-dim 64 --seq 256 --iters 2 --progress none 2>&1) ||
+  fail "flashbob tune on the fake driver failed: $out"
+[[ $out == *"flashbob autotune: "*": chose "* ]] ||
+  fail "flashbob tune did not print the autotuner's pick: $out"
 # The benchmark against PyTorch (flashbob/bench, pure Python until it runs): its help without
 # torch or a GPU, as `python -m flashbob.bench` and through the command's `bench --compare`.
 out=$(run_tool "$py" -m flashbob.bench --help) || fail "python -m flashbob.bench --help failed: $out"
