@@ -13,7 +13,8 @@ layers     the same forward taken apart: each piece of the call path timed alone
            the C call and launch), so that the sum says where the time goes.
 steps      the HVP step at N = 1K and 2K (16 heads; d = 64 and 128; causal and not): wall time
            per step, back to back, against the sum of the GPU times of the kernels one step runs
-           (torch.profiler), and the host time one step takes to issue.
+           (torch.profiler), the host time one step takes to issue, and the step captured
+           in a CUDA graph and replayed (no host path at all).
 
     python3 bench/host_path.py [--parts calls,layers,steps] [--rounds 5] [--json FILE]
                                [--profile "forward + backward"]
@@ -331,6 +332,26 @@ def empty_attention(q, k, v, causal=False):
     return _NoForward.apply(q, k, v)
 
 
+def graphed_per_call(step, rounds):
+    """per_call of `step` captured once in a CUDA graph and replayed (torch.cuda.graph, after a
+    warm-up on a side stream as its documentation asks): the step with no host path left, as a
+    captured training step or torch.compile(mode="reduce-overhead") runs it. (None, message)
+    where the capture fails."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            step()
+    except RuntimeError as e:
+        return None, str(e).splitlines()[0]
+    return per_call(graph.replay, 50, rounds, warmup=5)
+
+
 def steps_part(rounds):
     out = []
     for n in (1024, 2048):
@@ -355,8 +376,12 @@ def steps_part(rounds):
                 kernels = profiled_kernel_us(step)
                 floor, _ = per_call(lambda: hvp_step(empty_attention, q, k, v, w, u), 50, rounds,
                                     warmup=5)
+                graphed, detail = graphed_per_call(step, rounds)
+                if graphed is None:
+                    print(f"N = {n}, d = {d}: the step could not be captured: {detail}")
                 out.append({"n": n, "d": d, "causal": causal, "wall_us": wall,
                             "wall_spread_us": spread, "kernels_us": kernels,
+                            "graphed_us": graphed,
                             "issue_us": statistics.median(issue),
                             "over_kernels_us": wall - kernels, "no_kernels_floor_us": floor})
     return out
@@ -394,12 +419,13 @@ def main():
     if "steps" in parts:
         results["steps"] = steps_part(args.rounds)
         print("\n| HVP step, 1 x 16 x N | wall us per step | kernels' GPU us | wall - kernels | "
-              "host us to issue | the step with no kernels (PyTorch's floor) |"
-              "\n|---|---|---|---|---|---|")
+              "host us to issue | the step with no kernels (PyTorch's floor) | "
+              "the step in a CUDA graph, us |\n|---|---|---|---|---|---|---|")
         for r in results["steps"]:
             print(f"| N = {r['n']}, d = {r['d']}{', causal' if r['causal'] else ''} | "
                   f"{r['wall_us']:.0f} | {r['kernels_us']:.0f} | {r['over_kernels_us']:.0f} | "
-                  f"{r['issue_us']:.0f} | {r['no_kernels_floor_us']:.0f} |")
+                  f"{r['issue_us']:.0f} | {r['no_kernels_floor_us']:.0f} | "
+                  f"{'-' if r['graphed_us'] is None else format(r['graphed_us'], '.0f')} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
