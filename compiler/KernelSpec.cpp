@@ -1,5 +1,7 @@
 #include "compiler/KernelSpec.h"
 
+#include "compiler/dialect/BobDialect.h"
+
 #include "mlir/IR/Diagnostics.h"
 
 #include "llvm/Support/FormatVariadic.h"

@@ -3,12 +3,19 @@
 // the single source of truth for what is supported, so `validate` asks it.
 #pragma once
 
-#include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/BobEnums.h"
 
 #include "llvm/Support/Error.h"
 
 #include <optional>
 #include <string>
+
+namespace mlir {
+class MLIRContext;
+}
+namespace flashbob::bob {
+class SpecAttr;
+}
 
 namespace flashbob::compiler {
 

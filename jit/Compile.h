@@ -4,6 +4,7 @@
 #include "compiler/KernelSpec.h"
 #include "compiler/pipeline/Pipeline.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 

@@ -2,7 +2,7 @@
 // bwd_q and bwd_kv, and its launches with the workspace it needs.
 #pragma once
 
-#include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/BobEnums.h"
 #include "jit/Bindings.h"
 #include "jit/Problem.h"
 

@@ -4,7 +4,7 @@
 // "Head dims", says why there are two ways.
 #pragma once
 
-#include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/BobEnums.h"
 #include "jit/Bindings.h"
 #include "jit/Problem.h"
 

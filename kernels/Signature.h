@@ -4,7 +4,7 @@
 // checks of the API name tensors and scalars by it, and the GPU tests bind tensors through it.
 #pragma once
 
-#include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/BobEnums.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"

@@ -17,7 +17,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "compiler/dialect/BobDialect.h.inc"
-#include "compiler/dialect/BobEnums.h.inc"
+#include "compiler/dialect/BobEnums.h"
+#include "compiler/dialect/Target.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "compiler/dialect/BobAttrs.h.inc"
@@ -43,35 +44,7 @@ inline constexpr llvm::StringLiteral kTensorMapsAttrName = "bob.tensor_maps";
 // or null when there is none (e.g. a tile op outside any kernel, rejected by verifiers).
 SpecAttr getEnclosingSpec(mlir::Operation *op);
 
-// The kinds of the fused first backward (kernels/bwd/FusedBackwardKernels.cpp): sm_90a only.
-inline bool isFusedBackwardKind(KernelKind kind) {
-  return kind == KernelKind::bwd_dot || kind == KernelKind::bwd_fused ||
-         kind == KernelKind::bwd_dq;
-}
-
-// Key-major kinds (bwd_kv, bob_kv, bwd_fused) own key rows and sweep query blocks; the others
-// own query rows and sweep key blocks (bwd_dot and bwd_dq sweep nothing). Decides which block
-// size is a kernel's own and how its grid runs.
-inline bool isKeyMajor(KernelKind kind) {
-  return kind == KernelKind::bwd_kv || kind == KernelKind::bob_kv ||
-         kind == KernelKind::bwd_fused;
-}
-
-// Kinds whose accumulators flush into reserves on long sweeps (KernelSpec::longSweep): the
-// backward's and BoB's. The forward's O is rescaled by the online softmax at every step, and
-// its JVP's with it (fwd_jvp, fwd_dual): they keep plain accumulators.
-inline bool isLongSweepKind(KernelKind kind) {
-  return kind == KernelKind::bwd_q || kind == KernelKind::bwd_kv || kind == KernelKind::bob_q ||
-         kind == KernelKind::bob_kv || kind == KernelKind::bwd_fused;
-}
-
-// Kinds with a ring-step form (KernelSpec::partial, docs/context-parallel.md): all but the
-// forward's JVP, alone or with the forward (fwd_dual), whose partials would merge only with the
-// tangents of the partial L's, which neither writes, and the fused backward's kinds (a ring
-// step runs bwd_q and bwd_kv).
-inline bool hasPartialForm(KernelKind kind) {
-  return kind != KernelKind::fwd_jvp && kind != KernelKind::fwd_dual &&
-         !isFusedBackwardKind(kind);
-}
+// Null specs (ops outside a kernel) have none (the Arch overload: Target.h).
+inline bool hasHopperFeatures(SpecAttr spec) { return spec && hasHopperFeatures(spec.getArch()); }
 
 } // namespace flashbob::bob

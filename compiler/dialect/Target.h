@@ -3,7 +3,7 @@
 // (CUDA C Programming Guide, "Technical Specifications per Compute Capability").
 #pragma once
 
-#include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/BobEnums.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
@@ -66,7 +66,5 @@ llvm::ArrayRef<TargetInfo> allTargets();
 std::optional<Arch> defaultArchFor(int major, int minor);
 
 inline bool hasHopperFeatures(Arch arch) { return targetInfo(arch).hopperFeatures; }
-// Null specs (ops outside a kernel) have none.
-inline bool hasHopperFeatures(SpecAttr spec) { return spec && hasHopperFeatures(spec.getArch()); }
 
 } // namespace flashbob::bob

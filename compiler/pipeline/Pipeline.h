@@ -12,16 +12,24 @@
 // buildBobLoweringPipeline, the upstream conversions in buildLoweringPipeline.
 #pragma once
 
-#include "compiler/dialect/BobDialect.h"
+#include "compiler/dialect/BobEnums.h"
 #include "support/TensorMapSpec.h"
-
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/PassManager.h"
 
 #include "llvm/Support/Error.h"
 
 #include <string>
 #include <vector>
+
+// Declared only: what includes this header (the jit, the tools) keeps the plain structs below
+// and does not parse MLIR's IR headers for them; the files that build or run a pipeline include
+// mlir/IR/BuiltinOps.h, mlir/Pass/PassManager.h and compiler/dialect/BobDialect.h themselves.
+namespace mlir {
+class ModuleOp;
+class OpPassManager;
+} // namespace mlir
+namespace flashbob::bob {
+class SpecAttr;
+} // namespace flashbob::bob
 
 namespace flashbob::compiler {
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "compiler/KernelSpec.h"
+#include "compiler/dialect/BobDialect.h"
 #include "kernels/Signature.h"
 
 #include "mlir/IR/BuiltinOps.h"
