@@ -48,9 +48,49 @@ void parallelBlocks(Index count, int threads, Body body) {
                     [&](std::size_t b) { body(static_cast<Index>(b)); });
 }
 
-// C (rows x n, ldc) += A (rows x kd, lda) B (kd x n, ldb), accumulated as `m.acc` says.
+void mmaOperands(const Model& m, double* C, Index ldc, const double* A, Index lda,
+                 const double* B, Index ldb, Index rows, Index kd, Index n);
+
+// C (rows x n, ldc) += A (rows x kd, lda) B (kd x n, ldb), accumulated as `m.acc` says, its
+// operands as `m.operands` says.
 void mma(const Model& m, double* C, Index ldc, const double* A, Index lda, const double* B,
          Index ldb, Index rows, Index kd, Index n) {
+  if (m.operands == Operands::Bf16) {
+    mmaOperands(m, C, ldc, A, lda, B, ldb, rows, kd, n);
+    return;
+  }
+  // The operands as the tensor cores take them, dense (lda = kd, ldb = n).
+  auto rounded = [&](const double* X, Index ld, Index r, Index c, double (*f)(double)) {
+    std::vector<double> out(at(r * c));
+    for (Index i = 0; i < r; ++i)
+      for (Index j = 0; j < c; ++j) out[at(i * c + j)] = f(X[i * ld + j]);
+    return out;
+  };
+  if (m.operands == Operands::CastBf16 || m.operands == Operands::Tf32) {
+    double (*f)(double) = m.operands == Operands::Tf32 ? toTf32 : toBf16;
+    const std::vector<double> a = rounded(A, lda, rows, kd, f), b = rounded(B, ldb, kd, n, f);
+    mmaOperands(m, C, ldc, a.data(), kd, b.data(), n, rows, kd, n);
+    return;
+  }
+  double (*piece)(double) = m.operands == Operands::Tf32x3 ? toTf32 : toBf16;
+  const std::vector<double> aHi = rounded(A, lda, rows, kd, piece),
+                            bHi = rounded(B, ldb, kd, n, piece);
+  std::vector<double> aLo(aHi.size()), bLo(bHi.size());
+  for (Index i = 0; i < rows; ++i)
+    for (Index k = 0; k < kd; ++k)
+      aLo[at(i * kd + k)] = piece(toF32(A[i * lda + k] - aHi[at(i * kd + k)]));
+  for (Index k = 0; k < kd; ++k)
+    for (Index j = 0; j < n; ++j)
+      bLo[at(k * n + j)] = piece(toF32(B[k * ldb + j] - bHi[at(k * n + j)]));
+  // The small terms first, as 3xTF32 and split-bf16 GEMMs order them.
+  mmaOperands(m, C, ldc, aLo.data(), kd, bHi.data(), n, rows, kd, n);
+  mmaOperands(m, C, ldc, aHi.data(), kd, bLo.data(), n, rows, kd, n);
+  mmaOperands(m, C, ldc, aHi.data(), kd, bHi.data(), n, rows, kd, n);
+}
+
+// mma with the operands as given.
+void mmaOperands(const Model& m, double* C, Index ldc, const double* A, Index lda,
+                 const double* B, Index ldb, Index rows, Index kd, Index n) {
   if (m.acc == Acc::Exact) {
     for (Index r = 0; r < rows; ++r) {
       double* c = C + r * ldc;
@@ -122,7 +162,11 @@ struct Context {
   const Tiles& t;
   // Rounding of an elementwise float32 result, and of a product operand.
   double ew(double x) const { return m.ew32 ? toF32(x) : x; }
-  double op(bool round, double x) const { return round ? toBf16(x) : x; }
+  // With Model::operands other than Bf16 the product rounds (or splits) every operand itself.
+  double op(bool round, double x) const {
+    if (m.operands != Operands::Bf16) return ew(x);
+    return round ? toBf16(x) : x;
+  }
   double out(double x) const { return m.out16 ? toBf16(x) : ew(x); }
   // The kernels' constants are float32.
   double constant(double x) const { return ew(x); }
@@ -553,6 +597,14 @@ double toBf16(double x) {
   return std::nearbyint(x / q) * q;
 }
 
+double toTf32(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e;
+  std::frexp(x, &e);
+  const double q = std::ldexp(1.0, e - 11);
+  return std::nearbyint(x / q) * q;
+}
+
 double mmaStep(const Model& m, double C, const double* a, const double* b, int n) {
   double c = C;
   mma(m, &c, 1, a, n, b, 1, 1, n, 1);
@@ -757,15 +809,18 @@ Outputs exactRows(const Problem& p, const Inputs& in, bool keyMajor, const Matri
   return out;
 }
 
-Inputs makeInputs(const Problem& p, const std::string& dist, unsigned long long seed,
+Inputs makeInputs(const Problem& p, const std::string& distName, unsigned long long seed,
                   Index firstRow) {
+  const bool f32 = distName.size() > 2 && distName.compare(distName.size() - 2, 2, "32") == 0;
+  const std::string dist = f32 ? distName.substr(0, distName.size() - 2) : distName;
   Inputs in;
   Matrix* queryMajor[] = {&in.Q, nullptr, nullptr, &in.dO, &in.uQ, nullptr, nullptr};
   Matrix* all[] = {&in.Q, &in.K, &in.V, &in.dO, &in.uQ, &in.uK, &in.uV};
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   if (dist != "uniform" && dist != "normal")
-    throw std::invalid_argument("numerics: --dist must be uniform or normal, got " + dist);
+    throw std::invalid_argument("numerics: --dist must be uniform or normal (bf16), or "
+                                "uniform32 or normal32 (float32), got " + distName);
   if (dist == "normal" && firstRow != 0)
     throw std::invalid_argument("numerics: a sub-problem (--rows) needs --dist uniform");
   for (unsigned t = 0; t < 7; ++t) {
@@ -778,7 +833,7 @@ Inputs makeInputs(const Problem& p, const std::string& dist, unsigned long long 
         const double v = dist == "uniform"
                              ? oracle::generatedInput(seed, t, static_cast<uint64_t>(row * p.d + k))
                              : static_cast<double>(static_cast<float>(normal(rng)));
-        X(r, k) = toBf16(toF32(v));
+        X(r, k) = f32 ? toF32(v) : toBf16(toF32(v));
       }
   }
   return in;

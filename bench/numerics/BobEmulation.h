@@ -34,6 +34,19 @@ using oracle::Problem;
 
 enum class Acc { Exact, Float32, TensorCore };
 
+// What a product's operands are on the tensor cores, for float32 inputs (docs/numerics.md,
+// "Float32 inputs"). Bf16: as today, the inputs are bf16 and the operands formed in registers
+// are rounded where the Model's switches say. The others round every operand of every product
+// (inputs and register tiles alike) as the tensor cores would take it:
+enum class Operands {
+  Bf16,
+  CastBf16, // each operand rounded to bf16: float32 inputs cast to bf16 for today's kernels
+  Tf32,     // each operand rounded to tf32 (11 significant bits): one tf32 product
+  Bf16x3,   // each operand split into bf16 hi + lo (hi = bf16(x), lo = bf16(x - hi)) and the
+            // product made of three bf16 products, lo hi + hi lo + hi hi (lo lo dropped)
+  Tf32x3,   // the same with tf32 pieces (3xTF32)
+};
+
 // How pass 1 forms the operand that X1 multiplies by K (docs/numerics.md, "The fix").
 enum class Fix {
   None,        // the kernel today: G o dS + P o W, rounded to bf16
@@ -52,6 +65,7 @@ enum class Fix {
 
 struct Model {
   Acc acc = Acc::TensorCore;
+  Operands operands = Operands::Bf16;
   int tcBits = 26;   // significant bits kept when aligning the addends of one fused MMA sum
   int tcGroup = 16;  // products per fused sum (k of one mma instruction)
   bool ew32 = true;  // elementwise math in float32 (false: float64)
@@ -113,6 +127,7 @@ struct Outputs {
 
 // Rounding helpers (exposed for the test).
 double toBf16(double x);  // round to nearest even, 8 significant bits
+double toTf32(double x);  // round to nearest even, 11 significant bits
 double toF32(double x);
 double truncF32(double x);  // float32, rounded toward zero
 
@@ -132,7 +147,8 @@ Outputs exactRows(const Problem& p, const Inputs& in, bool keyMajor, const Matri
                   const std::vector<double>* L = nullptr, int threads = 1);
 
 // Inputs as `flashbob run` generates them (uniform on [-sqrt 3, sqrt 3), rounded to bf16; seed,
-// tensor, index as tools/flashbob/ProblemBuffers.cpp), or normal(0, 1) rounded to bf16. For a
+// tensor, index as tools/flashbob/ProblemBuffers.cpp), or normal(0, 1) rounded to bf16; with
+// the suffix 32 (uniform32, normal32) rounded to float32 only. For a
 // sub-problem (the CLI's --check-rows), `firstRow` is the first query row taken of `nTotal`.
 Inputs makeInputs(const Problem& p, const std::string& dist, unsigned long long seed,
                   Index firstRow = 0);

@@ -84,6 +84,14 @@ const std::vector<Named>& configs() {
        [](Model& m) { m.fix = Fix::SplitT1; }},
       {"x3-fwd", "pass 1 with two accumulators: X3 from the forward, X2 from an f32 dQ",
        [](Model& m) { m.fix = Fix::X3FromForward; }},
+      {"cast-bf16", "float32 inputs: every operand rounded to bf16, outputs float32",
+       [](Model& m) { m.operands = Operands::CastBf16; m.out16 = m.storeO16 = false; }},
+      {"tf32", "float32 inputs: every operand rounded to tf32, outputs float32",
+       [](Model& m) { m.operands = Operands::Tf32; m.out16 = m.storeO16 = false; }},
+      {"bf16x3", "float32 inputs: every product as three bf16 products of hi + lo splits",
+       [](Model& m) { m.operands = Operands::Bf16x3; m.out16 = m.storeO16 = false; }},
+      {"tf32x3", "float32 inputs: every product as three tf32 products of hi + lo splits",
+       [](Model& m) { m.operands = Operands::Tf32x3; m.out16 = m.storeO16 = false; }},
       {"lazy-acc-rn", "lazy centering and round-to-nearest MMA sums",
        [](Model& m) { m.fix = Fix::CenterLazy; m.acc = Acc::Float32; }},
       {"lazy-exact-fwd", "lazy centering on the exact O, L",
@@ -100,7 +108,7 @@ const char* kAblation =
   if (!why.empty()) std::fprintf(stderr, "bob_numerics: %s\n", why.c_str());
   std::fprintf(stderr,
                "usage: bob_numerics [--n N] [--m M] [--d D] [--scale S] [--causal] [--rows R]\n"
-               "         [--dist uniform|normal] [--seed S] [--threads T] [--config A,B,...|--ablate]\n"
+               "         [--dist uniform|normal|uniform32|normal32] [--seed S] [--threads T] [--config A,B,...|--ablate]\n"
                "         [--buckets] [--given-fwd] [--tails R1,R2,...] [--list]\n"
                "  --rows R     only the last R query rows of the N x M problem (query-major outputs)\n"
                "  --buckets    gQ's error by the row's largest probability\n"
@@ -287,7 +295,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(N), rows ? (" (last " + std::to_string(rows) + " rows)").c_str() : "",
               static_cast<long long>(M), static_cast<long long>(d), p.scale,
               causal ? "causal" : "full", dist.c_str(), seed, pm / p.N, 100.0 * pm90 / p.N, seconds());
-  std::printf("relative L2 error against float64 on the same bf16 inputs\n");
+  std::printf("relative L2 error against float64 on the same %s inputs\n",
+              dist.size() > 2 && dist.substr(dist.size() - 2) == "32" ? "float32" : "bf16");
   std::printf("%-20s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "config", "O", "dQ", "dK", "dV",
               "gQ", "gK", "gV", "gdO", "c", "b");
   std::fflush(stdout);

@@ -220,3 +220,34 @@ TEST_CASE("truncating MMA sums drift with the length of the sweep; flushing stop
   CHECK(eTc > 1e-3);  // biased: always below the exact sum
   CHECK(eRn < 2e-4);
 }
+
+TEST_CASE("float32 inputs: cast to bf16, tf32, and products split into three", "[numerics]") {
+  // The operand formats a float32-input kernel could use, against float64 on the same float32
+  // inputs: each split form is much closer than one product of the rounded operands, and tf32
+  // pieces with the accumulators flushed into float32 every block reach float32's level.
+  CHECK(toTf32(1.0 + std::ldexp(1.0, -11)) == 1.0);  // a tie goes to the even neighbour
+  CHECK(toTf32(1.0 + 3 * std::ldexp(1.0, -11)) == 1.0 + std::ldexp(1.0, -9));
+  Problem p = oracle::makeProblem(96, 96, 32, /*causal=*/false);
+  const Inputs in = makeInputs(p, "normal32", 7);
+  CHECK(in.Q(3, 5) != toBf16(in.Q(3, 5)));  // float32 values, not bf16 ones
+  Tiles t;
+  t.fwdM = t.bwdQM = t.bobQM = 32;
+  t.fwdN = t.bwdQN = t.bobQN = 32;
+  t.bwdKVN = t.bobKVN = t.bwdKVM = t.bobKVM = 32;
+  const oracle::BobResult bob = oracle::dense::bob(p, in.Q, in.K, in.V, in.dO, in.uQ, in.uK, in.uV);
+  auto worst = [&](Operands operands, int flushEvery) {
+    Model m;
+    m.operands = operands;
+    m.out16 = m.storeO16 = false;
+    m.flushEvery = flushEvery;
+    const Outputs got = emulate(p, in, m, t, /*keyMajor=*/true);
+    return std::max({rel(got.gQ.data, bob.gQ.data), rel(got.gK.data, bob.gK.data),
+                     rel(got.gV.data, bob.gV.data), rel(got.gdO.data, bob.gdO.data)});
+  };
+  const double cast = worst(Operands::CastBf16, 0), tf32 = worst(Operands::Tf32, 0);
+  const double bf16x3 = worst(Operands::Bf16x3, 0), tf32x3 = worst(Operands::Tf32x3, 1);
+  CHECK(cast > 1e-3);
+  CHECK(tf32 < cast / 4);
+  CHECK(bf16x3 < tf32 / 10);
+  CHECK(tf32x3 < 3e-6);
+}
