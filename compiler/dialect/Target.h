@@ -6,6 +6,7 @@
 #include "compiler/dialect/BobEnums.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <optional>
 
@@ -43,6 +44,13 @@ inline constexpr int64_t kMaxHeadDim = 256;
 inline constexpr int64_t kTileHeadDimMultiple = 16;
 inline constexpr int64_t kTensorDimMultiple = 8; // 16 bytes of bf16/fp16
 inline bool isSupportedHeadDim(int64_t d) { return d >= kMinHeadDim && d <= kMaxHeadDim; }
+// Why no wider head dims: what the messages refusing one past kMaxHeadDim add. BoB's first pass
+// (bob_q) keeps four f32 accumulators across head_dim for each row it owns; in its smallest
+// tiles (16 rows a warp, four column groups) they are 128 floats a thread at 256 (which spills
+// already, docs/performance.md) and 256 at 512, a thread's whole register file.
+inline constexpr llvm::StringLiteral kWideHeadDimReason =
+    "wider heads do not fit (BoB's first pass keeps four f32 accumulators across head_dim, "
+    "which at 256 already fill a thread's registers)";
 // The tile width a problem of head dim d runs at.
 inline int64_t kernelHeadDim(int64_t d) {
   return (d + kTileHeadDimMultiple - 1) / kTileHeadDimMultiple * kTileHeadDimMultiple;
