@@ -268,18 +268,17 @@ llvm::Error validateProblem(const AttentionProblem &p) {
     return invalid("seq_k", "seq_k (M) = " + llvm::Twine(p.seqK) + " exceeds " +
                                 llvm::Twine(kMaxSequence) +
                                 " (2^31 - 256: the kernels index rows with 32-bit integers)");
-  const auto wider = [](int64_t d) {
-    return d > bob::kMaxHeadDim ? ": " + bob::kWideHeadDimReason.str() : std::string();
-  };
   if (!bob::isSupportedHeadDim(p.headDim))
     return invalid("head_dim", "head_dim " + llvm::Twine(p.headDim) + " is unsupported (" +
                                    llvm::Twine(bob::kMinHeadDim) + " to " +
-                                   llvm::Twine(bob::kMaxHeadDim) + ")" + wider(p.headDim));
+                                   llvm::Twine(bob::kMaxHeadDim) + ")" +
+                                   bob::wideHeadDimNote(p.headDim));
   if (p.headDimV != 0 && !bob::isSupportedHeadDim(p.headDimV))
     return invalid("head_dim_v", "head_dim_v " + llvm::Twine(p.headDimV) +
                                      " is unsupported (0 for head_dim, or " +
                                      llvm::Twine(bob::kMinHeadDim) + " to " +
-                                     llvm::Twine(bob::kMaxHeadDim) + ")" + wider(p.headDimV));
+                                     llvm::Twine(bob::kMaxHeadDim) + ")" +
+                                     bob::wideHeadDimNote(p.headDimV));
   // A ring step's partials (X1..X4 and the rest) are combined by callers at one width.
   if (p.ringStep && p.valueDim() != p.headDim)
     return invalid("head_dim_v", "head_dim_v = " + llvm::Twine(p.headDimV) +

@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
+#include <string>
 
 namespace flashbob::bob {
 
@@ -51,6 +52,10 @@ inline bool isSupportedHeadDim(int64_t d) { return d >= kMinHeadDim && d <= kMax
 inline constexpr llvm::StringLiteral kWideHeadDimReason =
     "wider heads do not fit (BoB's first pass keeps four f32 accumulators across head_dim, "
     "which at 256 already fill a thread's registers)";
+// What a message refusing head dim d adds after its range: the reason past the widest.
+inline std::string wideHeadDimNote(int64_t d) {
+  return d > kMaxHeadDim ? ": " + kWideHeadDimReason.str() : std::string();
+}
 // The tile width a problem of head dim d runs at.
 inline int64_t kernelHeadDim(int64_t d) {
   return (d + kTileHeadDimMultiple - 1) / kTileHeadDimMultiple * kTileHeadDimMultiple;

@@ -179,16 +179,13 @@ llvm::Expected<RunOptions> ProblemOptions::runOptions() const {
                              int64_t(headsKv_)));
   if (seqK_ < 0)
     return bad(llvm::formatv("--seq-k: must be positive (or 0 for N), got {0}", int64_t(seqK_)));
-  const auto wider = [](int64_t d) {
-    return d > bob::kMaxHeadDim ? ": " + bob::kWideHeadDimReason.str() : std::string();
-  };
   if (!bob::isSupportedHeadDim(headDim_))
     return bad(llvm::formatv("--head-dim: {0} is unsupported ({1} to {2}){3}", int64_t(headDim_),
-                             bob::kMinHeadDim, bob::kMaxHeadDim, wider(headDim_)));
+                             bob::kMinHeadDim, bob::kMaxHeadDim, bob::wideHeadDimNote(headDim_)));
   if (headDimV_.getNumOccurrences() && !bob::isSupportedHeadDim(headDimV_))
     return bad(llvm::formatv("--head-dim-v: {0} is unsupported ({1} to {2}){3}",
                              int64_t(headDimV_), bob::kMinHeadDim, bob::kMaxHeadDim,
-                             wider(headDimV_)));
+                             bob::wideHeadDimNote(headDimV_)));
   if (dtype_ != "bf16" && dtype_ != "fp16")
     return bad("--dtype: unknown type '" + dtype_ + "' (bf16, fp16)");
   if (scale_.getNumOccurrences() && !(scale_ > 0 && std::isfinite(scale_)))
