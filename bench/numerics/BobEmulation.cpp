@@ -75,13 +75,15 @@ void mma(const Model& m, double* C, Index ldc, const double* A, Index lda, const
   double (*piece)(double) = m.operands == Operands::Tf32x3 ? toTf32 : toBf16;
   const std::vector<double> aHi = rounded(A, lda, rows, kd, piece),
                             bHi = rounded(B, ldb, kd, n, piece);
-  std::vector<double> aLo(aHi.size()), bLo(bHi.size());
-  for (Index i = 0; i < rows; ++i)
-    for (Index k = 0; k < kd; ++k)
-      aLo[at(i * kd + k)] = piece(toF32(A[i * lda + k] - aHi[at(i * kd + k)]));
-  for (Index k = 0; k < kd; ++k)
-    for (Index j = 0; j < n; ++j)
-      bLo[at(k * n + j)] = piece(toF32(B[k * ldb + j] - bHi[at(k * n + j)]));
+  // lo = piece(x - hi), the float32 remainder rounded like hi.
+  auto low = [&](const double* X, Index ld, Index r, Index c, const std::vector<double>& hi) {
+    std::vector<double> out(hi.size());
+    for (Index i = 0; i < r; ++i)
+      for (Index j = 0; j < c; ++j)
+        out[at(i * c + j)] = piece(toF32(X[i * ld + j] - hi[at(i * c + j)]));
+    return out;
+  };
+  const std::vector<double> aLo = low(A, lda, rows, kd, aHi), bLo = low(B, ldb, kd, n, bHi);
   // The small terms first, as 3xTF32 and split-bf16 GEMMs order them.
   mmaOperands(m, C, ldc, aLo.data(), kd, bHi.data(), n, rows, kd, n);
   mmaOperands(m, C, ldc, aHi.data(), kd, bLo.data(), n, rows, kd, n);
@@ -589,21 +591,20 @@ double truncF32(double x) {
   return f;
 }
 
-double toBf16(double x) {
+namespace {
+// x rounded to nearest even with `bits` significant bits (float32's exponent range is not
+// modelled: the emulated values stay far inside it).
+double roundSignificand(double x, int bits) {
   if (x == 0 || !std::isfinite(x)) return x;
   int e;
-  std::frexp(x, &e);  // |x| = m 2^e, 1/2 <= m < 1: bf16 keeps 8 bits of m
-  const double q = std::ldexp(1.0, e - 8);
+  std::frexp(x, &e);  // |x| = m 2^e, 1/2 <= m < 1: keep `bits` bits of m
+  const double q = std::ldexp(1.0, e - bits);
   return std::nearbyint(x / q) * q;
 }
+}  // namespace
 
-double toTf32(double x) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  int e;
-  std::frexp(x, &e);
-  const double q = std::ldexp(1.0, e - 11);
-  return std::nearbyint(x / q) * q;
-}
+double toBf16(double x) { return roundSignificand(x, 8); }
+double toTf32(double x) { return roundSignificand(x, 11); }
 
 double mmaStep(const Model& m, double C, const double* a, const double* b, int n) {
   double c = C;
@@ -809,9 +810,13 @@ Outputs exactRows(const Problem& p, const Inputs& in, bool keyMajor, const Matri
   return out;
 }
 
+bool isFloat32Dist(const std::string& dist) {
+  return dist.size() > 2 && dist.compare(dist.size() - 2, 2, "32") == 0;
+}
+
 Inputs makeInputs(const Problem& p, const std::string& distName, unsigned long long seed,
                   Index firstRow) {
-  const bool f32 = distName.size() > 2 && distName.compare(distName.size() - 2, 2, "32") == 0;
+  const bool f32 = isFloat32Dist(distName);
   const std::string dist = f32 ? distName.substr(0, distName.size() - 2) : distName;
   Inputs in;
   Matrix* queryMajor[] = {&in.Q, nullptr, nullptr, &in.dO, &in.uQ, nullptr, nullptr};

@@ -148,9 +148,10 @@ Outputs exactRows(const Problem& p, const Inputs& in, bool keyMajor, const Matri
 
 // Inputs as `flashbob run` generates them (uniform on [-sqrt 3, sqrt 3), rounded to bf16; seed,
 // tensor, index as tools/flashbob/ProblemBuffers.cpp), or normal(0, 1) rounded to bf16; with
-// the suffix 32 (uniform32, normal32) rounded to float32 only. For a
+// the suffix 32 (uniform32, normal32) rounded to float32 only (isFloat32Dist). For a
 // sub-problem (the CLI's --check-rows), `firstRow` is the first query row taken of `nTotal`.
 Inputs makeInputs(const Problem& p, const std::string& dist, unsigned long long seed,
                   Index firstRow = 0);
+bool isFloat32Dist(const std::string& dist);
 
 }  // namespace flashbob::numerics

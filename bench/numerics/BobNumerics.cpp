@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(M), static_cast<long long>(d), p.scale,
               causal ? "causal" : "full", dist.c_str(), seed, pm / p.N, 100.0 * pm90 / p.N, seconds());
   std::printf("relative L2 error against float64 on the same %s inputs\n",
-              dist.size() > 2 && dist.substr(dist.size() - 2) == "32" ? "float32" : "bf16");
+              isFloat32Dist(dist) ? "float32" : "bf16");
   std::printf("%-20s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "config", "O", "dQ", "dK", "dV",
               "gQ", "gK", "gV", "gdO", "c", "b");
   std::fflush(stdout);
