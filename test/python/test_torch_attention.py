@@ -720,8 +720,6 @@ def test_forward_mode_jvp_and_forward_over_reverse_hvp():
     assert rel(hvp, rr.double()) <= 5e-3
 
 
-@pytest.mark.xfail(strict=True, reason="the deferred forward (_autograd.dual_ready) is off: its "
-                   "forward-mode rule could not read torch.func.jvp's tensors on the GPU")
 def test_forward_mode_runs_the_forward_and_its_jvp_in_one_kernel(monkeypatch):
     """Under torch.func.jvp alone, and under eager forward-mode AD, the forward defers its kernel
     to the forward-mode rule, which computes O, L and tO in one sweep (fwd_dual): O (the primal

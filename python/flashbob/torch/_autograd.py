@@ -117,18 +117,25 @@ class _DualFn(_AttentionFn):
 
     @staticmethod
     def jvp(ctx, tq, tk, tv, *_tconfig):
-        # Under torch.func.jvp the saved tensors and the tangents are the transform's wrappers,
-        # which have no storage: the kernel runs on the tensors they wrap (O and L among them,
-        # the forward's own outputs, which the wrappers then show) and tO is wrapped back.
-        level = _jvp_level()
-        unwrap = (lambda t: t) if level is None else _unwrapped
         (q, k, v, o, lse), config = saved(ctx)
-        q, k, v, o, lse, tq, tk, tv = map(unwrap, (q, k, v, o, lse, tq, tk, tv))
-        config = tuple(map(unwrap, config))
+        level = _jvp_level()
+        if level is None:
+            return _DualFn._sweep(q, k, v, o, lse, tq, tk, tv, config), None
+        # Under torch.func.jvp the saved tensors and the tangents are the transform's wrappers,
+        # which have no storage, and so is every tensor made at its level (tO, a tangent's cast):
+        # the sweep runs below the level, on the tensors the wrappers hold (O and L among them,
+        # the forward's own outputs, which the wrappers then show), and tO is wrapped back.
+        with _current_interpreter().lower():
+            q, k, v, o, lse, tq, tk, tv = map(_unwrapped, (q, k, v, o, lse, tq, tk, tv))
+            to = _DualFn._sweep(q, k, v, o, lse, tq, tk, tv, tuple(map(_unwrapped, config)))
+        return _wrap_for_grad(to, level), None
+
+    @staticmethod
+    def _sweep(q, k, v, o, lse, tq, tk, tv, config):
+        """tO, with O and L written into o and lse (fwd_dual), all plain tensors."""
         tq, tk, tv = _tangents((tq, tk, tv), (q, k, v))
         plan = _launch.plan(q, k, v, _launch.Config(*config))
-        to = _launch.forward_dual(plan, q, k, v, tq, tk, tv, o, lse)
-        return (to if level is None else _wrap_for_grad(to, level)), None
+        return _launch.forward_dual(plan, q, k, v, tq, tk, tv, o, lse)
 
 
 try:
@@ -137,11 +144,13 @@ try:
     _get_unwrapped = torch._C._functorch.get_unwrapped
     _wrap_for_grad = torch._C._functorch._wrap_for_grad
     _JVP = torch._C._functorch.TransformType.Jvp
-except AttributeError:  # a torch without these hooks: never the deferred forward
+    from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter as \
+        _current_interpreter
+except (AttributeError, ImportError):  # a torch without these hooks: never the deferred forward
     _interpreter_stack = None
 
 
-_DEFERRED_FORWARD = False
+_DEFERRED_FORWARD = True  # False: forward mode always runs the forward and forward_jvp kernels
 
 
 def _unwrapped(t):
@@ -164,13 +173,7 @@ def dual_ready(q, k, v):
     kernels take directly, so that _DualFn may defer the forward to it: under eager forward-mode
     AD with a tangent on q, k or v and nothing else watching, or under torch.func.jvp alone (one
     transform, a JVP, whose level wraps q, k or v; nested transforms keep the two kernels).
-
-    Off for now (always False): on the GPU, the forward-mode rule received, under
-    torch.func.jvp, tensors it could not read directly ("Cannot access data pointer of Tensor
-    that doesn't have storage" in _launch.forward_dual, after unwrapping the transform's level
-    of the saved tensors), so forward mode runs the forward and forward_jvp kernels until the
-    rule is shown to read every tensor the transform passes it (_unwrapped now goes through
-    every wrapper; not yet run on a GPU)."""
+"""
     if not _DEFERRED_FORWARD:
         return False
     if (_interpreter_stack is None or _functorch_level is None or _dispatch_modes()
