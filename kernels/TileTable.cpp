@@ -87,16 +87,19 @@ const Row kTable[] = {
     // d = 256 spilled over 4 warps (255 registers, 132 B); two column groups: 160 registers on
     // sm_90a, 198 on sm_80 (one stage there: two need 208 KB).
     {bob::KernelKind::fwd_jvp, 256, {64, 32, 8, 2, 2}, {64, 32, 8, 1, 2}},
-    // Not tuned yet: two accumulators (O, tO), four swept operands like fwd_jvp; each the
-    // largest of the tiles tried whose every variant (causal, windows, GQA, packed, any scale,
-    // fp16) ptxas compiled without spills. d <= 64: sm_90a 167-190 registers (232 a consumer
-    // with the producer), sm_80 251-254 (64 x 32 spilled 16-24 bytes at 168 registers with a
-    // two-sided window). d = 128: sm_90a 245-254; sm_80 64 x 32 spills 24-52 bytes, 64 x 16
-    // takes 232-238 registers. d = 256: two accumulators of 64 x 256 are 256 floats a thread
+    // Two accumulators (O, tO), four swept operands like fwd_jvp. sm_90a tuned at 16 heads x
+    // 16K on an H100 (bench/results/2026-12-07-h100-deferred-jvp-fused-turn-two-acc.md): d <= 64
+    // the table's tile won (11.9 ms; 128 x 64 in two row warpgroups 13.2 causal or not);
+    // d = 128 128 x 64 in two row warpgroups, 9.7 ms against 13.7 for 64 x 64 x 4 (the
+    // producer: 11.4). The variants (causal, windows, GQA, packed, any scale, fp16) compile
+    // without spills: d <= 64 sm_90a 167-190 registers (232 a consumer with the producer), sm_80
+    // 251-254 (64 x 32 spilled 16-24 bytes at 168 registers with a two-sided window); d = 128
+    // sm_90a 212-255, but GQA on a packed batch with a two-sided window spills 80 bytes (64 x 64
+    // x 4 too: 88); sm_80 d = 128 64 x 32 spills 24-52 bytes, 64 x 16 takes 232-238 registers. d = 256: two accumulators of 64 x 256 are 256 floats a thread
     // over 4 warps; two column groups of 8 warps halve them (sm_90a 238-255 registers, sm_80
     // 254-255, one stage within its 163 KB).
     {bob::KernelKind::fwd_dual, 64, {64, 64, 4, 2, 1, true}, {64, 64, 4, 2}},
-    {bob::KernelKind::fwd_dual, 128, {64, 64, 4, 2}, {64, 16, 4, 2}},
+    {bob::KernelKind::fwd_dual, 128, {128, 64, 8, 2}, {64, 16, 4, 2}},
     {bob::KernelKind::fwd_dual, 256, {64, 32, 8, 2, 2}, {64, 32, 8, 1, 2}},
     // The fused backward (sm_90a only; the generic column is never compiled: its kinds refuse
     // other targets). Not tuned yet. bwd_fused keeps bwd_kv's sm_90a tiles but the producer
