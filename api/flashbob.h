@@ -289,6 +289,17 @@ flashbob_status flashbob_check_problem(const flashbob_problem *p);
  * string is valid until this thread's next call of this function. */
 const char *flashbob_cache_dir(void);
 
+/* XLA FFI handlers of flashbob_forward, flashbob_backward, flashbob_bob and
+ * flashbob_forward_jvp, for JAX (flashbob.jax registers them with jax.ffi.register_ffi_target):
+ * each takes an XLA_FFI_CallFrame* and returns an XLA_FFI_Error* (NULL: success), following
+ * XLA's FFI C API 0.1 and its later minor versions (api/XlaFfiAbi.h). Their operands, results and
+ * attributes are flashbob.jax's (python/flashbob/jax/_lowering.py); they are not meant to be
+ * called otherwise. */
+void *flashbob_xla_forward(void *call_frame);
+void *flashbob_xla_backward(void *call_frame);
+void *flashbob_xla_bob(void *call_frame);
+void *flashbob_xla_forward_jvp(void *call_frame);
+
 /* The `flashbob` command-line tool (env, devices, cache, compile, run, bench, demo) inside this
  * library, with its LLVM: argv[0] is the program's name, the rest its arguments; returns the
  * tool's exit code (0 ok, 1 failure, 2 usage). It is a program's main, not a library call: like

@@ -90,6 +90,11 @@ const KnobInfo kKnobs[] = {
      "Path of libflashbob.so for the Python package; unset: next to the package, then the "
      "repository's build/lib.",
      KnobReader::Python},
+    {Knob::JaxFfi, "FLASHBOB_JAX_FFI", KnobType::String, "",
+     "The XLA FFI handlers flashbob.jax registers: unset, those built into libflashbob.so where "
+     "the installed jaxlib's FFI C API is 0.x with x >= 1, else the shim compiled on first use "
+     "(docs/jax.md); `prebuilt` or `shim` forces one.",
+     KnobReader::Python},
     {Knob::PtxSnapshotDir, "FLASHBOB_PTX_SNAPSHOT_DIR", KnobType::Path, "",
      "ptx_matrix_test also writes every variant's PTX there as <name>.ptx, to show a "
      "refactoring byte-identical (`diff -r before/ after/`).",

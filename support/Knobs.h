@@ -42,6 +42,7 @@ enum class Knob {
   PadInKernel,
   Tiles,
   Library,
+  JaxFfi,
   PtxSnapshotDir,
   OracleReport,
 };

@@ -247,6 +247,12 @@ def _library():
     return _lib
 
 
+def library():
+    """The loaded library (ctypes), for its symbols beyond the calls wrapped here (flashbob.jax
+    registers its XLA FFI handlers from it)."""
+    return _library()
+
+
 def library_path():
     """The path of the libflashbob.so this process uses (loading it if needed)."""
     return _library()._name

@@ -330,6 +330,25 @@ def test_ffi_shim_mirrors_the_c_header(tmp_path):
     assert out.returncode == 0, out.stderr[-4000:]
 
 
+def test_prebuilt_handlers_follow_jaxlibs_ffi_abi(tmp_path):
+    """api/XlaFfiAbi.h, the XLA FFI C ABI as libflashbob.so's handlers read it, against the
+    installed jaxlib's xla/ffi/api/c_api.h: every field at XLA's offset and size, every constant
+    at XLA's value (test/python/xla_ffi_abi_check.cc's static_asserts)."""
+    if not (REPO / "api" / "XlaFfiAbi.h").is_file():
+        pytest.skip("not a source checkout: api/XlaFfiAbi.h is missing")
+    version = _ffi.installed_ffi_version()
+    if not _ffi.prebuilt_follows(version):
+        pytest.skip(f"jaxlib's XLA FFI C API is {version}: flashbob.jax uses the shim there")
+    try:
+        compiler = _ffi._compiler()
+    except _capi.FlashBobError as e:
+        pytest.skip(str(e))
+    out = subprocess.run([*compiler, "-std=c++17", "-fsyntax-only", "-I" + jax.ffi.include_dir(),
+                          f"-I{REPO}", str(REPO / "test" / "python" / "xla_ffi_abi_check.cc")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-4000:]
+
+
 # --- jax only: the differentiation rules, with the primitives lowered to the reference ---------
 # Every custom call is replaced, on CPU, by the reference math (jax_ffi.cc's contract: O and L,
 # J t, J^T dO, BoB's (H u, J u)), so the JVP, transpose and batching rules are checked against
@@ -722,20 +741,46 @@ def test_varlen_offsets_are_checked_when_the_kernels_run():
         jax.block_until_ready(fbj.attention_varlen(q, q, q, bad, good, 64, 64))
 
 
+_SUM_SCRIPT = textwrap.dedent("""
+    import logging, jax, jax.numpy as jnp, flashbob.jax as fbj
+    from flashbob.jax import _ffi
+    logging.basicConfig(level=logging.INFO, format="LOG %(message)s")
+    q = jnp.ones((1, 64, 1, 64), jnp.bfloat16)
+    print("SUM", float(fbj.attention(q, q, q).astype(jnp.float32).sum()))
+    print("GRAD", float(jax.grad(lambda q: fbj.attention(q, q, q).astype(jnp.float32).sum())(q)
+                        .astype(jnp.float32).sum()))
+    print("HANDLERS", _ffi.registered())
+""")
+
+
+@gpu
+def test_prebuilt_handlers_run_without_a_compiler(tmp_path):
+    """Where jaxlib's FFI API is one libflashbob.so's handlers follow, flashbob.jax registers
+    them: no compiler on PATH (PATH stripped to the interpreter's directory, no CXX), nothing
+    written under the cache's jax-ffi/; the same sums as the shim's (below): all ones, so O is
+    all ones, the scores' gradients vanish and v's gradient is P^T 1, ones again."""
+    if not _ffi.prebuilt_follows(_ffi.installed_ffi_version()):
+        pytest.skip("jaxlib's XLA FFI C API is not one the prebuilt handlers follow")
+    env = {k: v for k, v in os.environ.items() if k not in ("CXX", "FLASHBOB_JAX_FFI")}
+    env.update(PATH=str(Path(sys.executable).parent), FLASHBOB_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _SUM_SCRIPT], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert "SUM 4096.0" in run.stdout and "GRAD 4096.0" in run.stdout, run.stderr[-4000:]
+    assert "HANDLERS prebuilt" in run.stdout, run.stdout
+    assert not (tmp_path / "jax-ffi").exists()
+
+
 @gpu
 def test_ffi_shim_is_built_once_into_the_cache_directory(tmp_path):
-    """FLASHBOB_CACHE_DIR/jax-ffi holds the shim; a second process loads it without compiling."""
-    script = textwrap.dedent("""
-        import logging, jax, jax.numpy as jnp, flashbob.jax as fbj
-        logging.basicConfig(level=logging.INFO, format="LOG %(message)s")
-        q = jnp.ones((1, 64, 1, 64), jnp.bfloat16)
-        print("SUM", float(fbj.attention(q, q, q).astype(jnp.float32).sum()))
-    """)
-    env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path))
+    """With FLASHBOB_JAX_FFI=shim (as where jaxlib's FFI API is not the prebuilt handlers'):
+    FLASHBOB_CACHE_DIR/jax-ffi holds the shim; a second process loads it without compiling."""
+    script = _SUM_SCRIPT
+    env = dict(os.environ, FLASHBOB_CACHE_DIR=str(tmp_path), FLASHBOB_JAX_FFI="shim")
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            timeout=600, env=env) for _ in range(2)]
     for run in runs:
-        assert "SUM 4096.0" in run.stdout, run.stderr[-4000:]
+        assert "SUM 4096.0" in run.stdout and "GRAD 4096.0" in run.stdout, run.stderr[-4000:]
+        assert "HANDLERS shim" in run.stdout, run.stdout
     shims = list((tmp_path / "jax-ffi").glob("flashbob_jax_ffi-*.so"))
     assert len(shims) == 1 and not (shims[0].stat().st_mode & 0o022)
     compiled = ["compiling the XLA FFI shim" in run.stderr for run in runs]

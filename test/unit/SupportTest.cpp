@@ -87,7 +87,7 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
       CHECK(!checkValue(k.knob));
     }
   }
-  CHECK(names.size() == 22);
+  CHECK(names.size() == 23);
   {
     // Head dims that are a multiple of 8 pad inside the kernels unless told to copy.
     ScopedOverride unset(Knob::PadInKernel, "");
@@ -126,6 +126,7 @@ TEST_CASE("the knob table declares each variable once, with a default of its typ
     CHECK(!knobs::checkOffsets());
   }
   CHECK(knobInfo(Knob::Library).reader == KnobReader::Python);
+  CHECK(knobInfo(Knob::JaxFfi).reader == KnobReader::Python);
   CHECK(knobInfo(Knob::PtxSnapshotDir).reader == KnobReader::Tests);
   CHECK(knobInfo(Knob::CacheDir).reader == KnobReader::Library);
 }

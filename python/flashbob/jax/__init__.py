@@ -12,8 +12,8 @@ Tensors are laid out as JAX's own attention takes them, (batch, seq, heads, head
 C API reads in place as (batch, heads, seq, head_dim) with strides {seq * heads * d, d, heads * d,
 1}: no transposes, no copies.
 
-Five primitives, each an XLA FFI custom call on XLA's CUDA stream (jax_ffi.cc) except the
-backward's JVP, which is two of them:
+Five primitives, each an XLA FFI custom call on XLA's CUDA stream (the handlers built into
+libflashbob.so, or the jax_ffi.cc shim: _ffi) except the backward's JVP, which is two of them:
 
     forward      (q, k, v)                    -> (O, L)          flashbob_forward
     forward_jvp  (q, k, v, O, L; tq, tk, tv)  -> tO              flashbob_forward_jvp
@@ -33,10 +33,11 @@ functions of q, k, v, and BoB's formulas already carry their change.
 
 The modules: the user API here; the primitives, their parameters, operand checks and shapes in
 _primitives; their JVP, transpose and vmap rules in _rules; their lowering (the custom calls) in
-_lowering; the FFI shim's build, cache and registration in _ffi.
+_lowering; which FFI handlers run, their registration and the shim's build and cache in _ffi.
 
-Importing needs jax but no GPU; the FFI shim is compiled and registered when a call is first
-lowered for CUDA, and libflashbob.so is loaded then (flashbob._capi's search).
+Importing needs jax but no GPU; the FFI handlers are registered (the shim compiled where it is
+needed) when a call is first lowered for CUDA, and libflashbob.so is loaded then
+(flashbob._capi's search).
 """
 
 import numpy as np

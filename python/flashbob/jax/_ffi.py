@@ -1,11 +1,14 @@
-"""The XLA FFI shim (jax_ffi.cc, docs/jax.md, "The FFI shim"): compiled once per source, jax and
-compiler into the kernel cache's directory, loaded, pointed at libflashbob.so, and its handlers
-registered with XLA when a primitive is first lowered for CUDA (_lowering).
+"""The XLA FFI handlers, registered with XLA when a primitive is first lowered for CUDA
+(_lowering; docs/jax.md, "The FFI handlers"): those built into libflashbob.so (flashbob_xla_*,
+api/XlaFfi.cpp) where the installed jaxlib's FFI C API is one they follow, else the shim
+(jax_ffi.cc) compiled once per source, jax and compiler into the kernel cache's directory,
+loaded and pointed at libflashbob.so. FLASHBOB_JAX_FFI=prebuilt or shim forces one.
 """
 
 import ctypes
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -20,33 +23,90 @@ from .. import _capi
 from .._capi import FlashBobError
 
 
-# --- the FFI shim: built once per source, jax and compiler, cached, registered on first use ----
+# --- registration: the library's handlers, or the shim's ---------------------------------------
 
 _SOURCE = Path(__file__).with_name("jax_ffi.cc")
+_registered = None  # "prebuilt" or "shim", once the handlers are registered
 _shim = None
-_shim_lock = threading.Lock()
+_lock = threading.Lock()
+
+# The FFI C API versions the library's handlers follow (api/XlaFfiAbi.h): major 0, minor >= 1.
+_PREBUILT_MAJOR, _PREBUILT_MINOR = 0, 1
 
 
 def register_targets(handlers):
-    """Builds (or finds) the shim, points it at libflashbob.so and registers its handlers with
-    XLA; once per process. handlers: (XLA target name, handler symbol in jax_ffi.cc) pairs."""
-    global _shim
-    with _shim_lock:
-        if _shim is not None:
+    """Registers flashbob's handlers with XLA, once per process. handlers: (XLA target name,
+    handler symbol in jax_ffi.cc, handler symbol in libflashbob.so) triples."""
+    global _registered
+    with _lock:
+        if _registered is not None:
             return
-        shim = ctypes.CDLL(str(_shim_library()))
-        init = shim.flashbob_jax_ffi_init
-        init.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-        init.restype = ctypes.c_int
-        message = ctypes.create_string_buffer(1024)
-        # The path flashbob._capi loaded: dlopen returns that same handle (one kernel cache).
-        library = os.path.abspath(_capi.library_path())
-        if init(os.fsencode(library), message, len(message)) != 0:
-            raise FlashBobError("flashbob.jax: " + message.value.decode(errors="replace"))
-        for target, symbol in handlers:
-            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(shim, symbol)),
-                                        platform="CUDA")
-        _shim = shim
+        choice = os.environ.get("FLASHBOB_JAX_FFI", "")
+        if choice not in ("", "prebuilt", "shim"):
+            raise FlashBobError(f"FLASHBOB_JAX_FFI={choice} is neither prebuilt nor shim (unset "
+                                f"it to let flashbob.jax choose)")
+        version = installed_ffi_version()
+        if choice == "prebuilt" or (choice == "" and prebuilt_follows(version)):
+            _register_prebuilt(handlers)
+            _registered = "prebuilt"
+            return
+        if choice == "":
+            _capi.logger.info("flashbob.jax: jaxlib's XLA FFI C API is %s, not one the handlers "
+                              "in libflashbob.so follow (0.x, x >= 1): using the FFI shim",
+                              "unknown" if version is None else "%d.%d" % version)
+        _register_shim(handlers)
+        _registered = "shim"
+
+
+def registered():
+    """Which handlers this process registered ("prebuilt", "shim"), or None so far."""
+    return _registered
+
+
+def installed_ffi_version():
+    """(major, minor) of the XLA FFI C API in the installed jaxlib's header, or None where the
+    header is missing or says neither."""
+    header = Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h"
+    try:
+        text = header.read_text(errors="replace")
+    except OSError:
+        return None
+    major = re.search(r"^#define XLA_FFI_API_MAJOR (\d+)", text, re.M)
+    minor = re.search(r"^#define XLA_FFI_API_MINOR (\d+)", text, re.M)
+    return (int(major.group(1)), int(minor.group(1))) if major and minor else None
+
+
+def prebuilt_follows(version):
+    return version is not None and version[0] == _PREBUILT_MAJOR and version[1] >= _PREBUILT_MINOR
+
+
+def _register_prebuilt(handlers):
+    library = _capi.library()
+    for target, _, symbol in handlers:
+        try:
+            handler = getattr(library, symbol)
+        except AttributeError:
+            raise FlashBobError(f"flashbob.jax: {_capi.library_path()} has no {symbol} (a library "
+                                f"older than this package; FLASHBOB_JAX_FFI=shim compiles the "
+                                f"handlers instead)") from None
+        jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="CUDA")
+
+
+def _register_shim(handlers):
+    global _shim
+    shim = ctypes.CDLL(str(_shim_library()))
+    init = shim.flashbob_jax_ffi_init
+    init.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    init.restype = ctypes.c_int
+    message = ctypes.create_string_buffer(1024)
+    # The path flashbob._capi loaded: dlopen returns that same handle (one kernel cache).
+    library = os.path.abspath(_capi.library_path())
+    if init(os.fsencode(library), message, len(message)) != 0:
+        raise FlashBobError("flashbob.jax: " + message.value.decode(errors="replace"))
+    for target, symbol, _ in handlers:
+        jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(shim, symbol)),
+                                    platform="CUDA")
+    _shim = shim
 
 
 def _compiler():

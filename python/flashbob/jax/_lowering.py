@@ -1,4 +1,4 @@
-"""The primitives' lowering: on CUDA, an XLA FFI custom call each (the shim's handlers, _ffi),
+"""The primitives' lowering: on CUDA, an XLA FFI custom call each (the handlers of _ffi),
 except backward_jvp, which lowers to the others; on any other platform, an error naming it.
 """
 
@@ -14,21 +14,22 @@ from ._primitives import (PRIMITIVES, backward_jvp_eval, backward_jvp_p, backwar
 
 
 # --- lowering: XLA FFI custom calls ------------------------------------------------------------
-# (target, handler symbol in jax_ffi.cc, row-vector workspaces the C call needs). A workspace is
-# one more result of the custom call that the primitive does not return: XLA allocates it with
-# the outputs and frees it after the call.
+# (target, handler symbol in jax_ffi.cc, in libflashbob.so, row-vector workspaces the C call
+# needs). A workspace is one more result of the custom call that the primitive does not return:
+# XLA allocates it with the outputs and frees it after the call.
 
 _TARGETS = {
-    forward_p: ("flashbob_forward", "FlashBobJaxForward", 0),
-    forward_jvp_p: ("flashbob_forward_jvp", "FlashBobJaxForwardJvp", 0),
-    backward_p: ("flashbob_backward", "FlashBobJaxBackward", 1),  # D
-    bob_p: ("flashbob_bob", "FlashBobJaxBob", 3),  # D, c, b
+    forward_p: ("flashbob_forward", "FlashBobJaxForward", "flashbob_xla_forward", 0),
+    forward_jvp_p: ("flashbob_forward_jvp", "FlashBobJaxForwardJvp", "flashbob_xla_forward_jvp",
+                    0),
+    backward_p: ("flashbob_backward", "FlashBobJaxBackward", "flashbob_xla_backward", 1),  # D
+    bob_p: ("flashbob_bob", "FlashBobJaxBob", "flashbob_xla_bob", 3),  # D, c, b
 }
-_HANDLERS = [(target, symbol) for target, symbol, _ in _TARGETS.values()]
+_HANDLERS = [handler[:3] for handler in _TARGETS.values()]
 
 
 def _ffi_attributes(params):
-    """jax_ffi.cc's attributes, typed as it decodes them (i64, f64)."""
+    """The handlers' attributes, typed as they decode them (i64, f64)."""
     return dict(causal=np.int64(params["causal"]), window_left=np.int64(params["window_left"]),
                 window_right=np.int64(params["window_right"]), scale=np.float64(params["scale"]),
                 max_seqlen_q=np.int64(params["max_seqlen_q"]),
@@ -54,7 +55,7 @@ def _not_on_cuda(ctx, *operands, **params):
                      f"kernels run on NVIDIA GPUs only")
 
 
-for _prim, (_target, _symbol, _workspaces) in _TARGETS.items():
+for _prim, (_target, _symbol, _prebuilt, _workspaces) in _TARGETS.items():
     mlir.register_lowering(_prim, _custom_call_lowering(_target, _workspaces), platform="cuda")
 mlir.register_lowering(backward_jvp_p, mlir.lower_fun(backward_jvp_eval, multiple_results=True),
                        platform="cuda")
