@@ -208,6 +208,24 @@ std::vector<int64_t> qShape() { return {B, N, H, D}; }
 std::vector<int64_t> kShape() { return {B, M, Hkv, D}; }
 std::vector<int64_t> rowShape(int copies = 1) { return {copies * B * H * N}; }
 
+// The operands the backward and BoB read first: q, k, v, o, lse, dO at addresses 0..5 as below.
+Frame &savedOperands(Frame &f) {
+  return f.arg(xf::kBF16, qShape(), address(0)).arg(xf::kBF16, kShape(), address(1))
+      .arg(xf::kBF16, kShape(), address(2)).arg(xf::kBF16, qShape(), address(3))
+      .arg(xf::kF32, rowShape(), address(5)).arg(xf::kBF16, qShape(), address(4));
+}
+
+// The handler's launches for frame `f`, one by one against `expected` (the C API's).
+void checkSameLaunches(const std::vector<fake_cuda_launch_record> &expected,
+                       void *(*handler)(void *), Frame &f) {
+  CHECK(handler(f.build()) == nullptr);
+  const std::vector<fake_cuda_launch_record> got = launches();
+  REQUIRE(!expected.empty());
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK(sameLaunch(expected[i], got[i]));
+}
+
 } // namespace
 
 TEST_CASE("XLA's metadata query is answered with API 0.1 and no call", "[fake][xla]") {
@@ -255,29 +273,17 @@ TEST_CASE("each handler launches what the C API launches for the buffers' layout
     f.arg(bf16, qShape(), address(0)).arg(bf16, kShape(), address(1))
         .arg(bf16, kShape(), address(2)).ret(bf16, qShape(), address(3))
         .ret(xf::kF32, rowShape(), address(5)).config(causal, scale);
-    CHECK(flashbob_xla_forward(f.build()) == nullptr);
-    auto got = launches();
-    REQUIRE(expected.size() == 1);
-    REQUIRE(got.size() == 1);
-    CHECK(sameLaunch(expected[0], got[0]));
+    checkSameLaunches(expected, flashbob_xla_forward, f);
   }
   SECTION("backward") {
     REQUIRE(flashbob_backward(&p, q, k, v, o, dO, lse, x, y, z, workspace, kStream) ==
             FLASHBOB_OK);
     auto expected = launches();
     Frame f;
-    f.arg(bf16, qShape(), address(0)).arg(bf16, kShape(), address(1))
-        .arg(bf16, kShape(), address(2)).arg(bf16, qShape(), address(3))
-        .arg(xf::kF32, rowShape(), address(5)).arg(bf16, qShape(), address(4))
-        .ret(bf16, qShape(), address(7)).ret(bf16, kShape(), address(8))
+    savedOperands(f).ret(bf16, qShape(), address(7)).ret(bf16, kShape(), address(8))
         .ret(bf16, kShape(), address(9)).ret(xf::kF32, rowShape(), address(6))
         .config(causal, scale);
-    CHECK(flashbob_xla_backward(f.build()) == nullptr);
-    auto got = launches();
-    REQUIRE(expected.size() == 2);
-    REQUIRE(got.size() == 2);
-    CHECK(sameLaunch(expected[0], got[0]));
-    CHECK(sameLaunch(expected[1], got[1]));
+    checkSameLaunches(expected, flashbob_xla_backward, f);
   }
   SECTION("BoB") {
     const auto uq = seqMajor(11, N, H), uk = seqMajor(12, M, Hkv), uv = seqMajor(13, M, Hkv);
@@ -285,20 +291,12 @@ TEST_CASE("each handler launches what the C API launches for the buffers' layout
             FLASHBOB_OK);
     auto expected = launches();
     Frame f;
-    f.arg(bf16, qShape(), address(0)).arg(bf16, kShape(), address(1))
-        .arg(bf16, kShape(), address(2)).arg(bf16, qShape(), address(3))
-        .arg(xf::kF32, rowShape(), address(5)).arg(bf16, qShape(), address(4))
-        .arg(bf16, qShape(), address(11)).arg(bf16, kShape(), address(12))
+    savedOperands(f).arg(bf16, qShape(), address(11)).arg(bf16, kShape(), address(12))
         .arg(bf16, kShape(), address(13)).ret(bf16, qShape(), address(7))
         .ret(bf16, kShape(), address(8)).ret(bf16, kShape(), address(9))
         .ret(bf16, qShape(), address(10)).ret(xf::kF32, rowShape(3), address(6))
         .config(causal, scale);
-    CHECK(flashbob_xla_bob(f.build()) == nullptr);
-    auto got = launches();
-    REQUIRE(expected.size() == 2);
-    REQUIRE(got.size() == 2);
-    CHECK(sameLaunch(expected[0], got[0]));
-    CHECK(sameLaunch(expected[1], got[1]));
+    checkSameLaunches(expected, flashbob_xla_bob, f);
   }
   SECTION("forward JVP") {
     const auto tq = seqMajor(11, N, H), tk = seqMajor(12, M, Hkv), tv = seqMajor(13, M, Hkv);
@@ -310,11 +308,7 @@ TEST_CASE("each handler launches what the C API launches for the buffers' layout
         .arg(xf::kF32, rowShape(), address(5)).arg(bf16, qShape(), address(11))
         .arg(bf16, kShape(), address(12)).arg(bf16, kShape(), address(13))
         .ret(bf16, qShape(), address(10)).config(causal, scale);
-    CHECK(flashbob_xla_forward_jvp(f.build()) == nullptr);
-    auto got = launches();
-    REQUIRE(expected.size() == 1);
-    REQUIRE(got.size() == 1);
-    CHECK(sameLaunch(expected[0], got[0]));
+    checkSameLaunches(expected, flashbob_xla_forward_jvp, f);
   }
   CHECK(errors.empty());
 }
@@ -405,10 +399,7 @@ TEST_CASE("a workspace smaller than the call needs is an error, nothing launched
   useFakeDriver();
   errors.clear();
   Frame f;
-  f.arg(xf::kBF16, qShape(), address(0)).arg(xf::kBF16, kShape(), address(1))
-      .arg(xf::kBF16, kShape(), address(2)).arg(xf::kBF16, qShape(), address(3))
-      .arg(xf::kF32, rowShape(), address(5)).arg(xf::kBF16, qShape(), address(4))
-      .arg(xf::kBF16, qShape(), address(11)).arg(xf::kBF16, kShape(), address(12))
+  savedOperands(f).arg(xf::kBF16, qShape(), address(11)).arg(xf::kBF16, kShape(), address(12))
       .arg(xf::kBF16, kShape(), address(13)).ret(xf::kBF16, qShape(), address(7))
       .ret(xf::kBF16, kShape(), address(8)).ret(xf::kBF16, kShape(), address(9))
       .ret(xf::kBF16, qShape(), address(10)).ret(xf::kF32, rowShape(2), address(6))
