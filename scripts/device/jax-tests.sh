@@ -2,8 +2,9 @@
 # GPU machine: flashbob.jax from the wheel, as a user gets it. Installs
 # dist/flashbob-*.whl with pip, without network, into an empty directory, then, with no FLASHBOB_*
 # or LD_LIBRARY_PATH set and only that directory on PYTHONPATH: imports flashbob.jax (jax, jaxlib,
-# the device, which library), runs test/python/test_jax_attention.py (which builds the XLA FFI
-# shim on first use) and the HVP benchmark bench/jax_hvp.py. Needs no LLVM and no .device: only
+# the device, which library), runs test/python/test_jax_attention.py (the library's XLA FFI
+# handlers, the shim where jaxlib's FFI API is another; one test builds the shim on purpose) and
+# the HVP benchmark bench/jax_hvp.py. Needs no LLVM and no .device: only
 # the wheel (scripts/build-wheel.sh here) and a Python with jax and jaxlib with CUDA.
 # On the GPU machine, with dist/ copied along (about 10 minutes):
 #   bash scripts/device/jax-tests.sh
