@@ -124,6 +124,24 @@ class ChoiceTest(unittest.TestCase):
             module.register_targets(TARGETS)
         self.assertIsNone(module.registered())
 
+    def test_the_shim_where_xla_refuses_the_library_handlers(self):
+        module, ffi = load_ffi(header_dir(Path(self.tmp.name) / "refusing", 0, 1))
+
+        def refuse(name, capsule, platform):
+            raise RuntimeError("handler API version 0.1 is not supported")
+        ffi.register_ffi_target = refuse
+        shim_calls = []
+        module._register_shim = shim_calls.append
+        module.register_targets(TARGETS)
+        self.assertEqual((module.registered(), shim_calls), ("shim", [TARGETS]))
+        # Forced, the refusal is the caller's to see.
+        os.environ["FLASHBOB_JAX_FFI"] = "prebuilt"
+        module, ffi = load_ffi(header_dir(Path(self.tmp.name) / "refusing", 0, 1))
+        ffi.register_ffi_target = refuse
+        with self.assertRaisesRegex(RuntimeError, "not supported"):
+            module.register_targets(TARGETS)
+        self.assertIsNone(module.registered())
+
     def test_once_per_process(self):
         module, ffi, _ = self.register(0, 1)
         module.register_targets(TARGETS)

@@ -47,10 +47,16 @@ def register_targets(handlers):
                                 f"it to let flashbob.jax choose)")
         version = installed_ffi_version()
         if choice == "prebuilt" or (choice == "" and prebuilt_follows(version)):
-            _register_prebuilt(handlers)
-            _registered = "prebuilt"
-            return
-        if choice == "":
+            try:
+                _register_prebuilt(handlers)
+                _registered = "prebuilt"
+                return
+            except Exception as e:  # XLA refused them: the shim, built for this jaxlib
+                if choice == "prebuilt":
+                    raise
+                _capi.logger.warning("flashbob.jax: XLA did not take the FFI handlers in "
+                                     "libflashbob.so (%s): using the FFI shim", e)
+        elif choice == "":
             _capi.logger.info("flashbob.jax: jaxlib's XLA FFI C API is %s, not one the handlers "
                               "in libflashbob.so follow (0.x, x >= 1): using the FFI shim",
                               "unknown" if version is None else "%d.%d" % version)
