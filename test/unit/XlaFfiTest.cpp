@@ -349,6 +349,68 @@ TEST_CASE("a window and v of another width reach the C API", "[fake][xla]") {
   CHECK(errors.empty());
 }
 
+TEST_CASE("a packed batch: the offsets after the tensors, the longest sequences from the "
+          "attributes",
+          "[fake][xla]") {
+  // The fake's device memory is the host's: the C API reads the offsets back from these.
+  useFakeDriver();
+  errors.clear();
+  std::vector<int32_t> cuQ{0, 300, 300, 1000}, cuK{0, 200, 650, 700};
+  flashbob_problem p = FLASHBOB_PROBLEM_INIT;
+  p.batch = 3;
+  p.heads = H;
+  p.heads_kv = Hkv;
+  p.seq_q = N;
+  p.seq_k = M;
+  p.head_dim = D;
+  p.dtype = FLASHBOB_BF16;
+  p.causal = 1;
+  p.varlen = 1;
+  p.cu_seqlens_q = cuQ.data();
+  p.cu_seqlens_k = cuK.data();
+  p.max_seqlen_q = 700;
+  p.max_seqlen_k = 450;
+  // (total, heads, d) memory: stride[0] is never read.
+  auto packed = [](int i, int64_t heads) {
+    return flashbob_tensor{address(i), {0, D, heads * D, 1}};
+  };
+  REQUIRE(flashbob_forward(&p, packed(0, H), packed(1, Hkv), packed(2, Hkv), packed(3, H),
+                           static_cast<float *>(address(5)), kStream) == FLASHBOB_OK);
+  auto expected = launches();
+  Frame f;
+  f.arg(xf::kBF16, {N, H, D}, address(0)).arg(xf::kBF16, {M, Hkv, D}, address(1))
+      .arg(xf::kBF16, {M, Hkv, D}, address(2)).arg(xf::kS32, {4}, cuQ.data())
+      .arg(xf::kS32, {4}, cuK.data()).ret(xf::kBF16, {N, H, D}, address(3))
+      .ret(xf::kF32, {H * N}, address(5)).config(true);
+  f.attr<int64_t>("max_seqlen_q", xf::kS64, 700).attr<int64_t>("max_seqlen_k", xf::kS64, 450);
+  checkSameLaunches(expected, flashbob_xla_forward, f);
+  CHECK(errors.empty());
+
+  // Offsets that are not int32: refused by the handler, nothing launched.
+  Frame wide;
+  wide.arg(xf::kBF16, {N, H, D}, address(0)).arg(xf::kBF16, {M, Hkv, D}, address(1))
+      .arg(xf::kBF16, {M, Hkv, D}, address(2)).arg(xf::kS64, {4}, cuQ.data())
+      .arg(xf::kS64, {4}, cuK.data()).ret(xf::kBF16, {N, H, D}, address(3))
+      .ret(xf::kF32, {H * N}, address(5)).config(true);
+  CHECK(flashbob_xla_forward(wide.build()) != nullptr);
+  REQUIRE(errors.size() == 1);
+  CHECK_THAT(errors[0].message, Catch::Contains("cu_seqlens_q and cu_seqlens_k must be int32"));
+  // Offsets the C API refuses (a longest sequence too short): its message, nothing launched.
+  errors.clear();
+  Frame shortest;
+  shortest.arg(xf::kBF16, {N, H, D}, address(0)).arg(xf::kBF16, {M, Hkv, D}, address(1))
+      .arg(xf::kBF16, {M, Hkv, D}, address(2)).arg(xf::kS32, {4}, cuQ.data())
+      .arg(xf::kS32, {4}, cuK.data()).ret(xf::kBF16, {N, H, D}, address(3))
+      .ret(xf::kF32, {H * N}, address(5)).config(true);
+  shortest.attr<int64_t>("max_seqlen_q", xf::kS64, 699).attr<int64_t>("max_seqlen_k", xf::kS64,
+                                                                      450);
+  CHECK(flashbob_xla_forward(shortest.build()) != nullptr);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].code == xf::kInvalidArgument);
+  CHECK_THAT(errors[0].message, Catch::Contains("more than max_seqlen_q = 699"));
+  CHECK(launches().empty());
+}
+
 TEST_CASE("bad frames are errors naming what is wrong, nothing launched", "[fake][xla]") {
   useFakeDriver();
   errors.clear();
