@@ -229,32 +229,32 @@ bool workspaceFits(Call &call, const xf::Buffer *workspace, const flashbob_probl
   return true;
 }
 
-// The preamble of every handler: XLA's metadata query answered, other stages skipped, the frame
-// checked and decoded. Returns whether the handler goes on to its call; else `result` is the
-// handler's return value.
-bool begin(xf::CallFrame *frame, Call &call, int64_t tensors, int64_t results,
-           flashbob_problem &p, xf::Error *&result) {
-  result = nullptr;
+// Every handler: XLA's metadata query answered, other stages skipped, the frame checked and
+// decoded (`tensors` operands, then 0 or 2 offsets; `results` results, the last a workspace of
+// `workspaceCopies` row vectors where that is not 0), then `launch(call, problem)`'s C API
+// status returned as XLA's error.
+template <typename Launch>
+void *handle(void *callFrame, int64_t tensors, int64_t results, int workspaceCopies,
+             Launch launch) {
+  auto *frame = static_cast<xf::CallFrame *>(callFrame);
   for (const xf::ExtensionBase *e = frame->extensionStart; e; e = e->next) {
     if (e->type != xf::kMetadataExtension)
       continue;
     xf::Metadata *metadata = reinterpret_cast<const xf::MetadataExtension *>(e)->metadata;
     metadata->version = {sizeof(xf::ApiVersion), nullptr, xf::kApiMajor, xf::kApiMinor};
     metadata->traits = 0;
-    return false;
+    return nullptr;
   }
-  if (frame->structSize < kFrameSize) {
-    result = fail(frame, xf::kInternal, "flashbob.jax: XLA's call frame is older than API 0.1");
-    return false;
-  }
+  if (frame->structSize < kFrameSize)
+    return fail(frame, xf::kInternal, "flashbob.jax: XLA's call frame is older than API 0.1");
   if (frame->stage != xf::kExecuteStage)
-    return false;
-  call.frame = frame;
-  if (!decode(call, tensors, results) || !problem(call, tensors, p)) {
-    result = call.error;
-    return false;
-  }
-  return true;
+    return nullptr;
+  Call call{frame};
+  flashbob_problem p;
+  if (!decode(call, tensors, results) || !problem(call, tensors, p) ||
+      (workspaceCopies && !workspaceFits(call, call.rets[results - 1], p, workspaceCopies)))
+    return call.error;
+  return status(frame, launch(call, p));
 }
 
 } // namespace
@@ -262,64 +262,41 @@ bool begin(xf::CallFrame *frame, Call &call, int64_t tensors, int64_t results,
 extern "C" {
 
 void *flashbob_xla_forward(void *callFrame) {
-  auto *frame = static_cast<xf::CallFrame *>(callFrame);
-  Call call{frame};
-  flashbob_problem p;
-  xf::Error *result;
-  if (!begin(frame, call, 3, 2, p, result)) // q, k, v -> o, lse
-    return result;
-  const auto *a = call.args;
-  const auto *r = call.rets;
-  return status(frame, flashbob_forward(&p, view(a[0]), view(a[1]), view(a[2]), view(r[0]),
-                                        rows(r[1]), call.stream));
+  // q, k, v -> o, lse
+  return handle(callFrame, 3, 2, 0, [](const Call &c, const flashbob_problem &p) {
+    const auto *a = c.args, *r = c.rets;
+    return flashbob_forward(&p, view(a[0]), view(a[1]), view(a[2]), view(r[0]), rows(r[1]),
+                            c.stream);
+  });
 }
 
 void *flashbob_xla_backward(void *callFrame) {
-  auto *frame = static_cast<xf::CallFrame *>(callFrame);
-  Call call{frame};
-  flashbob_problem p;
-  xf::Error *result;
-  if (!begin(frame, call, 6, 4, p, result)) // q, k, v, o, lse, d_o -> d_q, d_k, d_v, D
-    return result;
-  const auto *a = call.args;
-  const auto *r = call.rets;
-  if (!workspaceFits(call, r[3], p, 1))
-    return call.error;
-  return status(frame, flashbob_backward(&p, view(a[0]), view(a[1]), view(a[2]), view(a[3]),
-                                         view(a[5]), rows(a[4]), view(r[0]), view(r[1]),
-                                         view(r[2]), rows(r[3]), call.stream));
+  // q, k, v, o, lse, d_o -> d_q, d_k, d_v, (D)
+  return handle(callFrame, 6, 4, 1, [](const Call &c, const flashbob_problem &p) {
+    const auto *a = c.args, *r = c.rets;
+    return flashbob_backward(&p, view(a[0]), view(a[1]), view(a[2]), view(a[3]), view(a[5]),
+                             rows(a[4]), view(r[0]), view(r[1]), view(r[2]), rows(r[3]),
+                             c.stream);
+  });
 }
 
 void *flashbob_xla_bob(void *callFrame) {
-  auto *frame = static_cast<xf::CallFrame *>(callFrame);
-  Call call{frame};
-  flashbob_problem p;
-  xf::Error *result;
   // q, k, v, o, lse, d_o, u_q, u_k, u_v -> g_q, g_k, g_v, g_d_o, (D, c, b)
-  if (!begin(frame, call, 9, 5, p, result))
-    return result;
-  const auto *a = call.args;
-  const auto *r = call.rets;
-  if (!workspaceFits(call, r[4], p, 3))
-    return call.error;
-  return status(frame, flashbob_bob(&p, view(a[0]), view(a[1]), view(a[2]), view(a[3]),
-                                    view(a[5]), rows(a[4]), view(a[6]), view(a[7]), view(a[8]),
-                                    view(r[0]), view(r[1]), view(r[2]), view(r[3]), rows(r[4]),
-                                    call.stream));
+  return handle(callFrame, 9, 5, 3, [](const Call &c, const flashbob_problem &p) {
+    const auto *a = c.args, *r = c.rets;
+    return flashbob_bob(&p, view(a[0]), view(a[1]), view(a[2]), view(a[3]), view(a[5]),
+                        rows(a[4]), view(a[6]), view(a[7]), view(a[8]), view(r[0]), view(r[1]),
+                        view(r[2]), view(r[3]), rows(r[4]), c.stream);
+  });
 }
 
 void *flashbob_xla_forward_jvp(void *callFrame) {
-  auto *frame = static_cast<xf::CallFrame *>(callFrame);
-  Call call{frame};
-  flashbob_problem p;
-  xf::Error *result;
-  if (!begin(frame, call, 8, 1, p, result)) // q, k, v, o, lse, t_q, t_k, t_v -> t_o
-    return result;
-  const auto *a = call.args;
-  const auto *r = call.rets;
-  return status(frame, flashbob_forward_jvp(&p, view(a[0]), view(a[1]), view(a[2]), view(a[3]),
-                                            rows(a[4]), view(a[5]), view(a[6]), view(a[7]),
-                                            view(r[0]), call.stream));
+  // q, k, v, o, lse, t_q, t_k, t_v -> t_o
+  return handle(callFrame, 8, 1, 0, [](const Call &c, const flashbob_problem &p) {
+    const auto *a = c.args, *r = c.rets;
+    return flashbob_forward_jvp(&p, view(a[0]), view(a[1]), view(a[2]), view(a[3]), rows(a[4]),
+                                view(a[5]), view(a[6]), view(a[7]), view(r[0]), c.stream);
+  });
 }
 
 } // extern "C"
