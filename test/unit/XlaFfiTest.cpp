@@ -7,53 +7,21 @@
 // without a launch; bad frames must come back as errors naming what is wrong, nothing launched.
 #include "api/XlaFfiAbi.h"
 #include "api/flashbob.h"
-#include "support/Knobs.h"
 #include "test/fake_driver/FakeCudaDriver.h"
+#include "test/unit/FakeDriverRecorder.h"
 
 #include <catch2/catch.hpp>
-
-#include <dlfcn.h>
 
 #include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
-extern "C" {
-void *flashbob_xla_forward(void *);
-void *flashbob_xla_backward(void *);
-void *flashbob_xla_bob(void *);
-void *flashbob_xla_forward_jvp(void *);
-}
-
 namespace xf = flashbob::xla_ffi;
 using namespace flashbob;
+using namespace flashbob::fake_driver;
 
 namespace {
-
-void useFakeDriver() {
-  support::setOverride(support::Knob::CudaDriver, FAKE_CUDA_LIBRARY);
-  support::setOverride(support::Knob::CacheDir, FAKE_DRIVER_CACHE_DIR);
-}
-
-void *fake() {
-  void *handle = ::dlopen(FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(handle);
-  return handle;
-}
-
-// The launches since the last call (the recorder is reset after reading).
-std::vector<fake_cuda_launch_record> launches() {
-  void *f = fake();
-  auto count = reinterpret_cast<fake_cuda_launch_count_fn>(::dlsym(f, "fake_cuda_launch_count"));
-  auto get = reinterpret_cast<fake_cuda_launch_fn>(::dlsym(f, "fake_cuda_launch"));
-  auto reset = reinterpret_cast<fake_cuda_reset_fn>(::dlsym(f, "fake_cuda_reset"));
-  std::vector<fake_cuda_launch_record> out(static_cast<size_t>(count()));
-  for (size_t i = 0; i < out.size(); ++i)
-    get(int(i), &out[i]);
-  reset();
-  return out;
-}
 
 bool sameLaunch(const fake_cuda_launch_record &a, const fake_cuda_launch_record &b) {
   return std::strcmp(a.entry, b.entry) == 0 && std::memcmp(a.grid, b.grid, sizeof a.grid) == 0 &&
@@ -356,15 +324,8 @@ TEST_CASE("a packed batch: the offsets after the tensors, the longest sequences 
   useFakeDriver();
   errors.clear();
   std::vector<int32_t> cuQ{0, 300, 300, 1000}, cuK{0, 200, 650, 700};
-  flashbob_problem p = FLASHBOB_PROBLEM_INIT;
+  flashbob_problem p = expectedProblem(true); // N and M the packed totals
   p.batch = 3;
-  p.heads = H;
-  p.heads_kv = Hkv;
-  p.seq_q = N;
-  p.seq_k = M;
-  p.head_dim = D;
-  p.dtype = FLASHBOB_BF16;
-  p.causal = 1;
   p.varlen = 1;
   p.cu_seqlens_q = cuQ.data();
   p.cu_seqlens_k = cuK.data();
@@ -377,33 +338,29 @@ TEST_CASE("a packed batch: the offsets after the tensors, the longest sequences 
   REQUIRE(flashbob_forward(&p, packed(0, H), packed(1, Hkv), packed(2, Hkv), packed(3, H),
                            static_cast<float *>(address(5)), kStream) == FLASHBOB_OK);
   auto expected = launches();
+  // The handler's frame: q, k, v, the offsets as `offsets` elements, o, lse; causal, the longest
+  // query sequence `maxQ`.
+  auto frame = [&](Frame &f, int offsets, int64_t maxQ) -> Frame & {
+    return f.arg(xf::kBF16, {N, H, D}, address(0)).arg(xf::kBF16, {M, Hkv, D}, address(1))
+        .arg(xf::kBF16, {M, Hkv, D}, address(2)).arg(offsets, {4}, cuQ.data())
+        .arg(offsets, {4}, cuK.data()).ret(xf::kBF16, {N, H, D}, address(3))
+        .ret(xf::kF32, {H * N}, address(5)).config(true)
+        .attr<int64_t>("max_seqlen_q", xf::kS64, maxQ)
+        .attr<int64_t>("max_seqlen_k", xf::kS64, 450);
+  };
   Frame f;
-  f.arg(xf::kBF16, {N, H, D}, address(0)).arg(xf::kBF16, {M, Hkv, D}, address(1))
-      .arg(xf::kBF16, {M, Hkv, D}, address(2)).arg(xf::kS32, {4}, cuQ.data())
-      .arg(xf::kS32, {4}, cuK.data()).ret(xf::kBF16, {N, H, D}, address(3))
-      .ret(xf::kF32, {H * N}, address(5)).config(true);
-  f.attr<int64_t>("max_seqlen_q", xf::kS64, 700).attr<int64_t>("max_seqlen_k", xf::kS64, 450);
-  checkSameLaunches(expected, flashbob_xla_forward, f);
+  checkSameLaunches(expected, flashbob_xla_forward, frame(f, xf::kS32, 700));
   CHECK(errors.empty());
 
   // Offsets that are not int32: refused by the handler, nothing launched.
   Frame wide;
-  wide.arg(xf::kBF16, {N, H, D}, address(0)).arg(xf::kBF16, {M, Hkv, D}, address(1))
-      .arg(xf::kBF16, {M, Hkv, D}, address(2)).arg(xf::kS64, {4}, cuQ.data())
-      .arg(xf::kS64, {4}, cuK.data()).ret(xf::kBF16, {N, H, D}, address(3))
-      .ret(xf::kF32, {H * N}, address(5)).config(true);
-  CHECK(flashbob_xla_forward(wide.build()) != nullptr);
+  CHECK(flashbob_xla_forward(frame(wide, xf::kS64, 700).build()) != nullptr);
   REQUIRE(errors.size() == 1);
   CHECK_THAT(errors[0].message, Catch::Contains("cu_seqlens_q and cu_seqlens_k must be int32"));
   // Offsets the C API refuses (a longest sequence too short): its message, nothing launched.
   errors.clear();
   Frame shortest;
-  shortest.arg(xf::kBF16, {N, H, D}, address(0)).arg(xf::kBF16, {M, Hkv, D}, address(1))
-      .arg(xf::kBF16, {M, Hkv, D}, address(2)).arg(xf::kS32, {4}, cuQ.data())
-      .arg(xf::kS32, {4}, cuK.data()).ret(xf::kBF16, {N, H, D}, address(3))
-      .ret(xf::kF32, {H * N}, address(5)).config(true);
-  shortest.attr<int64_t>("max_seqlen_q", xf::kS64, 699).attr<int64_t>("max_seqlen_k", xf::kS64,
-                                                                      450);
+  frame(shortest, xf::kS32, 699);
   CHECK(flashbob_xla_forward(shortest.build()) != nullptr);
   REQUIRE(errors.size() == 1);
   CHECK(errors[0].code == xf::kInvalidArgument);
